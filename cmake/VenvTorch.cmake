@@ -1,0 +1,59 @@
+# Finds LibTorch inside the project venv's PyPI torch wheel and exposes it as the
+# interface target shardformer::torch (headers, flags, libraries, runtime search path).
+set(SHARDFORMER_PYTHON "${PROJECT_SOURCE_DIR}/.venv/bin/python" CACHE FILEPATH
+    "Python of the project venv (created by tools/setup.sh)")
+if(NOT EXISTS "${SHARDFORMER_PYTHON}")
+  message(FATAL_ERROR "No Python venv at ${SHARDFORMER_PYTHON}: run tools/setup.sh first")
+endif()
+execute_process(
+  COMMAND "${SHARDFORMER_PYTHON}" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+  OUTPUT_VARIABLE SHARDFORMER_SITE_PACKAGES OUTPUT_STRIP_TRAILING_WHITESPACE COMMAND_ERROR_IS_FATAL ANY)
+# The venv may be a link into a cache folder (tools/setup.sh): use the real path, which also
+# keeps the installed package free of paths inside the source tree.
+file(REAL_PATH "${SHARDFORMER_SITE_PACKAGES}" SHARDFORMER_SITE_PACKAGES)
+set(_torch_root "${SHARDFORMER_SITE_PACKAGES}/torch")
+if(NOT EXISTS "${_torch_root}/share/cmake/Torch")
+  message(FATAL_ERROR "torch is not installed in ${SHARDFORMER_SITE_PACKAGES}: run tools/setup.sh")
+endif()
+
+# The wheel is a CUDA build: its CMake package wants a CUDA toolkit at configure time. Name
+# the architectures so it does not try to run a GPU probe on machines without a GPU. Without
+# a toolkit, the headers and flags are taken from the wheel directly (CPU-only use).
+if(NOT DEFINED ENV{TORCH_CUDA_ARCH_LIST})
+  set(ENV{TORCH_CUDA_ARCH_LIST} "8.0;9.0")
+endif()
+if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
+  set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+endif()
+if(CMAKE_CUDA_COMPILER AND EXISTS "${CMAKE_CUDA_COMPILER}")
+  list(APPEND CMAKE_PREFIX_PATH "${_torch_root}/share/cmake")
+  find_package(Torch REQUIRED QUIET)
+else()
+  message(STATUS "No CUDA toolkit: using LibTorch headers without its CMake package")
+  execute_process(
+    COMMAND "${SHARDFORMER_PYTHON}" -c "import torch; print(torch.__version__.split('+')[0]); print(int(torch._C._GLIBCXX_USE_CXX11_ABI))"
+    OUTPUT_VARIABLE _torch_facts OUTPUT_STRIP_TRAILING_WHITESPACE COMMAND_ERROR_IS_FATAL ANY)
+  string(REPLACE "\n" ";" _torch_facts "${_torch_facts}")
+  list(GET _torch_facts 0 Torch_VERSION)
+  list(GET _torch_facts 1 _cxx11_abi)
+  set(TORCH_INCLUDE_DIRS "${_torch_root}/include" "${_torch_root}/include/torch/csrc/api/include")
+  set(TORCH_CXX_FLAGS "-D_GLIBCXX_USE_CXX11_ABI=${_cxx11_abi}")
+endif()
+
+# Link only LibTorch itself. TORCH_LIBRARIES would add the system CUDA toolkit's libraries,
+# whose versions differ from the CUDA libraries the wheel was built against (pip nvidia-*).
+file(GLOB _nvidia_lib_dirs LIST_DIRECTORIES true "${SHARDFORMER_SITE_PACKAGES}/nvidia/*/lib")
+set(SHARDFORMER_TORCH_RUNTIME_DIRS "${_torch_root}/lib" ${_nvidia_lib_dirs})
+list(JOIN SHARDFORMER_TORCH_RUNTIME_DIRS ":" _rpath)
+
+add_library(shardformer_torch INTERFACE)
+add_library(shardformer::torch ALIAS shardformer_torch)
+target_include_directories(shardformer_torch SYSTEM INTERFACE ${TORCH_INCLUDE_DIRS})
+target_compile_options(shardformer_torch INTERFACE ${TORCH_CXX_FLAGS})
+target_link_libraries(shardformer_torch INTERFACE
+  "${_torch_root}/lib/libtorch.so" "${_torch_root}/lib/libtorch_cpu.so" "${_torch_root}/lib/libc10.so")
+# libtorch.so needs libtorch_cuda.so, which has no RUNPATH of its own: a transitive RPATH
+# (old dtags) lets the loader find the pip CUDA libraries without LD_LIBRARY_PATH.
+target_link_options(shardformer_torch INTERFACE
+  "LINKER:--disable-new-dtags" "LINKER:-rpath,${_rpath}" "LINKER:-rpath-link,${_rpath}")
+message(STATUS "LibTorch ${Torch_VERSION} from ${_torch_root}")

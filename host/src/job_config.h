@@ -1,0 +1,68 @@
+// The job config (TOML) read into typed structs. Unknown keys, wrong types and out-of-range
+// values are ConfigErrors citing file, line and column. Documented in docs/config.md.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace shardformer::host {
+
+struct ModelSection {
+  std::filesystem::path
+      path;  // checkpoint folder; relative paths are resolved against the config's folder
+  std::string dtype = "float32";  // float32 | float16 | bfloat16 | float64
+  std::string device = "cpu";     // cpu | cuda
+};
+
+struct ParallelSection {
+  int64_t tp_size = 1;
+  int64_t pp_size = 1;
+  int64_t dp_size = 1;
+};
+
+enum class JobMode { kForward, kGenerate };
+
+struct ForwardSection {
+  std::vector<std::vector<int64_t>> input_ids;  // one token-id list per sequence (right-padded)
+  std::filesystem::path output;                 // safetensors file written with the outputs
+};
+
+struct GenerateSection {
+  std::vector<std::vector<int64_t>> prompts;  // one token-id list per sequence (left-padded)
+  int64_t max_new_tokens = 20;
+  std::optional<int64_t> eos_token_id;  // default: the checkpoint's config.json
+  std::optional<int64_t> pad_token_id;  // default: the checkpoint's, else eos
+};
+
+struct PluginsSection {
+  std::vector<std::filesystem::path>
+      paths;  // searched before SHARDFORMER_PLUGIN_PATH and the default
+};
+
+struct LogSection {
+  std::string level = "info";  // trace | debug | info | warn | error | off
+};
+
+struct JobConfig {
+  std::filesystem::path source;  // the file read, or a name such as "<embedded>"
+  ModelSection model;
+  ParallelSection parallel;
+  JobMode mode = JobMode::kGenerate;
+  ForwardSection forward;
+  GenerateSection generate;
+  PluginsSection plugins;
+  LogSection log;
+};
+
+// Reads and validates a job config file. Throws ConfigError "FILE:LINE:COLUMN: message".
+JobConfig load_job_config(const std::filesystem::path& path);
+// Same, from text; `source` names it in errors, and relative paths resolve against `base_dir`.
+JobConfig parse_job_config(const std::string& text, const std::filesystem::path& source,
+                           const std::filesystem::path& base_dir);
+
+const char* job_mode_name(JobMode mode);
+
+}  // namespace shardformer::host

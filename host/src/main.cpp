@@ -1,0 +1,181 @@
+// shardformer-host: the command line. Verbs: run (a job config), plugins (list what is
+// discovered), inspect (describe a checkpoint). Every verb has --help.
+#include "inspect.h"
+#include "job_config.h"
+#include "jobs.h"
+#include "plugin_registry.h"
+
+#include "shardformer/error.h"
+#include "shardformer/log.h"
+#include "shardformer/strings.h"
+#include "shardformer/version.h"
+
+#include <torch/version.h>
+#include <boost/dll/runtime_symbol_info.hpp>
+#include <boost/program_options.hpp>
+
+#include <iostream>
+
+namespace po = boost::program_options;
+namespace fs = std::filesystem;
+using namespace shardformer;
+
+namespace {
+
+// The job `run` performs without a config: greedy generation on the tiny GPT-2 that the build
+// makes next to the host binary (tools/make_tiny_gpt2.py).
+constexpr const char* kEmbeddedDefaultConfig = R"toml(
+[model]
+path = "models/tiny-gpt2"
+
+[job]
+mode = "generate"
+
+[generate]
+prompts = [[464, 206, 758, 218], [15, 11, 616]]
+max_new_tokens = 12
+)toml";
+
+constexpr const char* kUsage =
+    "usage: shardformer-host <verb> [options]\n"
+    "\n"
+    "verbs:\n"
+    "  run [CONFIG.toml]    run a job (forward, generate); without CONFIG, the embedded default\n"
+    "  plugins              list the plugins found on the plugin search path\n"
+    "  inspect CHECKPOINT   describe a HuggingFace checkpoint folder\n"
+    "\n"
+    "  shardformer-host <verb> --help   options of a verb\n"
+    "  shardformer-host --version       versions of the host, SDK ABI and LibTorch\n";
+
+struct Parsed {
+  po::variables_map vars;
+  bool help = false;
+};
+
+// Parses the verb's arguments; positional is the name of the verb's one positional argument.
+Parsed parse_verb(int argc, char** argv, po::options_description& options, const char* positional) {
+  options.add_options()("help,h", "show this help");
+  po::positional_options_description positionals;
+  if (positional) positionals.add(positional, 1);
+  Parsed parsed;
+  po::store(po::command_line_parser(argc, argv).options(options).positional(positionals).run(),
+            parsed.vars);
+  po::notify(parsed.vars);
+  parsed.help = parsed.vars.count("help") > 0;
+  return parsed;
+}
+
+void add_plugin_dir_option(po::options_description& options) {
+  options.add_options()("plugin-dir", po::value<std::vector<std::string>>()->composing(),
+                        "folder searched for plugins before SHARDFORMER_PLUGIN_PATH and the "
+                        "default (repeatable)");
+}
+
+std::vector<fs::path> plugin_dirs(const po::variables_map& vars,
+                                  const std::vector<fs::path>& configured = {}) {
+  std::vector<fs::path> dirs;
+  if (vars.count("plugin-dir")) {
+    for (const auto& dir : vars["plugin-dir"].as<std::vector<std::string>>())
+      dirs.emplace_back(dir);
+  }
+  dirs.insert(dirs.end(), configured.begin(), configured.end());
+  return host::plugin_search_path(dirs);
+}
+
+int verb_run(int argc, char** argv) {
+  po::options_description options("shardformer-host run [CONFIG.toml] [options]");
+  options.add_options()("config", po::value<std::string>(),
+                        "job config (TOML); see docs/config.md")(
+      "log-level", po::value<std::string>(), "trace|debug|info|warn|error|off (overrides [log])");
+  add_plugin_dir_option(options);
+  const Parsed parsed = parse_verb(argc, argv, options, "config");
+  if (parsed.help) {
+    std::cout << options
+              << "\nWithout CONFIG, runs the embedded default: greedy generation on "
+                 "the tiny GPT-2 made by the build.\n";
+    return 0;
+  }
+  const host::JobConfig config =
+      parsed.vars.count("config")
+          ? host::load_job_config(parsed.vars["config"].as<std::string>())
+          : host::parse_job_config(kEmbeddedDefaultConfig, "<embedded default config>",
+                                   boost::dll::program_location().parent_path());
+  const std::string level = parsed.vars.count("log-level")
+                                ? parsed.vars["log-level"].as<std::string>()
+                                : config.log.level;
+  log::init(0, log::parse_level(level));
+  log::info(str("job ", config.source.string(), ": mode ", host::job_mode_name(config.mode)));
+  const auto registry =
+      host::PluginRegistry::discover(plugin_dirs(parsed.vars, config.plugins.paths));
+  host::run_job(config, registry, std::cout);
+  return 0;
+}
+
+int verb_plugins(int argc, char** argv) {
+  po::options_description options("shardformer-host plugins [options]");
+  add_plugin_dir_option(options);
+  const Parsed parsed = parse_verb(argc, argv, options, nullptr);
+  if (parsed.help) {
+    std::cout << options;
+    return 0;
+  }
+  const auto registry = host::PluginRegistry::discover(plugin_dirs(parsed.vars));
+  std::cout << "search path: " << join(registry.search_path(), ":") << "\n";
+  for (const auto& p : registry.plugins()) {
+    std::cout << p.name << " " << p.version << "  (SDK ABI " << p.abi_major << "." << p.abi_minor
+              << ", LibTorch " << p.torch_version << ")\n"
+              << "  architectures: " << join(p.architectures, ", ") << "\n"
+              << "  file: " << p.file.string() << "\n";
+  }
+  for (const auto& f : registry.failures()) {
+    std::cout << "refused " << f.file.string() << ": " << f.reason << "\n";
+  }
+  if (registry.plugins().empty()) std::cout << "no plugins found\n";
+  return 0;
+}
+
+int verb_inspect(int argc, char** argv) {
+  po::options_description options("shardformer-host inspect CHECKPOINT_DIR [options]");
+  options.add_options()("checkpoint", po::value<std::string>(), "HF checkpoint folder");
+  add_plugin_dir_option(options);
+  const Parsed parsed = parse_verb(argc, argv, options, "checkpoint");
+  if (parsed.help) {
+    std::cout << options;
+    return 0;
+  }
+  if (!parsed.vars.count("checkpoint")) throw ConfigError("inspect: no CHECKPOINT_DIR given");
+  const auto registry = host::PluginRegistry::discover(plugin_dirs(parsed.vars));
+  host::inspect_checkpoint(parsed.vars["checkpoint"].as<std::string>(), registry, std::cout);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string verb = argc > 1 ? argv[1] : "";
+  try {
+    if (verb == "run") return verb_run(argc - 1, argv + 1);
+    if (verb == "plugins") return verb_plugins(argc - 1, argv + 1);
+    if (verb == "inspect") return verb_inspect(argc - 1, argv + 1);
+    if (verb == "--version") {
+      std::cout << "shardformer-host " << SHARDFORMER_VERSION_STRING << " (SDK ABI "
+                << SHARDFORMER_ABI_MAJOR << "." << SHARDFORMER_ABI_MINOR << ", LibTorch "
+                << TORCH_VERSION << ")\n";
+      return 0;
+    }
+    if (verb == "--help" || verb == "-h" || verb == "help") {
+      std::cout << kUsage;
+      return 0;
+    }
+    std::cerr << (verb.empty() ? "no verb given" : "unknown verb '" + verb + "'") << "\n\n"
+              << kUsage;
+    return 2;
+  } catch (const po::error& e) {
+    std::cerr << "error: " << verb << ": " << e.what() << " (see shardformer-host " << verb
+              << " --help)\n";
+    return 2;
+  } catch (const std::exception& e) {
+    log::error(e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,147 @@
+// GPT-2 forward pass at one rank, as in HF transformers' modeling_gpt2.py.
+#include "gpt2_model.h"
+
+#include "shardformer/error.h"
+#include "shardformer/layers/attention.h"
+#include "shardformer/strings.h"
+
+#include <ATen/ATen.h>
+
+namespace shardformer::gpt2 {
+namespace {
+
+void require(bool ok, const HFConfig& config, const std::string& what) {
+  if (!ok) throw ModelError(str(config.path().string(), ": ", what));
+}
+
+}  // namespace
+
+GPT2Config GPT2Config::from(const HFConfig& c) {
+  GPT2Config g{};
+  g.vocab_size = c.get_int("vocab_size");
+  g.n_positions = c.get_int("n_positions");
+  g.n_embd = c.get_int("n_embd");
+  g.n_layer = c.get_int("n_layer");
+  g.n_head = c.get_int("n_head");
+  g.n_inner = c.get_optional_int("n_inner").value_or(4 * g.n_embd);
+  g.layer_norm_epsilon = c.get_double("layer_norm_epsilon", 1e-5);
+  g.activation = layers::parse_activation(c.get_string("activation_function", "gelu_new"),
+                                          c.path().string() + ": activation_function");
+  g.scale_attn_weights = c.get_bool("scale_attn_weights", true);
+  g.scale_attn_by_inverse_layer_idx = c.get_bool("scale_attn_by_inverse_layer_idx", false);
+  require(g.vocab_size > 0 && g.n_positions > 0 && g.n_embd > 0 && g.n_layer > 0 && g.n_head > 0 &&
+              g.n_inner > 0,
+          c, "vocab_size, n_positions, n_embd, n_layer, n_head and n_inner must be positive");
+  require(g.n_embd % g.n_head == 0, c,
+          str("n_embd (", g.n_embd, ") is not divisible by n_head (", g.n_head, ")"));
+  require(!c.get_bool("add_cross_attention", false), c,
+          "add_cross_attention = true (GPT-2 as a decoder with cross-attention) is not supported");
+  return g;
+}
+
+GPT2Attention::GPT2Attention(const BuildContext& ctx, const GPT2Config& config, int64_t layer_idx)
+    : layer_idx_(layer_idx), num_heads_(config.n_head), head_dim_(config.head_dim()) {
+  const layers::LinearOptions conv1d{.bias = true, .layout = layers::WeightLayout::kConv1D};
+  c_attn_ =
+      register_module("c_attn", std::make_shared<layers::Linear>(ctx.child("c_attn"), config.n_embd,
+                                                                 3 * config.n_embd, conv1d));
+  c_proj_ = register_module(
+      "c_proj",
+      std::make_shared<layers::Linear>(ctx.child("c_proj"), config.n_embd, config.n_embd, conv1d));
+  scale_ = config.scale_attn_weights ? 1.0 / std::sqrt(static_cast<double>(head_dim_)) : 1.0;
+  if (config.scale_attn_by_inverse_layer_idx) scale_ /= static_cast<double>(layer_idx + 1);
+}
+
+at::Tensor GPT2Attention::forward(const at::Tensor& x, const at::Tensor& mask, KVCache* cache) {
+  const int64_t batch = x.size(0), seq = x.size(1);
+  const auto heads =
+      [&](const at::Tensor& t) {  // [batch, seq, hidden] -> [batch, heads, seq, head_dim]
+        return t.view({batch, seq, num_heads_, head_dim_}).transpose(1, 2);
+      };
+  const std::vector<at::Tensor> qkv = c_attn_->forward(x).chunk(3, -1);  // 3 x [batch, seq, hidden]
+  at::Tensor q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);
+  if (cache != nullptr)
+    std::tie(k, v) = cache->append(layer_idx_, k, v);  // [batch, heads, past+seq, head_dim]
+  const at::Tensor out = layers::scaled_dot_product_attention(q, k, v, mask, scale_);
+  return c_proj_->forward(out.transpose(1, 2).reshape({batch, seq, -1}));  // [batch, seq, hidden]
+}
+
+GPT2MLP::GPT2MLP(const BuildContext& ctx, const GPT2Config& config)
+    : activation_(config.activation) {
+  const layers::LinearOptions conv1d{.bias = true, .layout = layers::WeightLayout::kConv1D};
+  c_fc_ = register_module("c_fc", std::make_shared<layers::Linear>(ctx.child("c_fc"), config.n_embd,
+                                                                   config.n_inner, conv1d));
+  c_proj_ = register_module(
+      "c_proj",
+      std::make_shared<layers::Linear>(ctx.child("c_proj"), config.n_inner, config.n_embd, conv1d));
+}
+
+at::Tensor GPT2MLP::forward(const at::Tensor& x) {
+  return c_proj_->forward(layers::apply_activation(activation_, c_fc_->forward(x)));
+}
+
+GPT2Block::GPT2Block(const BuildContext& ctx, const GPT2Config& config, int64_t layer_idx) {
+  ln_1_ = register_module("ln_1", std::make_shared<layers::LayerNorm>(
+                                      ctx.child("ln_1"), config.n_embd, config.layer_norm_epsilon));
+  attn_ = register_module("attn",
+                          std::make_shared<GPT2Attention>(ctx.child("attn"), config, layer_idx));
+  ln_2_ = register_module("ln_2", std::make_shared<layers::LayerNorm>(
+                                      ctx.child("ln_2"), config.n_embd, config.layer_norm_epsilon));
+  mlp_ = register_module("mlp", std::make_shared<GPT2MLP>(ctx.child("mlp"), config));
+}
+
+at::Tensor GPT2Block::forward(const at::Tensor& x, const at::Tensor& mask, KVCache* cache) {
+  const at::Tensor h = x + attn_->forward(ln_1_->forward(x), mask, cache);
+  return h + mlp_->forward(ln_2_->forward(h));
+}
+
+GPT2Model::GPT2Model(const BuildContext& ctx, const GPT2Config& config) : config_(config) {
+  wte_ = register_module("wte", std::make_shared<layers::Embedding>(
+                                    ctx.child("wte"), config.vocab_size, config.n_embd));
+  wpe_ = register_module("wpe", std::make_shared<layers::Embedding>(
+                                    ctx.child("wpe"), config.n_positions, config.n_embd));
+  auto h = register_module("h", torch::nn::ModuleList());
+  const BuildContext h_ctx = ctx.child("h");
+  for (int64_t i = 0; i < config.n_layer; ++i) {
+    blocks_.push_back(std::make_shared<GPT2Block>(h_ctx.child(i), config, i));
+    h->push_back(blocks_.back());
+  }
+  ln_f_ = register_module("ln_f", std::make_shared<layers::LayerNorm>(
+                                      ctx.child("ln_f"), config.n_embd, config.layer_norm_epsilon));
+}
+
+ModelShape GPT2Model::shape() const {
+  return ModelShape{.num_layers = config_.n_layer,
+                    .num_heads = config_.n_head,
+                    .head_dim = config_.head_dim(),
+                    .hidden_size = config_.n_embd,
+                    .vocab_size = config_.vocab_size,
+                    .max_positions = config_.n_positions};
+}
+
+at::Tensor GPT2Model::forward(const ForwardInputs& inputs) {
+  const at::Tensor& ids = inputs.input_ids;  // [batch, seq]
+  const int64_t batch = ids.size(0), seq = ids.size(1);
+  const int64_t past = inputs.cache ? inputs.cache->length() : 0;
+  at::Tensor positions = inputs.position_ids;
+  if (!positions.defined()) {
+    positions = at::arange(past, past + seq, ids.options()).unsqueeze(0);  // [1, seq]
+  }
+  const at::Tensor mask =
+      layers::causal_attention_mask(inputs.attention_mask, batch, seq, past, ids.device());
+  at::Tensor x = wte_->forward(ids) + wpe_->forward(positions);  // [batch, seq, hidden]
+  for (const auto& block : blocks_) x = block->forward(x, mask, inputs.cache);
+  return ln_f_->forward(x);
+}
+
+GPT2LMHeadModel::GPT2LMHeadModel(const BuildContext& ctx, const GPT2Config& config) {
+  transformer_ =
+      register_module("transformer", std::make_shared<GPT2Model>(ctx.child("transformer"), config));
+}
+
+at::Tensor GPT2LMHeadModel::forward(const ForwardInputs& inputs) {
+  const at::Tensor hidden = transformer_->forward(inputs);         // [batch, seq, hidden]
+  return at::matmul(hidden, transformer_->token_embedding().t());  // [batch, seq, vocab]
+}
+
+}  // namespace shardformer::gpt2

@@ -1,0 +1,93 @@
+// GPT-2 (HF GPT2Model and GPT2LMHeadModel) written with SDK building blocks. Parameter names
+// and layouts equal HF's, so any HF GPT-2 safetensors checkpoint loads as it is.
+#pragma once
+
+#include "shardformer/build_context.h"
+#include "shardformer/hf_config.h"
+#include "shardformer/layers/activation.h"
+#include "shardformer/layers/embedding.h"
+#include "shardformer/layers/layer_norm.h"
+#include "shardformer/layers/linear.h"
+#include "shardformer/model.h"
+
+#include <torch/nn/modules/container/modulelist.h>
+
+#include <memory>
+#include <vector>
+
+namespace shardformer::gpt2 {
+
+// The config.json fields GPT-2 uses, validated.
+struct GPT2Config {
+  int64_t vocab_size, n_positions, n_embd, n_layer, n_head, n_inner;
+  double layer_norm_epsilon;
+  layers::Activation activation;
+  bool scale_attn_weights, scale_attn_by_inverse_layer_idx;
+
+  // Throws ModelError naming config.json and the field for unsupported or inconsistent values.
+  static GPT2Config from(const HFConfig& config);
+  int64_t head_dim() const { return n_embd / n_head; }
+};
+
+class GPT2Attention : public torch::nn::Module {
+ public:
+  GPT2Attention(const BuildContext& ctx, const GPT2Config& config, int64_t layer_idx);
+  // x [batch, seq, hidden]; mask from layers::causal_attention_mask -> [batch, seq, hidden]
+  at::Tensor forward(const at::Tensor& x, const at::Tensor& mask, KVCache* cache);
+
+ private:
+  int64_t layer_idx_, num_heads_, head_dim_;
+  double scale_;
+  std::shared_ptr<layers::Linear> c_attn_, c_proj_;
+};
+
+class GPT2MLP : public torch::nn::Module {
+ public:
+  GPT2MLP(const BuildContext& ctx, const GPT2Config& config);
+  at::Tensor forward(const at::Tensor& x);  // [batch, seq, hidden] -> same
+
+ private:
+  layers::Activation activation_;
+  std::shared_ptr<layers::Linear> c_fc_, c_proj_;
+};
+
+class GPT2Block : public torch::nn::Module {
+ public:
+  GPT2Block(const BuildContext& ctx, const GPT2Config& config, int64_t layer_idx);
+  at::Tensor forward(const at::Tensor& x, const at::Tensor& mask, KVCache* cache);
+
+ private:
+  std::shared_ptr<layers::LayerNorm> ln_1_, ln_2_;
+  std::shared_ptr<GPT2Attention> attn_;
+  std::shared_ptr<GPT2MLP> mlp_;
+};
+
+// HF GPT2Model: embeddings, blocks, final norm. Its output is the last hidden state.
+class GPT2Model : public Model {
+ public:
+  GPT2Model(const BuildContext& ctx, const GPT2Config& config);
+  at::Tensor forward(const ForwardInputs& inputs) override;  // [batch, seq, hidden]
+  ModelShape shape() const override;
+  std::string output_name() const override { return "last_hidden_state"; }
+  const at::Tensor& token_embedding() const { return wte_->weight(); }
+
+ private:
+  GPT2Config config_;
+  std::shared_ptr<layers::Embedding> wte_, wpe_;
+  std::vector<std::shared_ptr<GPT2Block>> blocks_;
+  std::shared_ptr<layers::LayerNorm> ln_f_;
+};
+
+// HF GPT2LMHeadModel: GPT2Model under "transformer" and an LM head tied to wte.
+class GPT2LMHeadModel : public Model {
+ public:
+  GPT2LMHeadModel(const BuildContext& ctx, const GPT2Config& config);
+  at::Tensor forward(const ForwardInputs& inputs) override;  // [batch, seq, vocab]
+  ModelShape shape() const override { return transformer_->shape(); }
+  std::string output_name() const override { return "logits"; }
+
+ private:
+  std::shared_ptr<GPT2Model> transformer_;
+};
+
+}  // namespace shardformer::gpt2

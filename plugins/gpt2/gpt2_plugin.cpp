@@ -1,0 +1,37 @@
+// The GPT-2 plugin's entry point: the family, the architectures it serves and its factory.
+#include "gpt2_model.h"
+
+#include "shardformer/checkpoint.h"
+#include "shardformer/error.h"
+#include "shardformer/plugin.h"
+
+namespace shardformer::gpt2 {
+
+class GPT2Family : public ModelFamily {
+ public:
+  std::string name() const override { return "gpt2"; }
+  std::string version() const override { return "0.1.0"; }
+  std::string description() const override { return "OpenAI GPT-2 (HF modeling_gpt2)"; }
+  std::vector<std::string> architectures() const override {
+    return {"GPT2LMHeadModel", "GPT2Model"};
+  }
+
+  std::shared_ptr<Model> create(const ModelArgs& args) const override {
+    const GPT2Config config = GPT2Config::from(args.checkpoint->config());
+    const BuildContext ctx(*args.checkpoint, args.dtype, args.device, "transformer");
+    std::shared_ptr<Model> model;
+    if (args.architecture == "GPT2LMHeadModel") {
+      model = std::make_shared<GPT2LMHeadModel>(ctx, config);
+    } else if (args.architecture == "GPT2Model") {
+      model = std::make_shared<GPT2Model>(ctx, config);
+    } else {
+      throw ModelError("gpt2 plugin does not serve architecture '" + args.architecture + "'");
+    }
+    model->eval();
+    return model;
+  }
+};
+
+}  // namespace shardformer::gpt2
+
+SHARDFORMER_PLUGIN(shardformer::gpt2::GPT2Family)

@@ -1,0 +1,49 @@
+// config.json of a HuggingFace checkpoint, with typed getters whose errors name the file
+// and the key. Plugins read their hyper-parameters through it.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace shardformer {
+
+class HFConfig {
+ public:
+  HFConfig();
+  ~HFConfig();
+  HFConfig(HFConfig&&) noexcept;
+  HFConfig& operator=(HFConfig&&) noexcept;
+
+  // Throws CheckpointError naming the file for a missing file or invalid JSON (with its
+  // line and column) or a top level that is not an object.
+  static HFConfig load(const std::filesystem::path& path);
+  static HFConfig parse(const std::string& text, const std::filesystem::path& source);
+
+  const std::filesystem::path& path() const;
+  // "architectures" (may be empty) and "model_type" ("" when absent).
+  std::vector<std::string> architectures() const;
+  std::string model_type() const;
+
+  bool has(const std::string& key) const;
+  // Typed getters: throw CheckpointError naming the file and key when the key is missing
+  // (for the variants without a fallback) or holds another type.
+  int64_t get_int(const std::string& key) const;
+  int64_t get_int(const std::string& key, int64_t fallback) const;
+  double get_double(const std::string& key) const;
+  double get_double(const std::string& key, double fallback) const;
+  bool get_bool(const std::string& key, bool fallback) const;
+  std::string get_string(const std::string& key) const;
+  std::string get_string(const std::string& key, const std::string& fallback) const;
+  // An integer that may be null or absent (e.g. GPT-2's n_inner).
+  std::optional<int64_t> get_optional_int(const std::string& key) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace shardformer

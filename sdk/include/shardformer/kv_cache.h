@@ -1,0 +1,34 @@
+// Key/value cache for incremental decoding: one preallocated buffer per layer, filled in place
+// so a decoding step costs no reallocation.
+#pragma once
+
+#include <ATen/Tensor.h>
+
+#include <utility>
+#include <vector>
+
+namespace shardformer {
+
+class KVCache {
+ public:
+  // Buffers of [batch, num_heads, max_length, head_dim] per layer, with options' dtype/device.
+  KVCache(int64_t num_layers, int64_t batch, int64_t num_heads, int64_t max_length,
+          int64_t head_dim, at::TensorOptions options);
+
+  // Appends keys/values [batch, heads, seq, head_dim] of `layer` and returns all cached ones
+  // [batch, heads, length + seq, head_dim]. Throws Error when max_length would be exceeded.
+  std::pair<at::Tensor, at::Tensor> append(int64_t layer, const at::Tensor& keys,
+                                           const at::Tensor& values);
+
+  // Tokens cached so far (the same for every layer once a forward pass has finished).
+  int64_t length() const { return lengths_.empty() ? 0 : lengths_.front(); }
+  int64_t max_length() const { return max_length_; }
+  int64_t num_layers() const { return static_cast<int64_t>(keys_.size()); }
+
+ private:
+  std::vector<at::Tensor> keys_, values_;
+  std::vector<int64_t> lengths_;
+  int64_t max_length_;
+};
+
+}  // namespace shardformer

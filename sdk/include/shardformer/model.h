@@ -1,0 +1,55 @@
+// The model interface the host drives: what a plugin's factory returns, its inputs, and the
+// arguments it is built from.
+#pragma once
+
+#include "shardformer/kv_cache.h"
+
+#include <ATen/Tensor.h>
+#include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
+#include <torch/nn/module.h>
+
+#include <string>
+
+namespace shardformer {
+
+class Checkpoint;
+
+// What a model is built from. The checkpoint outlives the model's construction only: a model
+// copies what it keeps.
+struct ModelArgs {
+  const Checkpoint* checkpoint = nullptr;
+  std::string architecture;  // one of the family's architectures()
+  c10::ScalarType dtype = c10::kFloat;
+  c10::Device device = c10::kCPU;
+};
+
+struct ForwardInputs {
+  at::Tensor input_ids;       // [batch, seq] int64
+  at::Tensor attention_mask;  // [batch, past + seq], 1 = attend, 0 = padding; undefined = all 1
+  at::Tensor position_ids;    // [batch, seq] int64; undefined = past + arange(seq)
+  KVCache* cache = nullptr;   // when given, keys/values are appended and past = cache length
+};
+
+// Hyper-parameters the host needs to drive any model (generation, cache sizing, reporting).
+struct ModelShape {
+  int64_t num_layers = 0;
+  int64_t num_heads = 0;  // key/value heads held by this rank
+  int64_t head_dim = 0;
+  int64_t hidden_size = 0;
+  int64_t vocab_size = 0;
+  int64_t max_positions = 0;
+};
+
+// A built model. forward() returns the model's main output: logits [batch, seq, vocab] for a
+// language-model head, the last hidden state [batch, seq, hidden] for a base model.
+class Model : public torch::nn::Module {
+ public:
+  virtual at::Tensor forward(const ForwardInputs& inputs) = 0;
+  virtual ModelShape shape() const = 0;
+  // "logits" or "last_hidden_state": the name of forward()'s output in HF terms.
+  virtual std::string output_name() const = 0;
+  bool has_lm_head() const { return output_name() == "logits"; }
+};
+
+}  // namespace shardformer

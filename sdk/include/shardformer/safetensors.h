@@ -1,0 +1,80 @@
+// Reading and writing safetensors files. Reading maps the file and validates its header
+// strictly; a tensor, or a contiguous range of its rows or columns, is read without
+// materialising the rest of the tensor.
+#pragma once
+
+#include <ATen/Tensor.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace shardformer {
+
+// One tensor entry of a safetensors header.
+struct TensorInfo {
+  std::string name;
+  std::string dtype_name;  // as written in the file: "F32", "BF16", ...
+  c10::ScalarType dtype;   // its LibTorch type
+  std::vector<int64_t> shape;
+  uint64_t begin = 0;  // byte offsets into the data section, [begin, end)
+  uint64_t end = 0;
+
+  int64_t numel() const;
+  uint64_t nbytes() const { return end - begin; }
+};
+
+// Largest header accepted (the format's reference implementation uses 100 MB).
+inline constexpr uint64_t kMaxSafetensorsHeaderBytes = 100ull * 1024 * 1024;
+
+// A safetensors file mapped read-only. Construction validates the whole header: length
+// within the file and under kMaxSafetensorsHeaderBytes, valid JSON, known dtypes, shapes
+// whose byte size equals the offsets' range, offsets inside the data section, no overlaps,
+// no duplicate names. Every failure throws CheckpointError naming the file and the tensor.
+class SafetensorsFile {
+ public:
+  explicit SafetensorsFile(const std::filesystem::path& path);
+  ~SafetensorsFile();
+  SafetensorsFile(const SafetensorsFile&) = delete;
+  SafetensorsFile& operator=(const SafetensorsFile&) = delete;
+
+  const std::filesystem::path& path() const { return path_; }
+  // Entries sorted by name.
+  const std::vector<TensorInfo>& tensors() const { return tensors_; }
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  bool contains(const std::string& name) const;
+  // Throws CheckpointError naming the file when the tensor is absent.
+  const TensorInfo& info(const std::string& name) const;
+
+  // The whole tensor, copied out of the mapping (CPU, the file's dtype, contiguous).
+  at::Tensor read(const std::string& name) const;
+
+  // Rows [start, start + length) of dimension `dim` of the tensor, copied out of the mapping.
+  // Only the bytes of that range are touched: for dim 0 one contiguous block; for another
+  // dim one strided block per outer index. Throws CheckpointError on an out-of-range request.
+  at::Tensor read_slice(const std::string& name, int64_t dim, int64_t start, int64_t length) const;
+
+  // Bytes of the tensor's data (zero-copy view into the mapping, valid while this lives).
+  const std::byte* data(const TensorInfo& info) const;
+
+ private:
+  std::filesystem::path path_;
+  std::vector<TensorInfo> tensors_;
+  std::map<std::string, size_t> index_;
+  std::map<std::string, std::string> metadata_;
+  const std::byte* mapping_ = nullptr;
+  uint64_t file_size_ = 0;
+  uint64_t data_offset_ = 0;  // 8 + header length
+};
+
+// Writes tensors (any device and layout; copied to contiguous CPU) to a safetensors file,
+// names sorted, with optional string metadata. Written to a temporary file and renamed, so
+// a failure never leaves a truncated file behind.
+void save_safetensors(const std::filesystem::path& path,
+                      const std::map<std::string, at::Tensor>& tensors,
+                      const std::map<std::string, std::string>& metadata = {});
+
+}  // namespace shardformer

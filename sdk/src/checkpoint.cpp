@@ -1,0 +1,166 @@
+// Checkpoint: a HuggingFace checkpoint folder (config.json and one or several safetensors
+// files), with every tensor name resolved to the file that holds it.
+#include "shardformer/checkpoint.h"
+
+#include "json_file.h"
+#include "shardformer/error.h"
+#include "shardformer/strings.h"
+
+#include <algorithm>
+
+namespace shardformer {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kSingleFile = "model.safetensors";
+constexpr const char* kIndexFile = "model.safetensors.index.json";
+constexpr size_t kMaxSuggestions = 3;
+
+// Shard file name -> the tensor names the index maps to it.
+using WeightMap = std::map<std::string, std::vector<std::string>>;
+
+WeightMap read_weight_map(const fs::path& index) {
+  nlohmann::json json = detail::read_json_file(index);
+  auto it = json.is_object() ? json.find("weight_map") : json.end();
+  if (it == json.end() || !it->is_object()) {
+    throw CheckpointError(str(index.string(), ": expected an object with a 'weight_map' object"));
+  }
+  WeightMap shards;
+  for (const auto& [name, shard] : it->items()) {
+    if (!shard.is_string() || shard.get<std::string>().empty() ||
+        shard.get<std::string>().find('/') != std::string::npos) {
+      throw CheckpointError(str(index.string(), ": 'weight_map' entry '", name,
+                                "' must be a file name in the folder, found ",
+                                detail::describe_json(shard)));
+    }
+    shards[shard.get<std::string>()].push_back(name);
+  }
+  return shards;
+}
+
+std::vector<std::unique_ptr<SafetensorsFile>> open_shards(const fs::path& directory,
+                                                          const fs::path& index) {
+  std::vector<std::unique_ptr<SafetensorsFile>> files;
+  for (const auto& [shard, names] : read_weight_map(index)) {
+    const fs::path path = directory / shard;
+    if (!fs::is_regular_file(path)) {
+      throw CheckpointError(str(index.string(), ": shard ", path.string(), " (holding '",
+                                names.front(), "' and ", names.size() - 1,
+                                " more tensors) does not exist"));
+    }
+    auto file = std::make_unique<SafetensorsFile>(path);
+    for (const std::string& name : names) {
+      if (!file->contains(name)) {
+        throw CheckpointError(str(index.string(), ": tensor '", name, "' is mapped to ",
+                                  path.string(), " but that file does not contain it"));
+      }
+    }
+    files.push_back(std::move(file));
+  }
+  return files;
+}
+
+std::vector<std::unique_ptr<SafetensorsFile>> open_weights(const fs::path& directory) {
+  const fs::path single = directory / kSingleFile;
+  const fs::path index = directory / kIndexFile;
+  if (fs::exists(single)) {
+    std::vector<std::unique_ptr<SafetensorsFile>> files;
+    files.push_back(std::make_unique<SafetensorsFile>(single));
+    return files;
+  }
+  if (fs::exists(index)) return open_shards(directory, index);
+  throw CheckpointError(
+      str(directory.string(), ": no weights found: looked for ", kSingleFile, " and ", kIndexFile));
+}
+
+// Length of the longest common prefix or suffix of two names.
+size_t shared_affix(const std::string& a, const std::string& b) {
+  auto prefix = std::mismatch(a.begin(), a.end(), b.begin(), b.end()).first - a.begin();
+  auto suffix = std::mismatch(a.rbegin(), a.rend(), b.rbegin(), b.rend()).first - a.rbegin();
+  return size_t(std::max(prefix, suffix));
+}
+
+// Up to kMaxSuggestions of `names` sharing the longest prefix or suffix with `name`.
+std::vector<std::string> near_names(const std::string& name,
+                                    const std::map<std::string, const SafetensorsFile*>& names) {
+  std::vector<std::pair<size_t, std::string>> scored;
+  for (const auto& entry : names) {
+    if (size_t score = shared_affix(name, entry.first); score > 0) {
+      scored.emplace_back(score, entry.first);
+    }
+  }
+  std::stable_sort(scored.begin(), scored.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<std::string> result;
+  for (size_t i = 0; i < std::min(scored.size(), kMaxSuggestions); ++i) {
+    result.push_back("'" + scored[i].second + "'");
+  }
+  return result;
+}
+
+}  // namespace
+
+Checkpoint::Checkpoint(const std::filesystem::path& directory) : directory_(directory) {
+  if (!fs::is_directory(directory)) {
+    throw CheckpointError(str(directory.string(), ": checkpoint folder does not exist"));
+  }
+  config_ = HFConfig::load(directory / "config.json");
+  files_ = open_weights(directory);
+  for (const auto& file : files_) {
+    for (const TensorInfo& info : file->tensors()) {
+      auto [it, inserted] = owner_.emplace(info.name, file.get());
+      if (!inserted) {
+        throw CheckpointError(str(directory.string(), ": tensor '", info.name,
+                                  "' is present in both ", it->second->path().string(), " and ",
+                                  file->path().string()));
+      }
+    }
+  }
+}
+
+bool Checkpoint::contains(const std::string& name) const { return owner_.count(name) > 0; }
+
+std::vector<std::string> Checkpoint::tensor_names() const {
+  std::vector<std::string> names;
+  names.reserve(owner_.size());
+  for (const auto& entry : owner_) names.push_back(entry.first);
+  return names;
+}
+
+const SafetensorsFile& Checkpoint::file_of(const std::string& name) const {
+  auto it = owner_.find(name);
+  if (it != owner_.end()) return *it->second;
+  std::vector<std::string> near = near_names(name, owner_);
+  throw CheckpointError(str(directory_.string(), ": no tensor named '", name, "' in the checkpoint",
+                            near.empty() ? "" : str("; did you mean ", join(near, ", "), "?")));
+}
+
+const TensorInfo& Checkpoint::info(const std::string& name) const {
+  return file_of(name).info(name);
+}
+
+at::Tensor Checkpoint::read(const std::string& name) const { return file_of(name).read(name); }
+
+at::Tensor Checkpoint::read_slice(const std::string& name, int64_t dim, int64_t start,
+                                  int64_t length) const {
+  return file_of(name).read_slice(name, dim, start, length);
+}
+
+uint64_t Checkpoint::total_bytes() const {
+  uint64_t total = 0;
+  for (const auto& file : files_) {
+    for (const TensorInfo& info : file->tensors()) total += info.nbytes();
+  }
+  return total;
+}
+
+int64_t Checkpoint::total_numel() const {
+  int64_t total = 0;
+  for (const auto& file : files_) {
+    for (const TensorInfo& info : file->tensors()) total += info.numel();
+  }
+  return total;
+}
+
+}  // namespace shardformer

@@ -1,0 +1,114 @@
+// Greedy decoding with a KV cache, matching HF generate(do_sample=False) token for token.
+#include "shardformer/generation.h"
+
+#include "shardformer/error.h"
+#include "shardformer/strings.h"
+
+#include <ATen/ATen.h>
+#include <torch/nn/module.h>
+
+#include <algorithm>
+
+namespace shardformer {
+
+std::pair<at::Tensor, at::Tensor> left_pad(const std::vector<std::vector<int64_t>>& prompts,
+                                           int64_t pad_token_id) {
+  const auto batch = static_cast<int64_t>(prompts.size());
+  int64_t max_len = 0;
+  for (const auto& prompt : prompts) max_len = std::max<int64_t>(max_len, prompt.size());
+  at::Tensor ids = at::full({batch, max_len}, pad_token_id, at::kLong);  // [batch, max_len]
+  at::Tensor mask = at::zeros({batch, max_len}, at::kLong);              // [batch, max_len]
+  auto ids_a = ids.accessor<int64_t, 2>();
+  auto mask_a = mask.accessor<int64_t, 2>();
+  for (int64_t row = 0; row < batch; ++row) {
+    const auto& prompt = prompts[row];
+    const int64_t offset = max_len - static_cast<int64_t>(prompt.size());
+    for (size_t i = 0; i < prompt.size(); ++i) {
+      ids_a[row][offset + i] = prompt[i];
+      mask_a[row][offset + i] = 1;
+    }
+  }
+  return {ids, mask};
+}
+
+namespace {
+
+void check_prompts(const Model& model, const std::vector<std::vector<int64_t>>& prompts,
+                   const GenerationConfig& config) {
+  if (!model.has_lm_head()) {
+    throw Error("generate needs a model with a language-model head; this model outputs " +
+                model.output_name());
+  }
+  if (prompts.empty()) throw Error("generate: no prompts given");
+  const ModelShape shape = model.shape();
+  size_t longest = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    if (prompts[i].empty()) throw Error(str("generate: prompt ", i, " is empty"));
+    for (int64_t id : prompts[i]) {
+      if (id < 0 || id >= shape.vocab_size) {
+        throw Error(str("generate: prompt ", i, " has token id ", id,
+                        " outside the vocabulary [0, ", shape.vocab_size, ")"));
+      }
+    }
+    longest = std::max(longest, prompts[i].size());
+  }
+  const int64_t total = static_cast<int64_t>(longest) + config.max_new_tokens;
+  if (shape.max_positions > 0 && total > shape.max_positions) {
+    throw Error(str("generate: longest prompt (", longest, ") + max_new_tokens (",
+                    config.max_new_tokens, ") = ", total, " exceeds the model's ",
+                    shape.max_positions, " positions"));
+  }
+}
+
+}  // namespace
+
+GenerationResult greedy_generate(Model& model, const std::vector<std::vector<int64_t>>& prompts,
+                                 const GenerationConfig& config) {
+  check_prompts(model, prompts, config);
+  torch::NoGradGuard no_grad;
+  const ModelShape shape = model.shape();
+  const at::Tensor any_param = model.parameters().front();
+  const c10::Device device = any_param.device();
+
+  auto [input_ids, attention_mask] = left_pad(prompts, config.pad_token_id);
+  input_ids = input_ids.to(device);
+  attention_mask = attention_mask.to(device);
+  const int64_t batch = input_ids.size(0);
+  const int64_t prompt_len = input_ids.size(1);
+  KVCache cache(shape.num_layers, batch, shape.num_heads, prompt_len + config.max_new_tokens,
+                shape.head_dim, any_param.options());
+
+  // HF: positions count real tokens only; padding positions are 0.
+  at::Tensor position_ids = (attention_mask.cumsum(-1) - 1).masked_fill(attention_mask == 0, 0);
+  at::Tensor step_ids = input_ids;
+  at::Tensor unfinished = at::ones({batch}, at::TensorOptions().dtype(at::kBool).device(device));
+  std::vector<at::Tensor> generated;
+  for (int64_t step = 0; step < config.max_new_tokens; ++step) {
+    ForwardInputs inputs{step_ids, attention_mask, position_ids, &cache};
+    const at::Tensor logits = model.forward(inputs);    // [batch, seq, vocab]
+    at::Tensor next = logits.select(1, -1).argmax(-1);  // [batch]
+    next = at::where(unfinished, next, at::full_like(next, config.pad_token_id));
+    generated.push_back(next);
+    if (config.eos_token_id) unfinished = at::logical_and(unfinished, next != *config.eos_token_id);
+    if (!unfinished.any().item<bool>()) break;
+    step_ids = next.unsqueeze(1);                                // [batch, 1]
+    position_ids = position_ids.select(1, -1).unsqueeze(1) + 1;  // [batch, 1]
+    attention_mask = at::cat({attention_mask, at::ones_like(step_ids)}, 1);
+  }
+
+  GenerationResult result;
+  const at::Tensor new_ids = at::stack(generated, 1).cpu();  // [batch, steps]
+  result.sequences = at::cat({input_ids.cpu(), new_ids}, 1);
+  auto ids = new_ids.accessor<int64_t, 2>();
+  for (int64_t row = 0; row < batch; ++row) {
+    std::vector<int64_t> tokens;
+    for (int64_t step = 0; step < new_ids.size(1); ++step) {
+      tokens.push_back(ids[row][step]);
+      if (config.eos_token_id && ids[row][step] == *config.eos_token_id) break;
+    }
+    result.new_tokens.push_back(std::move(tokens));
+  }
+  return result;
+}
+
+}  // namespace shardformer

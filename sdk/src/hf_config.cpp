@@ -1,0 +1,207 @@
+// HFConfig: config.json of a HuggingFace checkpoint behind typed getters, plus the SDK's
+// shared JSON parsing helpers (json_file.h) whose errors give the file, line and column.
+#include "shardformer/hf_config.h"
+
+#include "json_file.h"
+#include "shardformer/error.h"
+#include "shardformer/strings.h"
+
+#include <algorithm>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+namespace shardformer {
+namespace detail {
+namespace {
+
+// 1-based line and column of the character at 0-based `index` of `text`.
+struct TextPosition {
+  size_t line;
+  size_t column;
+};
+
+TextPosition position_of(std::string_view text, size_t index) {
+  index = std::min(index, text.size());
+  std::string_view prefix = text.substr(0, index);
+  size_t line = 1 + static_cast<size_t>(std::count(prefix.begin(), prefix.end(), '\n'));
+  size_t last_newline = prefix.rfind('\n');
+  size_t column = last_newline == std::string_view::npos ? index + 1 : index - last_newline;
+  return {line, column};
+}
+
+std::string read_text_file(const std::filesystem::path& path) {
+  if (!std::filesystem::is_regular_file(path)) {
+    throw CheckpointError(str(path.string(), ": file not found"));
+  }
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (!in) throw CheckpointError(str(path.string(), ": cannot read the file"));
+  return text.str();
+}
+
+}  // namespace
+
+nlohmann::json parse_json_text(std::string_view text, const std::filesystem::path& source,
+                               const nlohmann::json::parser_callback_t& callback) {
+  try {
+    return nlohmann::json::parse(text.begin(), text.end(), callback);
+  } catch (const nlohmann::json::parse_error& e) {
+    // e.byte counts the characters read, the offending one included.
+    TextPosition at = position_of(text, e.byte > 0 ? e.byte - 1 : 0);
+    throw CheckpointError(str(source.string(), ": invalid JSON at line ", at.line, ", column ",
+                              at.column, " (byte ", e.byte, "): ", e.what()));
+  }
+}
+
+nlohmann::json read_json_file(const std::filesystem::path& path) {
+  return parse_json_text(read_text_file(path), path);
+}
+
+std::string describe_json(const nlohmann::json& value) {
+  constexpr size_t kMaxShown = 40;
+  std::string shown = value.dump();
+  if (shown.size() > kMaxShown) shown = shown.substr(0, kMaxShown) + "...";
+  switch (value.type()) {
+    case nlohmann::json::value_t::null: return "null";
+    case nlohmann::json::value_t::boolean: return "a boolean " + shown;
+    case nlohmann::json::value_t::number_integer:
+    case nlohmann::json::value_t::number_unsigned: return "an integer " + shown;
+    case nlohmann::json::value_t::number_float: return "a floating-point number " + shown;
+    case nlohmann::json::value_t::string: return "a string " + shown;
+    case nlohmann::json::value_t::array: return "an array " + shown;
+    default: return "an object " + shown;
+  }
+}
+
+}  // namespace detail
+
+struct HFConfig::Impl {
+  nlohmann::json json = nlohmann::json::object();
+  std::filesystem::path path;
+
+  // The value of `key`, or nullptr when absent.
+  const nlohmann::json* find(const std::string& key) const {
+    auto it = json.find(key);
+    return it == json.end() ? nullptr : &*it;
+  }
+
+  // The value of `key`, or nullptr when absent or null.
+  const nlohmann::json* find_non_null(const std::string& key) const {
+    const nlohmann::json* value = find(key);
+    return value == nullptr || value->is_null() ? nullptr : value;
+  }
+
+  const nlohmann::json& require(const std::string& key) const {
+    if (const nlohmann::json* value = find(key)) return *value;
+    throw CheckpointError(str(path.string(), ": missing key '", key, "'"));
+  }
+
+  [[noreturn]] void wrong_type(const std::string& key, std::string_view expected,
+                               const nlohmann::json& value) const {
+    throw CheckpointError(str(path.string(), ": key '", key, "' must be ", expected, ", found ",
+                              detail::describe_json(value)));
+  }
+
+  int64_t to_int(const std::string& key, const nlohmann::json& value) const {
+    bool fits = value.is_number_integer() &&
+                !(value.is_number_unsigned() &&
+                  value.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()));
+    if (!fits) wrong_type(key, "an integer", value);
+    return value.get<int64_t>();
+  }
+
+  double to_double(const std::string& key, const nlohmann::json& value) const {
+    if (!value.is_number()) wrong_type(key, "a number", value);
+    return value.get<double>();
+  }
+
+  bool to_bool(const std::string& key, const nlohmann::json& value) const {
+    if (!value.is_boolean()) wrong_type(key, "a boolean", value);
+    return value.get<bool>();
+  }
+
+  std::string to_string(const std::string& key, const nlohmann::json& value) const {
+    if (!value.is_string()) wrong_type(key, "a string", value);
+    return value.get<std::string>();
+  }
+};
+
+HFConfig::HFConfig() : impl_(std::make_unique<Impl>()) {}
+HFConfig::~HFConfig() = default;
+HFConfig::HFConfig(HFConfig&&) noexcept = default;
+HFConfig& HFConfig::operator=(HFConfig&&) noexcept = default;
+
+HFConfig HFConfig::load(const std::filesystem::path& path) {
+  return parse(detail::read_text_file(path), path);
+}
+
+HFConfig HFConfig::parse(const std::string& text, const std::filesystem::path& source) {
+  HFConfig config;
+  config.impl_->path = source;
+  config.impl_->json = detail::parse_json_text(text, source);
+  if (!config.impl_->json.is_object()) {
+    throw CheckpointError(str(source.string(), ": the top level must be a JSON object, found ",
+                              detail::describe_json(config.impl_->json)));
+  }
+  // Checked now so that a malformed config fails when loaded, not when first used.
+  config.architectures();
+  config.model_type();
+  return config;
+}
+
+const std::filesystem::path& HFConfig::path() const { return impl_->path; }
+
+std::vector<std::string> HFConfig::architectures() const {
+  const nlohmann::json* value = impl_->find_non_null("architectures");
+  if (value == nullptr) return {};
+  bool valid = value->is_array() &&
+               std::all_of(value->begin(), value->end(), [](auto& v) { return v.is_string(); });
+  if (!valid) impl_->wrong_type("architectures", "an array of strings", *value);
+  return value->get<std::vector<std::string>>();
+}
+
+std::string HFConfig::model_type() const { return get_string("model_type", ""); }
+
+bool HFConfig::has(const std::string& key) const { return impl_->find(key) != nullptr; }
+
+int64_t HFConfig::get_int(const std::string& key) const {
+  return impl_->to_int(key, impl_->require(key));
+}
+
+int64_t HFConfig::get_int(const std::string& key, int64_t fallback) const {
+  const nlohmann::json* value = impl_->find_non_null(key);
+  return value == nullptr ? fallback : impl_->to_int(key, *value);
+}
+
+double HFConfig::get_double(const std::string& key) const {
+  return impl_->to_double(key, impl_->require(key));
+}
+
+double HFConfig::get_double(const std::string& key, double fallback) const {
+  const nlohmann::json* value = impl_->find_non_null(key);
+  return value == nullptr ? fallback : impl_->to_double(key, *value);
+}
+
+bool HFConfig::get_bool(const std::string& key, bool fallback) const {
+  const nlohmann::json* value = impl_->find_non_null(key);
+  return value == nullptr ? fallback : impl_->to_bool(key, *value);
+}
+
+std::string HFConfig::get_string(const std::string& key) const {
+  return impl_->to_string(key, impl_->require(key));
+}
+
+std::string HFConfig::get_string(const std::string& key, const std::string& fallback) const {
+  const nlohmann::json* value = impl_->find_non_null(key);
+  return value == nullptr ? fallback : impl_->to_string(key, *value);
+}
+
+std::optional<int64_t> HFConfig::get_optional_int(const std::string& key) const {
+  const nlohmann::json* value = impl_->find_non_null(key);
+  if (value == nullptr) return std::nullopt;
+  return impl_->to_int(key, *value);
+}
+
+}  // namespace shardformer

@@ -1,0 +1,321 @@
+// SafetensorsFile: maps a safetensors file read-only, validates its header strictly and
+// copies whole tensors or row/column ranges of them out of the mapping.
+#include "json_file.h"
+#include "shardformer/dtype.h"
+#include "shardformer/error.h"
+#include "shardformer/safetensors.h"
+#include "shardformer/strings.h"
+
+#include <ATen/ops/empty.h>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <numeric>
+#include <set>
+
+namespace shardformer {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr uint64_t kHeaderLengthBytes = 8;
+
+[[noreturn]] void fail(const fs::path& path, const std::string& reason) {
+  throw CheckpointError(str(path.string(), ": ", reason));
+}
+
+[[noreturn]] void fail_tensor(const fs::path& path, const std::string& name,
+                              const std::string& reason) {
+  throw CheckpointError(str(path.string(), ": tensor '", name, "': ", reason));
+}
+
+struct Mapping {
+  const std::byte* data = nullptr;
+  uint64_t size = 0;
+};
+
+// Maps the whole file read-only (MAP_PRIVATE); files shorter than the length prefix fail.
+Mapping map_file(const fs::path& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail(path, str("cannot open the file: ", std::strerror(errno)));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    int error = errno;
+    ::close(fd);
+    fail(path, str("cannot stat the file: ", std::strerror(error)));
+  }
+  auto size = static_cast<uint64_t>(st.st_size);
+  if (size < kHeaderLengthBytes) {
+    ::close(fd);
+    fail(path, str("the file is ", size, " bytes, shorter than the 8-byte header length"));
+  }
+  void* data = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  int error = errno;
+  ::close(fd);
+  if (data == MAP_FAILED) fail(path, str("cannot map the file: ", std::strerror(error)));
+  return {static_cast<const std::byte*>(data), size};
+}
+
+uint64_t read_u64_le(const std::byte* bytes) {
+  uint64_t value = 0;
+  for (int i = 7; i >= 0; --i) value = (value << 8) | std::to_integer<uint64_t>(bytes[i]);
+  return value;
+}
+
+// Parses the header JSON, rejecting duplicate top-level keys (nlohmann keeps the last one).
+json parse_header_json(const fs::path& path, std::string_view text) {
+  std::set<std::string> names;
+  json::parser_callback_t reject_duplicates = [&](int depth, json::parse_event_t event,
+                                                  json& parsed) {
+    if (event == json::parse_event_t::key && depth == 1 &&
+        !names.insert(parsed.get<std::string>()).second) {
+      fail(path, str("duplicate tensor name '", parsed.get<std::string>(), "' in the header"));
+    }
+    return true;
+  };
+  json header = detail::parse_json_text(text, path, reject_duplicates);
+  if (!header.is_object()) {
+    fail(path, str("the header must be a JSON object, found ", detail::describe_json(header)));
+  }
+  return header;
+}
+
+std::map<std::string, std::string> parse_metadata(const fs::path& path, const json& value) {
+  bool valid = value.is_object() &&
+               std::all_of(value.begin(), value.end(), [](auto& v) { return v.is_string(); });
+  if (!valid) {
+    fail(path,
+         str("'__metadata__' must be an object of strings, found ", detail::describe_json(value)));
+  }
+  return value.get<std::map<std::string, std::string>>();
+}
+
+const json& field(const fs::path& path, const std::string& name, const json& entry,
+                  const char* key) {
+  auto it = entry.find(key);
+  if (it == entry.end()) fail_tensor(path, name, str("missing '", key, "'"));
+  return *it;
+}
+
+std::vector<int64_t> parse_shape(const fs::path& path, const std::string& name, const json& value) {
+  if (!value.is_array()) {
+    fail_tensor(path, name,
+                str("'shape' must be an array of integers, found ", detail::describe_json(value)));
+  }
+  std::vector<int64_t> shape;
+  for (const json& dim : value) {
+    if (!dim.is_number_integer() ||
+        (dim.is_number_unsigned() && dim.get<uint64_t>() > uint64_t(INT64_MAX))) {
+      fail_tensor(
+          path, name,
+          str("'shape' must be an array of integers, found ", detail::describe_json(value)));
+    }
+    if (dim.get<int64_t>() < 0) {
+      fail_tensor(path, name,
+                  str("negative dimension ", dim.get<int64_t>(), " in shape ",
+                      detail::describe_json(value)));
+    }
+    shape.push_back(dim.get<int64_t>());
+  }
+  return shape;
+}
+
+// Bytes a tensor of this shape and dtype needs; fails when that overflows 64 bits.
+uint64_t byte_size(const fs::path& path, const std::string& name, const std::vector<int64_t>& shape,
+                   c10::ScalarType dtype) {
+  uint64_t bytes = c10::elementSize(dtype);
+  bool has_zero = false;
+  for (int64_t dim : shape) {
+    if (dim == 0) has_zero = true;
+    if (dim != 0 && __builtin_mul_overflow(bytes, uint64_t(dim), &bytes)) {
+      fail_tensor(path, name, str("shape ", shape_str(shape), " is too large"));
+    }
+  }
+  return has_zero ? 0 : bytes;
+}
+
+TensorInfo parse_entry(const fs::path& path, const std::string& name, const json& entry,
+                       uint64_t data_size) {
+  if (!entry.is_object()) {
+    fail_tensor(path, name,
+                str("the entry must be an object, found ", detail::describe_json(entry)));
+  }
+  TensorInfo info;
+  info.name = name;
+  const json& dtype = field(path, name, entry, "dtype");
+  if (!dtype.is_string()) {
+    fail_tensor(path, name, str("'dtype' must be a string, found ", detail::describe_json(dtype)));
+  }
+  info.dtype_name = dtype.get<std::string>();
+  auto scalar_type = scalar_type_from_safetensors(info.dtype_name);
+  if (!scalar_type) fail_tensor(path, name, str("unknown dtype '", info.dtype_name, "'"));
+  info.dtype = *scalar_type;
+  info.shape = parse_shape(path, name, field(path, name, entry, "shape"));
+
+  const json& offsets = field(path, name, entry, "data_offsets");
+  if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() ||
+      !offsets[1].is_number_unsigned()) {
+    fail_tensor(path, name,
+                str("'data_offsets' must be two non-negative integers, found ",
+                    detail::describe_json(offsets)));
+  }
+  info.begin = offsets[0].get<uint64_t>();
+  info.end = offsets[1].get<uint64_t>();
+  if (info.begin > info.end) {
+    fail_tensor(path, name, str("data_offsets begin ", info.begin, " > end ", info.end));
+  }
+  if (info.end > data_size) {
+    fail_tensor(path, name,
+                str("data_offsets [", info.begin, ", ", info.end,
+                    "] lie outside the data section of ", data_size, " bytes"));
+  }
+  uint64_t expected = byte_size(path, name, info.shape, info.dtype);
+  if (expected != info.nbytes()) {
+    fail_tensor(path, name,
+                str("shape ", shape_str(info.shape), " of dtype ", info.dtype_name, " needs ",
+                    expected, " bytes but data_offsets [", info.begin, ", ", info.end, "] span ",
+                    info.nbytes(), " bytes"));
+  }
+  return info;
+}
+
+// Fails when two tensors share a byte of the data section (empty tensors share none).
+void check_no_overlap(const fs::path& path, const std::vector<TensorInfo>& tensors) {
+  std::vector<const TensorInfo*> by_begin;
+  for (const TensorInfo& info : tensors) {
+    if (info.nbytes() > 0) by_begin.push_back(&info);
+  }
+  std::sort(by_begin.begin(), by_begin.end(), [](auto* a, auto* b) { return a->begin < b->begin; });
+  const TensorInfo* furthest = nullptr;  // the tensor reaching furthest so far
+  for (const TensorInfo* info : by_begin) {
+    if (furthest != nullptr && info->begin < furthest->end) {
+      fail(path, str("tensors '", furthest->name, "' [", furthest->begin, ", ", furthest->end,
+                     ") and '", info->name, "' [", info->begin, ", ", info->end, ") overlap"));
+    }
+    if (furthest == nullptr || info->end > furthest->end) furthest = info;
+  }
+}
+
+struct Header {
+  std::vector<TensorInfo> tensors;  // sorted by name
+  std::map<std::string, std::string> metadata;
+  uint64_t data_offset = 0;
+};
+
+Header parse_header(const fs::path& path, const Mapping& mapping) {
+  uint64_t length = read_u64_le(mapping.data);
+  if (length > kMaxSafetensorsHeaderBytes) {
+    fail(path, str("header length ", length, " exceeds the limit of ", kMaxSafetensorsHeaderBytes,
+                   " bytes"));
+  }
+  if (length > mapping.size - kHeaderLengthBytes) {
+    fail(path, str("header length ", length, " exceeds the ", mapping.size - kHeaderLengthBytes,
+                   " bytes that follow the length in the file"));
+  }
+  Header header;
+  header.data_offset = kHeaderLengthBytes + length;
+  std::string_view text(reinterpret_cast<const char*>(mapping.data) + kHeaderLengthBytes, length);
+  json entries = parse_header_json(path, text);
+  uint64_t data_size = mapping.size - header.data_offset;
+  for (const auto& [name, entry] : entries.items()) {
+    if (name == "__metadata__") {
+      header.metadata = parse_metadata(path, entry);
+    } else {
+      header.tensors.push_back(parse_entry(path, name, entry, data_size));
+    }
+  }
+  check_no_overlap(path, header.tensors);
+  std::sort(header.tensors.begin(), header.tensors.end(),
+            [](const TensorInfo& a, const TensorInfo& b) { return a.name < b.name; });
+  return header;
+}
+
+}  // namespace
+
+int64_t TensorInfo::numel() const {
+  return std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>());
+}
+
+SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : path_(path) {
+  Mapping mapping = map_file(path);
+  mapping_ = mapping.data;
+  file_size_ = mapping.size;
+  try {
+    Header header = parse_header(path, mapping);
+    tensors_ = std::move(header.tensors);
+    metadata_ = std::move(header.metadata);
+    data_offset_ = header.data_offset;
+  } catch (...) {
+    ::munmap(const_cast<std::byte*>(mapping_), file_size_);
+    throw;
+  }
+  for (size_t i = 0; i < tensors_.size(); ++i) index_.emplace(tensors_[i].name, i);
+}
+
+SafetensorsFile::~SafetensorsFile() { ::munmap(const_cast<std::byte*>(mapping_), file_size_); }
+
+bool SafetensorsFile::contains(const std::string& name) const { return index_.count(name) > 0; }
+
+const TensorInfo& SafetensorsFile::info(const std::string& name) const {
+  auto it = index_.find(name);
+  if (it == index_.end()) fail_tensor(path_, name, "no such tensor in the file");
+  return tensors_[it->second];
+}
+
+const std::byte* SafetensorsFile::data(const TensorInfo& info) const {
+  return mapping_ + data_offset_ + info.begin;
+}
+
+at::Tensor SafetensorsFile::read(const std::string& name) const {
+  const TensorInfo& tensor = info(name);
+  at::Tensor out = at::empty(tensor.shape, at::TensorOptions().dtype(tensor.dtype));
+  if (tensor.nbytes() > 0) std::memcpy(out.data_ptr(), data(tensor), tensor.nbytes());
+  return out;
+}
+
+at::Tensor SafetensorsFile::read_slice(const std::string& name, int64_t dim, int64_t start,
+                                       int64_t length) const {
+  const TensorInfo& tensor = info(name);
+  const auto rank = static_cast<int64_t>(tensor.shape.size());
+  if (dim < 0 || dim >= rank) {
+    fail_tensor(
+        path_, name,
+        str("slice dimension ", dim, " is out of range for shape ", shape_str(tensor.shape)));
+  }
+  if (start < 0 || length < 0 || start > tensor.shape[dim] - length) {
+    fail_tensor(path_, name,
+                str("slice [", start, ", ", start + length, ") of dimension ", dim,
+                    " is out of range for shape ", shape_str(tensor.shape)));
+  }
+  std::vector<int64_t> shape = tensor.shape;
+  shape[dim] = length;
+  at::Tensor out = at::empty(shape, at::TensorOptions().dtype(tensor.dtype));
+  if (out.numel() == 0) return out;
+
+  // View the tensor as [outer, shape[dim], inner]: copy one block of `length` rows per outer.
+  auto product = [&](int64_t from, int64_t to) {
+    return std::accumulate(shape.begin() + from, shape.begin() + to, int64_t{1},
+                           std::multiplies<>());
+  };
+  const int64_t outer = product(0, dim);
+  const int64_t inner_bytes = product(dim + 1, rank) * int64_t(c10::elementSize(tensor.dtype));
+  const int64_t block_bytes = length * inner_bytes;
+  const int64_t row_bytes = tensor.shape[dim] * inner_bytes;
+  const std::byte* source = data(tensor) + start * inner_bytes;
+  auto* target = static_cast<std::byte*>(out.data_ptr());
+  for (int64_t i = 0; i < outer; ++i) {
+    std::memcpy(target + i * block_bytes, source + i * row_bytes, block_bytes);
+  }
+  return out;
+}
+
+}  // namespace shardformer

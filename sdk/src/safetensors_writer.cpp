@@ -1,0 +1,94 @@
+// save_safetensors: writes tensors and string metadata in the safetensors format, through a
+// temporary file renamed into place.
+#include "shardformer/dtype.h"
+#include "shardformer/error.h"
+#include "shardformer/safetensors.h"
+#include "shardformer/strings.h"
+
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <system_error>
+
+namespace shardformer {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr size_t kHeaderAlignment = 8;  // the Python library pads the header to this
+
+std::string dtype_name_of(const fs::path& path, const std::string& name, const at::Tensor& tensor) {
+  try {
+    return safetensors_dtype_name(tensor.scalar_type());
+  } catch (const Error& e) {
+    throw CheckpointError(str(path.string(), ": tensor '", name, "': ", e.what()));
+  }
+}
+
+// The header JSON, padded with spaces to a multiple of kHeaderAlignment bytes. `tensors` are
+// contiguous CPU tensors; their data follows in map (name) order.
+std::string make_header(const fs::path& path, const std::map<std::string, at::Tensor>& tensors,
+                        const std::map<std::string, std::string>& metadata) {
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  uint64_t offset = 0;
+  for (const auto& [name, tensor] : tensors) {
+    const uint64_t end = offset + tensor.nbytes();
+    header[name] = {{"dtype", dtype_name_of(path, name, tensor)},
+                    {"shape", tensor.sizes().vec()},
+                    {"data_offsets", {offset, end}}};
+    offset = end;
+  }
+  std::string text = header.dump();
+  text.append((kHeaderAlignment - text.size() % kHeaderAlignment) % kHeaderAlignment, ' ');
+  return text;
+}
+
+void write_file(const fs::path& path, const std::string& header,
+                const std::map<std::string, at::Tensor>& tensors) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  char length[8];
+  for (size_t i = 0; i < sizeof(length); ++i) length[i] = char((header.size() >> (8 * i)) & 0xff);
+  out.write(length, sizeof(length));
+  out.write(header.data(), std::streamsize(header.size()));
+  for (const auto& [name, tensor] : tensors) {
+    out.write(static_cast<const char*>(tensor.const_data_ptr()), std::streamsize(tensor.nbytes()));
+  }
+  out.close();
+  if (!out) throw CheckpointError(str(path.string(), ": cannot write the file"));
+}
+
+}  // namespace
+
+void save_safetensors(const std::filesystem::path& path,
+                      const std::map<std::string, at::Tensor>& tensors,
+                      const std::map<std::string, std::string>& metadata) {
+  std::map<std::string, at::Tensor> contiguous;
+  for (const auto& [name, tensor] : tensors) {
+    if (name == "__metadata__" || !tensor.defined()) {
+      throw CheckpointError(str(path.string(), ": tensor '", name,
+                                "': cannot be saved (reserved name or undefined tensor)"));
+    }
+    contiguous.emplace(name, tensor.to(at::kCPU).contiguous());
+  }
+  const std::string header = make_header(path, contiguous, metadata);
+
+  fs::path temporary = path;
+  temporary += ".tmp";
+  std::error_code error;
+  try {
+    write_file(temporary, header, contiguous);
+  } catch (...) {
+    fs::remove(temporary, error);
+    throw;
+  }
+  fs::rename(temporary, path, error);
+  if (error) {
+    const std::string reason = error.message();
+    fs::remove(temporary, error);
+    throw CheckpointError(
+        str(path.string(), ": cannot rename ", temporary.string(), " into place: ", reason));
+  }
+}
+
+}  // namespace shardformer

@@ -1,0 +1,369 @@
+// Tests of the job config reader: parsed values, defaults, path resolution, and that every error
+// names the file, the exact line:column of the offending value and the key.
+#include "job_config.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "shardformer/error.h"
+
+namespace shardformer::host {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kMinimalGenerate = R"([model]
+path = "ckpt"
+[job]
+mode = "generate"
+[generate]
+prompts = [[1, 2]]
+)";
+
+JobConfig parse(const std::string& text) { return parse_job_config(text, "job.toml", "/base"); }
+
+// The ConfigError message of parsing `text`, or "" (and a test failure) when it parses.
+std::string parse_error(const std::string& text) {
+  try {
+    parse(text);
+  } catch (const ConfigError& error) {
+    return error.what();
+  }
+  ADD_FAILURE() << "no ConfigError for:\n" << text;
+  return "";
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+TEST(JobConfig, ReadsEveryKeyOfAFullConfig) {
+  const JobConfig config = parse(R"([model]
+path = "/models/gpt2"
+dtype = "bfloat16"
+device = "cuda"
+
+[parallel]
+tp_size = 2
+pp_size = 3
+dp_size = 4
+
+[job]
+mode = "forward"
+
+[forward]
+input_ids = [[1, 2, 3], [4, 5]]
+output = "/out/logits.safetensors"
+
+[generate]
+prompts = [[7], [8, 9]]
+max_new_tokens = 64
+eos_token_id = 50256
+pad_token_id = 0
+
+[plugins]
+paths = ["/opt/plugins", "/usr/lib/shardformer"]
+
+[log]
+level = "debug"
+)");
+  EXPECT_EQ(config.source, fs::path("job.toml"));
+  EXPECT_EQ(config.model.path, fs::path("/models/gpt2"));
+  EXPECT_EQ(config.model.dtype, "bfloat16");
+  EXPECT_EQ(config.model.device, "cuda");
+  EXPECT_EQ(config.parallel.tp_size, 2);
+  EXPECT_EQ(config.parallel.pp_size, 3);
+  EXPECT_EQ(config.parallel.dp_size, 4);
+  EXPECT_EQ(config.mode, JobMode::kForward);
+  EXPECT_EQ(config.forward.input_ids, (std::vector<std::vector<int64_t>>{{1, 2, 3}, {4, 5}}));
+  EXPECT_EQ(config.forward.output, fs::path("/out/logits.safetensors"));
+  EXPECT_EQ(config.generate.prompts, (std::vector<std::vector<int64_t>>{{7}, {8, 9}}));
+  EXPECT_EQ(config.generate.max_new_tokens, 64);
+  EXPECT_EQ(config.generate.eos_token_id, 50256);
+  EXPECT_EQ(config.generate.pad_token_id, 0);
+  EXPECT_EQ(config.plugins.paths, (std::vector<fs::path>{"/opt/plugins", "/usr/lib/shardformer"}));
+  EXPECT_EQ(config.log.level, "debug");
+}
+
+TEST(JobConfig, AppliesDefaultsForAbsentKeys) {
+  const JobConfig config = parse(kMinimalGenerate);
+  EXPECT_EQ(config.mode, JobMode::kGenerate);
+  EXPECT_EQ(config.model.dtype, "float32");
+  EXPECT_EQ(config.model.device, "cpu");
+  EXPECT_EQ(config.parallel.tp_size, 1);
+  EXPECT_EQ(config.parallel.pp_size, 1);
+  EXPECT_EQ(config.parallel.dp_size, 1);
+  EXPECT_EQ(config.generate.max_new_tokens, 20);
+  EXPECT_FALSE(config.generate.eos_token_id.has_value());
+  EXPECT_FALSE(config.generate.pad_token_id.has_value());
+  EXPECT_TRUE(config.forward.input_ids.empty());
+  EXPECT_TRUE(config.forward.output.empty());
+  EXPECT_TRUE(config.plugins.paths.empty());
+  EXPECT_EQ(config.log.level, "info");
+}
+
+TEST(JobConfig, AllowsAnIncompleteSectionOfTheOtherMode) {
+  const JobConfig config = parse(std::string(kMinimalGenerate) + "[forward]\noutput = \"o\"\n");
+  EXPECT_EQ(config.mode, JobMode::kGenerate);
+  EXPECT_TRUE(config.forward.input_ids.empty());
+  EXPECT_EQ(config.forward.output, fs::path("/base/o"));
+}
+
+TEST(JobConfig, ResolvesRelativePathsAgainstTheBaseDir) {
+  const JobConfig config = parse_job_config(R"([model]
+path = "checkpoints/../gpt2"
+[job]
+mode = "forward"
+[forward]
+input_ids = [[1]]
+output = "./out/logits.safetensors"
+[plugins]
+paths = ["plugins", "/abs/./lib", "../shared"]
+)",
+                                            "job.toml", "/jobs/a");
+  EXPECT_EQ(config.model.path, fs::path("/jobs/a/gpt2"));
+  EXPECT_EQ(config.forward.output, fs::path("/jobs/a/out/logits.safetensors"));
+  EXPECT_EQ(config.plugins.paths,
+            (std::vector<fs::path>{"/jobs/a/plugins", "/abs/lib", "/jobs/shared"}));
+}
+
+TEST(JobConfig, NamesJobModes) {
+  EXPECT_STREQ(job_mode_name(JobMode::kForward), "forward");
+  EXPECT_STREQ(job_mode_name(JobMode::kGenerate), "generate");
+}
+
+// A config that must fail, where ("LINE:COLUMN") and what the message must say.
+struct ErrorCase {
+  std::string name;
+  std::string text;
+  std::string where;
+  std::vector<std::string> parts;
+};
+
+void PrintTo(const ErrorCase& error_case, std::ostream* out) { *out << error_case.name; }
+
+class JobConfigErrorTest : public ::testing::TestWithParam<ErrorCase> {};
+
+TEST_P(JobConfigErrorTest, CitesFileLineColumnAndKey) {
+  const ErrorCase& error_case = GetParam();
+  const std::string message = parse_error(error_case.text);
+  EXPECT_EQ(message.rfind("job.toml:" + error_case.where + ": ", 0), 0u) << message;
+  for (const std::string& part : error_case.parts) {
+    EXPECT_TRUE(contains(message, part)) << "'" << part << "' not in: " << message;
+  }
+}
+
+const ErrorCase kErrorCases[] = {
+    {"SyntaxError",
+     "[model]\npath = \"m\"\n[parallel]\ntp_size = = 2\n",
+     "4:11",
+     {"TOML syntax error"}},
+    {"IntegerOverflow",
+     "[parallel]\ntp_size = 99999999999999999999\n",
+     "2:31",
+     {"TOML syntax error"}},
+    {"InvalidUtf8", "[model]\npath = \"\xff\"\n", "2:8", {"TOML syntax error"}},
+    {"UnknownSectionWithSuggestion",
+     "[model]\npath = \"m\"\n[paralel]\ntp_size = 2\n",
+     "3:2",
+     {"unknown section [paralel]", "did you mean 'parallel'?"}},
+    {"UnknownSectionListsKnown",
+     "[training]\nsteps = 2\n",
+     "1:2",
+     {"unknown section [training]", "known: model, parallel, job, forward, generate"}},
+    {"KeyOutsideSection", "# job\nmode = \"forward\"\n", "2:1", {"'mode' is outside any section"}},
+    {"UnknownKeyWithSuggestion",
+     "[model]\npath = \"m\"\n[parallel]\ntp_sise = 2\n",
+     "4:1",
+     {"unknown key 'tp_sise' in [parallel]", "did you mean 'tp_size'?"}},
+    {"UnknownKeySuggestsWithinTwoEdits",
+     "[parallel]\ntp_szie = 2\n",
+     "2:1",
+     {"unknown key 'tp_szie' in [parallel]", "did you mean 'tp_size'?"}},
+    {"UnknownKeyNoSuggestionBeyondTwoEdits",
+     "[parallel]\ntpsz = 2\n",
+     "2:1",
+     {"unknown key 'tpsz' in [parallel]", "(known: tp_size, pp_size, dp_size)"}},
+    {"UnknownKeyListsKnown",
+     "[log]\n  verbose = true\n",
+     "2:3",
+     {"unknown key 'verbose' in [log]", "known: level"}},
+    {"WrongTypeInteger",
+     "[model]\npath = \"m\"\n[parallel]\ntp_size = \"2\"\n",
+     "4:11",
+     {"parallel.tp_size must be an integer, got string"}},
+    {"WrongTypeString", "[model]\npath = 3\n", "2:8", {"model.path must be a string, got integer"}},
+    {"WrongTypeBoolean",
+     "[log]\nlevel = true\n",
+     "2:9",
+     {"log.level must be a string, got boolean"}},
+    {"WrongTypeArray",
+     "[generate]\nprompts = 5\n",
+     "2:11",
+     {"generate.prompts must be an array, got integer"}},
+    {"WrongTypeRow",
+     "[generate]\nprompts = [1, 2]\n",
+     "2:12",
+     {"generate.prompts[0] must be an array, got integer"}},
+    {"WrongTypeToken",
+     "[forward]\ninput_ids = [[1, 2.5]]\n",
+     "2:18",
+     {"forward.input_ids[0][1] must be an integer, got float"}},
+    {"WrongTypeSection", "parallel = 2\n", "1:12", {"parallel must be a table, got integer"}},
+    {"WrongTypeArrayOfTables",
+     "[[model]]\npath = \"m\"\n",
+     "1:1",
+     {"model must be a table, got array"}},
+    {"WrongTypePluginPath",
+     "[plugins]\npaths = [\"a\", 1]\n",
+     "2:15",
+     {"plugins.paths[1] must be a string, got integer"}},
+    {"TpSizeBelowOne",
+     "[parallel]\ntp_size = 0\n",
+     "2:11",
+     {"parallel.tp_size must be >= 1, got 0"}},
+    {"PpSizeNegative",
+     "[parallel]\npp_size = -2\n",
+     "2:11",
+     {"parallel.pp_size must be >= 1, got -2"}},
+    {"DpSizeBelowOne",
+     "[parallel]\ndp_size = 0\n",
+     "2:11",
+     {"parallel.dp_size must be >= 1, got 0"}},
+    {"MaxNewTokensAboveRange",
+     "[generate]\nmax_new_tokens = 1000001\n",
+     "2:18",
+     {"generate.max_new_tokens must be in [1, 1000000], got 1000001"}},
+    {"MaxNewTokensZero",
+     "[generate]\nmax_new_tokens = 0\n",
+     "2:18",
+     {"generate.max_new_tokens must be in [1, 1000000], got 0"}},
+    {"EosNegative",
+     "[generate]\neos_token_id = -1\n",
+     "2:16",
+     {"generate.eos_token_id must be >= 0, got -1"}},
+    {"PadNegative",
+     "[generate]\npad_token_id = -7\n",
+     "2:16",
+     {"generate.pad_token_id must be >= 0, got -7"}},
+    {"NegativeTokenId",
+     "[generate]\nprompts = [[1, -2]]\n",
+     "2:16",
+     {"generate.prompts[0][1] must be >= 0, got -2"}},
+    {"EmptySequence",
+     "[forward]\ninput_ids = [[1], []]\n",
+     "2:19",
+     {"forward.input_ids[1] must not be empty"}},
+    {"NoSequences",
+     "[generate]\nprompts = []\n",
+     "2:11",
+     {"generate.prompts must hold at least one sequence"}},
+    {"UnknownMode",
+     "[job]\nmode = \"train\"\n",
+     "2:8",
+     {"job.mode must be one of \"forward\", \"generate\", got \"train\""}},
+    {"UnknownLogLevel",
+     "[log]\nlevel = \"verbose\"\n",
+     "2:9",
+     {"log.level must be one of \"trace\", \"debug\", \"info\", \"warn\", \"error\", \"off\""}},
+    {"UnknownDtype",
+     "[model]\npath = \"m\"\ndtype = \"int8\"\n",
+     "3:9",
+     {"model.dtype must be one of", "\"bfloat16\"", "got \"int8\""}},
+    {"UnknownDevice",
+     "[model]\npath = \"m\"\ndevice = \"tpu\"\n",
+     "3:10",
+     {"model.device must be one of \"cpu\", \"cuda\", got \"tpu\""}},
+    {"EmptyPath", "[model]\npath = \"\"\n", "2:8", {"model.path must not be empty"}},
+    {"MissingModelPath",
+     "# job\n\n[model]\ndtype = \"float32\"\n",
+     "3:1",
+     {"missing required key model.path"}},
+    {"MissingModelSection",
+     "[job]\nmode = \"generate\"\n",
+     "1:1",
+     {"missing required key model.path"}},
+    {"MissingJobMode", "[model]\npath = \"m\"\n[job]\n", "3:1", {"missing required key job.mode"}},
+    {"MissingJobSection", "[model]\npath = \"m\"\n", "1:1", {"missing required key job.mode"}},
+    {"MissingForwardSection",
+     "[model]\npath = \"m\"\n[job]\nmode = \"forward\"\n",
+     "1:1",
+     {"missing required key forward.input_ids", "required when job.mode = \"forward\""}},
+    {"MissingForwardOutput",
+     "[model]\npath = \"m\"\n[job]\nmode = \"forward\"\n[forward]\ninput_ids = [[1]]\n",
+     "5:1",
+     {"missing required key forward.output"}},
+    {"MissingGeneratePrompts",
+     "[model]\npath = \"m\"\n[job]\nmode = \"generate\"\n[generate]\nmax_new_tokens = 3\n",
+     "5:1",
+     {"missing required key generate.prompts", "required when job.mode = \"generate\""}},
+};
+
+INSTANTIATE_TEST_SUITE_P(Cases, JobConfigErrorTest, ::testing::ValuesIn(kErrorCases),
+                         [](const auto& info) { return info.param.name; });
+
+// Each test gets its own folder under the system temp folder, removed afterwards.
+class LoadJobConfigTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
+    dir_ = fs::temp_directory_path() /
+           ("shardformer_job_config_" + std::to_string(::getpid()) + "_" + test->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  fs::path write(const std::string& name, const std::string& text) const {
+    const fs::path path = dir_ / name;
+    std::ofstream(path) << text;
+    return path;
+  }
+
+  std::string load_error(const fs::path& path) const {
+    try {
+      load_job_config(path);
+    } catch (const ConfigError& error) {
+      return error.what();
+    }
+    ADD_FAILURE() << "no ConfigError loading " << path;
+    return "";
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(LoadJobConfigTest, ResolvesPathsAgainstTheConfigFolder) {
+  const fs::path path = write("job.toml", kMinimalGenerate);
+  const JobConfig config = load_job_config(path);
+  EXPECT_EQ(config.source, path);
+  EXPECT_EQ(config.model.path, (dir_ / "ckpt").lexically_normal());
+}
+
+TEST_F(LoadJobConfigTest, ErrorsCiteTheFilePath) {
+  const fs::path path = write("bad.toml", "[parallel]\ntp_size = \"two\"\n");
+  const std::string message = load_error(path);
+  EXPECT_EQ(message.rfind(path.string() + ":2:11: ", 0), 0u) << message;
+  EXPECT_TRUE(contains(message, "parallel.tp_size")) << message;
+}
+
+TEST_F(LoadJobConfigTest, ReportsAMissingFile) {
+  const fs::path path = dir_ / "absent.toml";
+  const std::string message = load_error(path);
+  EXPECT_TRUE(contains(message, "cannot open config file '" + path.string() + "'")) << message;
+  EXPECT_TRUE(contains(message, "no such file")) << message;
+}
+
+TEST_F(LoadJobConfigTest, ReportsADirectory) {
+  const std::string message = load_error(dir_);
+  EXPECT_TRUE(contains(message, "cannot open config file '" + dir_.string() + "'")) << message;
+  EXPECT_TRUE(contains(message, "is a directory")) << message;
+}
+
+}  // namespace
+}  // namespace shardformer::host

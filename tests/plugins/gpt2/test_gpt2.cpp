@@ -1,0 +1,269 @@
+// GPT-2 at one rank against HF transformers: logits and hidden states of a padded batch,
+// greedy generations with a KV cache (with and without an early eos), HF parameter names,
+// sharded checkpoints, clear errors for bad checkpoints, and the host's `run` output.
+#include "plugin_registry.h"
+
+#include "shardformer/checkpoint.h"
+#include "shardformer/error.h"
+#include "shardformer/generation.h"
+#include "shardformer/safetensors.h"
+#include "test_env.h"
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <set>
+#include <sstream>
+
+namespace fs = std::filesystem;
+using namespace shardformer;
+
+namespace {
+
+// Loaded once: the plugin registry, the tiny checkpoint and HF's reference outputs.
+class GPT2Test : public ::testing::Test {
+ protected:
+  // A failed suite set-up must fail every test (GoogleTest would otherwise report them skipped).
+  static void SetUpTestSuite() {
+    try {
+      load();
+    } catch (const std::exception& e) {
+      setup_error_ = e.what();
+    }
+  }
+  void SetUp() override { ASSERT_TRUE(setup_error_.empty()) << setup_error_; }
+  static void load() {
+    registry_ = std::make_unique<host::PluginRegistry>(
+        host::PluginRegistry::discover({shardformer::testing::plugin_dir()}));
+    checkpoint_ = std::make_unique<Checkpoint>(shardformer::testing::models_dir() / "tiny-gpt2");
+    reference_ = std::make_unique<SafetensorsFile>(shardformer::testing::test_data_dir() / "gpt2" /
+                                                   "reference.safetensors");
+  }
+  static void TearDownTestSuite() {
+    reference_.reset();
+    checkpoint_.reset();
+    registry_.reset();
+  }
+
+  static std::shared_ptr<Model> build(const std::string& architecture,
+                                      const Checkpoint& checkpoint = *checkpoint_) {
+    return registry_->create_model(ModelArgs{&checkpoint, architecture, at::kFloat, at::kCPU});
+  }
+  static at::Tensor ref(const std::string& name) { return reference_->read(name); }
+  static int64_t ref_scalar(const std::string& name) { return ref(name).item<int64_t>(); }
+
+  // Prompts recovered from HF's left-padded generation inputs.
+  static std::vector<std::vector<int64_t>> prompts() {
+    const at::Tensor ids = ref("generate_input_ids"), mask = ref("generate_attention_mask");
+    std::vector<std::vector<int64_t>> result(ids.size(0));
+    for (int64_t row = 0; row < ids.size(0); ++row) {
+      for (int64_t col = 0; col < ids.size(1); ++col) {
+        if (mask[row][col].item<int64_t>() == 1)
+          result[row].push_back(ids[row][col].item<int64_t>());
+      }
+    }
+    return result;
+  }
+
+  static at::Tensor forward(Model& model) {
+    at::NoGradGuard no_grad;
+    return model.forward({ref("forward_input_ids"), ref("forward_attention_mask"), {}, nullptr});
+  }
+
+  static void expect_close(const at::Tensor& actual, const at::Tensor& expected, double atol) {
+    ASSERT_EQ(actual.sizes(), expected.sizes());
+    const double max_diff = (actual - expected).abs().max().item<double>();
+    EXPECT_LE(max_diff, atol) << "max |ours - HF| = " << max_diff;
+  }
+
+  static inline std::unique_ptr<host::PluginRegistry> registry_;
+  static inline std::unique_ptr<Checkpoint> checkpoint_;
+  static inline std::unique_ptr<SafetensorsFile> reference_;
+  static inline std::string setup_error_;
+};
+
+// Copies the tiny checkpoint into a fresh folder, for tests that break it.
+fs::path copy_checkpoint(const std::string& name) {
+  const fs::path dir = fs::path(::testing::TempDir()) / ("shardformer_gpt2_" + name);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  for (const auto& entry :
+       fs::directory_iterator(shardformer::testing::models_dir() / "tiny-gpt2")) {
+    fs::copy(entry.path(), dir / entry.path().filename());
+  }
+  return dir;
+}
+
+void replace_in_file(const fs::path& file, const std::string& from, const std::string& to) {
+  std::ifstream in(file);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  std::string text = buffer.str();
+  const size_t at = text.find(from);
+  ASSERT_NE(at, std::string::npos) << from << " not in " << file;
+  text.replace(at, from.size(), to);
+  std::ofstream(file) << text;
+}
+
+}  // namespace
+
+TEST_F(GPT2Test, LogitsMatchHF) {
+  const auto model = build("GPT2LMHeadModel");
+  EXPECT_EQ(model->output_name(), "logits");
+  expect_close(forward(*model), ref("forward_logits"), 1e-5);
+}
+
+TEST_F(GPT2Test, BaseModelHiddenStatesMatchHF) {
+  const auto model = build("GPT2Model");
+  EXPECT_EQ(model->output_name(), "last_hidden_state");
+  expect_close(forward(*model), ref("forward_last_hidden_state"), 1e-5);
+}
+
+TEST_F(GPT2Test, ShardedCheckpointGivesTheSameLogits) {
+  const Checkpoint sharded(shardformer::testing::models_dir() / "tiny-gpt2-sharded");
+  EXPECT_GT(sharded.files().size(), 1u);
+  const auto model = build("GPT2LMHeadModel", sharded);
+  expect_close(forward(*model), ref("forward_logits"), 1e-5);
+}
+
+TEST_F(GPT2Test, ParameterNamesAreHFNames) {
+  // HF saves the tied lm_head.weight once, as transformer.wte.weight: the checkpoint's names
+  // are exactly the model's parameters.
+  const auto model = build("GPT2LMHeadModel");
+  std::set<std::string> ours;
+  for (const auto& item : model->named_parameters()) ours.insert(item.key());
+  const auto names = checkpoint_->tensor_names();
+  EXPECT_EQ(ours, std::set<std::string>(names.begin(), names.end()));
+}
+
+TEST_F(GPT2Test, GreedyGenerationMatchesHF) {
+  const auto model = build("GPT2LMHeadModel");
+  GenerationConfig config;
+  config.max_new_tokens = ref_scalar("generate_max_new_tokens");
+  config.pad_token_id = ref_scalar("generate_pad_token_id");
+  const GenerationResult result = greedy_generate(*model, prompts(), config);
+  EXPECT_TRUE(at::equal(result.sequences, ref("generate_sequences")))
+      << "ours:\n"
+      << result.sequences << "\nHF:\n"
+      << ref("generate_sequences");
+}
+
+TEST_F(GPT2Test, GreedyGenerationStopsAtEosLikeHF) {
+  const auto model = build("GPT2LMHeadModel");
+  GenerationConfig config;
+  config.max_new_tokens = ref_scalar("generate_max_new_tokens");
+  config.pad_token_id = ref_scalar("generate_pad_token_id");
+  config.eos_token_id = ref_scalar("generate_eos_token_id");
+  const GenerationResult result = greedy_generate(*model, prompts(), config);
+  EXPECT_TRUE(at::equal(result.sequences, ref("generate_eos_sequences")))
+      << "ours:\n"
+      << result.sequences << "\nHF:\n"
+      << ref("generate_eos_sequences");
+  ASSERT_FALSE(result.new_tokens[0].empty());
+  EXPECT_EQ(result.new_tokens[0].back(), *config.eos_token_id);
+}
+
+TEST_F(GPT2Test, GenerationRefusesTooLongRequests) {
+  const auto model = build("GPT2LMHeadModel");
+  GenerationConfig config;
+  config.max_new_tokens = 64;  // + a 5-token prompt > n_positions = 64
+  EXPECT_THROW(greedy_generate(*model, prompts(), config), Error);
+}
+
+TEST_F(GPT2Test, HeadsNotDividingHiddenSizeIsAClearError) {
+  const fs::path dir = copy_checkpoint("bad_heads");
+  replace_in_file(dir / "config.json", "\"n_head\": 4", "\"n_head\": 5");
+  const Checkpoint checkpoint(dir);
+  try {
+    build("GPT2LMHeadModel", checkpoint);
+    FAIL() << "expected ModelError";
+  } catch (const ModelError& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("config.json"), std::string::npos) << message;
+    EXPECT_NE(message.find("n_embd (64) is not divisible by n_head (5)"), std::string::npos)
+        << message;
+  }
+}
+
+TEST_F(GPT2Test, ShapeMismatchNamesTheParameterAndBothShapes) {
+  const fs::path dir = copy_checkpoint("bad_shape");
+  replace_in_file(dir / "config.json", "\"n_positions\": 64", "\"n_positions\": 32");
+  const Checkpoint checkpoint(dir);
+  try {
+    build("GPT2LMHeadModel", checkpoint);
+    FAIL() << "expected CheckpointError";
+  } catch (const ModelError& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("transformer.wpe.weight"), std::string::npos) << message;
+    EXPECT_NE(message.find("[64, 64]"), std::string::npos) << message;
+    EXPECT_NE(message.find("[32, 64]"), std::string::npos) << message;
+  }
+}
+
+TEST_F(GPT2Test, MissingTensorIsNamed) {
+  const fs::path dir = copy_checkpoint("missing_tensor");
+  std::map<std::string, at::Tensor> tensors;
+  {
+    const SafetensorsFile file(dir / "model.safetensors");
+    for (const auto& info : file.tensors()) {
+      if (info.name != "transformer.h.1.mlp.c_fc.bias") tensors[info.name] = file.read(info.name);
+    }
+  }
+  save_safetensors(dir / "model.safetensors", tensors);
+  const Checkpoint checkpoint(dir);
+  try {
+    build("GPT2LMHeadModel", checkpoint);
+    FAIL() << "expected an error";
+  } catch (const ModelError& e) {
+    EXPECT_NE(std::string(e.what()).find("transformer.h.1.mlp.c_fc.bias"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST_F(GPT2Test, HostRunPrintsHFGreedyTokens) {
+  const fs::path dir = fs::path(::testing::TempDir()) / "shardformer_gpt2_host_run";
+  fs::create_directories(dir);
+  std::ostringstream toml;
+  toml << "[model]\npath = \"" << (shardformer::testing::models_dir() / "tiny-gpt2").string()
+       << "\"\n[job]\nmode = \"generate\"\n[generate]\nprompts = [";
+  const auto p = prompts();
+  for (size_t i = 0; i < p.size(); ++i) {
+    toml << (i ? ", [" : "[");
+    for (size_t j = 0; j < p[i].size(); ++j) toml << (j ? ", " : "") << p[i][j];
+    toml << "]";
+  }
+  toml << "]\nmax_new_tokens = " << ref_scalar("generate_max_new_tokens")
+       << "\neos_token_id = " << ref_scalar("generate_eos_token_id")
+       << "\npad_token_id = " << ref_scalar("generate_pad_token_id") << "\n";
+  std::ofstream(dir / "job.toml") << toml.str();
+
+  const std::string command = shardformer::testing::host_binary().string() + " run " +
+                              (dir / "job.toml").string() + " --plugin-dir " +
+                              shardformer::testing::plugin_dir().string() + " 2>/dev/null";
+  FILE* pipe = popen(command.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string output;
+  char buffer[4096];
+  while (size_t n = fread(buffer, 1, sizeof(buffer), pipe)) output.append(buffer, n);
+  ASSERT_EQ(pclose(pipe), 0) << output;
+
+  // Expected lines: HF's new tokens per row, up to and including the eos.
+  const at::Tensor sequences = ref("generate_eos_sequences");
+  const int64_t prompt_len = ref("generate_input_ids").size(1);
+  const int64_t eos = ref_scalar("generate_eos_token_id");
+  std::ostringstream expected;
+  for (int64_t row = 0; row < sequences.size(0); ++row) {
+    expected << "generated[" << row << "]:";
+    for (int64_t col = prompt_len; col < sequences.size(1); ++col) {
+      const int64_t id = sequences[row][col].item<int64_t>();
+      expected << " " << id;
+      if (id == eos) break;
+    }
+    expected << "\n";
+  }
+  EXPECT_EQ(output, expected.str());
+}

@@ -1,0 +1,135 @@
+// Tests of Checkpoint: single-file and sharded folders, the errors for missing or
+// inconsistent files, and the near-name suggestions for an unknown tensor.
+#include "shardformer/checkpoint.h"
+#include "test_util.h"
+
+#include <ATen/ATen.h>
+
+namespace shardformer {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::expect_checkpoint_error;
+
+const std::string kConfig = R"({"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2"})";
+
+class CheckpointTest : public testing::TempDirTest<> {
+ protected:
+  void SetUp() override {
+    TempDirTest::SetUp();
+    testing::write_text(dir_ / "config.json", kConfig);
+  }
+
+  // Writes model.safetensors.index.json mapping each tensor name to a shard file name.
+  void write_index(const std::map<std::string, std::string>& weight_map) {
+    std::string entries;
+    for (const auto& [name, shard] : weight_map) {
+      entries += (entries.empty() ? "" : ", ") + ("\"" + name + "\": \"" + shard + "\"");
+    }
+    testing::write_text(dir_ / "model.safetensors.index.json",
+                        R"({"metadata": {}, "weight_map": {)" + entries + "}}");
+  }
+};
+
+TEST_F(CheckpointTest, OpensSingleFile) {
+  at::Tensor weight = at::arange(6, at::kFloat).reshape({2, 3});  // [2, 3]
+  save_safetensors(dir_ / "model.safetensors", {{"w", weight}, {"b", at::ones({3}, at::kHalf)}});
+  Checkpoint checkpoint(dir_);
+  EXPECT_EQ(checkpoint.config().model_type(), "gpt2");
+  EXPECT_EQ(checkpoint.files().size(), 1u);
+  EXPECT_EQ(checkpoint.tensor_names(), (std::vector<std::string>{"b", "w"}));
+  EXPECT_TRUE(checkpoint.contains("w"));
+  EXPECT_FALSE(checkpoint.contains("x"));
+  EXPECT_TRUE(at::equal(checkpoint.read("w"), weight));
+  EXPECT_TRUE(at::equal(checkpoint.read_slice("w", 1, 1, 2), weight.narrow(1, 1, 2)));
+  EXPECT_EQ(checkpoint.total_numel(), 9);
+  EXPECT_EQ(checkpoint.total_bytes(), 6u * 4 + 3 * 2);
+}
+
+TEST_F(CheckpointTest, MissingFolder) {
+  fs::path missing = dir_ / "absent";
+  expect_checkpoint_error([&] { Checkpoint checkpoint(missing); },
+                          {missing.string(), "does not exist"});
+}
+
+TEST_F(CheckpointTest, MissingConfig) {
+  fs::remove(dir_ / "config.json");
+  save_safetensors(dir_ / "model.safetensors", {{"w", at::ones({1})}});
+  expect_checkpoint_error([&] { Checkpoint checkpoint(dir_); },
+                          {(dir_ / "config.json").string(), "file not found"});
+}
+
+TEST_F(CheckpointTest, MissingWeightsListsWhatWasLookedFor) {
+  expect_checkpoint_error([&] { Checkpoint checkpoint(dir_); },
+                          {dir_.string(), "model.safetensors and model.safetensors.index.json"});
+}
+
+TEST_F(CheckpointTest, IndexNamingMissingShard) {
+  save_safetensors(dir_ / "shard1.safetensors", {{"a", at::ones({1})}});
+  write_index({{"a", "shard1.safetensors"}, {"b", "shard2.safetensors"}});
+  expect_checkpoint_error([&] { Checkpoint checkpoint(dir_); },
+                          {"model.safetensors.index.json", "shard2.safetensors", "does not exist"});
+}
+
+TEST_F(CheckpointTest, IndexWithoutWeightMap) {
+  testing::write_text(dir_ / "model.safetensors.index.json", R"({"metadata": {}})");
+  expect_checkpoint_error([&] { Checkpoint checkpoint(dir_); },
+                          {"model.safetensors.index.json", "'weight_map'"});
+}
+
+TEST_F(CheckpointTest, TensorMissingFromItsShard) {
+  save_safetensors(dir_ / "shard1.safetensors", {{"a", at::ones({1})}});
+  save_safetensors(dir_ / "shard2.safetensors", {{"b", at::ones({1})}});
+  write_index(
+      {{"a", "shard1.safetensors"}, {"b", "shard2.safetensors"}, {"c", "shard2.safetensors"}});
+  expect_checkpoint_error(
+      [&] { Checkpoint checkpoint(dir_); },
+      {"model.safetensors.index.json", "tensor 'c'", "shard2.safetensors", "does not contain it"});
+}
+
+TEST_F(CheckpointTest, TensorInTwoShards) {
+  save_safetensors(dir_ / "shard1.safetensors", {{"a", at::ones({1})}, {"b", at::ones({1})}});
+  save_safetensors(dir_ / "shard2.safetensors", {{"b", at::ones({1})}});
+  write_index({{"a", "shard1.safetensors"}, {"b", "shard2.safetensors"}});
+  expect_checkpoint_error(
+      [&] { Checkpoint checkpoint(dir_); },
+      {dir_.string(), "tensor 'b'", "shard1.safetensors", "shard2.safetensors"});
+}
+
+TEST_F(CheckpointTest, UnknownNameSuggestsNearNames) {
+  std::map<std::string, at::Tensor> tensors;
+  for (const char* name :
+       {"h.0.attn.weight", "h.0.mlp.weight", "h.1.attn.weight", "ln_f.weight", "wte.weight"}) {
+    tensors[name] = at::ones({1});
+  }
+  save_safetensors(dir_ / "model.safetensors", tensors);
+  Checkpoint checkpoint(dir_);
+  expect_checkpoint_error([&] { checkpoint.info("h.0.attn.wieght"); },
+                          {dir_.string(), "no tensor named 'h.0.attn.wieght'",
+                           "did you mean 'h.0.attn.weight', 'h.0.mlp.weight', 'h.1.attn.weight'?"});
+  expect_checkpoint_error([&] { checkpoint.read("zzz"); }, {"no tensor named 'zzz'"});
+}
+
+class CheckpointPythonFixtures : public testing::PythonFixturesTest {};
+
+TEST_F(CheckpointPythonFixtures, OpensShardedCheckpoint) {
+  Checkpoint checkpoint(dir_ / "sharded");
+  EXPECT_EQ(checkpoint.config().architectures(), std::vector<std::string>{"GPT2LMHeadModel"});
+  EXPECT_EQ(checkpoint.config().get_int("n_embd"), 4);
+  EXPECT_EQ(checkpoint.files().size(), 2u);
+  EXPECT_EQ(checkpoint.tensor_names().size(), 5u);
+  EXPECT_EQ(checkpoint.file_of("transformer.ln_f.weight").path().filename(),
+            "model-00002-of-00002.safetensors");
+  EXPECT_EQ(checkpoint.total_numel(), 8 * 4 + 4 * 12 + 12 + 4 * 16 + 4);
+  EXPECT_EQ(checkpoint.total_bytes(), 4u * checkpoint.total_numel());
+
+  at::Tensor attn = at::arange(48, at::kFloat).reshape({4, 12}) + 100;  // [4, 12]
+  EXPECT_TRUE(at::equal(checkpoint.read("transformer.h.0.attn.c_attn.weight"), attn));
+  EXPECT_TRUE(at::equal(checkpoint.read_slice("transformer.h.0.attn.c_attn.weight", 1, 4, 4),
+                        attn.narrow(1, 4, 4)));
+  EXPECT_EQ(checkpoint.info("transformer.h.1.mlp.c_fc.weight").shape,
+            (std::vector<int64_t>{4, 16}));
+}
+
+}  // namespace
+}  // namespace shardformer

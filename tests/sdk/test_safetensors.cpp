@@ -1,0 +1,328 @@
+// Tests of the safetensors reader and writer: strict header validation on hand-made broken
+// files, a write/read round trip, read_slice, and files written by the Python library.
+#include "shardformer/dtype.h"
+#include "shardformer/safetensors.h"
+#include "test_util.h"
+
+#include <ATen/ATen.h>
+
+#include <cstring>
+
+namespace shardformer {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::expect_checkpoint_error;
+
+// Writes a safetensors file by hand: an 8-byte little-endian `header_length`, `header`, and
+// `data_bytes` zero bytes.
+void write_raw(const fs::path& path, uint64_t header_length, const std::string& header,
+               size_t data_bytes) {
+  std::string bytes;
+  for (int i = 0; i < 8; ++i) bytes.push_back(char((header_length >> (8 * i)) & 0xff));
+  bytes += header;
+  bytes.append(data_bytes, '\0');
+  testing::write_text(path, bytes);
+}
+
+void write_raw(const fs::path& path, const std::string& header, size_t data_bytes) {
+  write_raw(path, header.size(), header, data_bytes);
+}
+
+// True when both tensors have the same dtype, shape and bytes.
+bool same_tensor(const at::Tensor& actual, const at::Tensor& expected) {
+  at::Tensor a = actual.contiguous();
+  at::Tensor b = expected.contiguous();
+  return a.scalar_type() == b.scalar_type() && a.sizes() == b.sizes() &&
+         std::memcmp(a.const_data_ptr(), b.const_data_ptr(), a.nbytes()) == 0;
+}
+
+// ---- Validation of hand-made broken files ----------------------------------------------
+
+class SafetensorsValidation : public testing::TempDirTest<> {};
+
+TEST_F(SafetensorsValidation, MissingFile) {
+  fs::path path = dir_ / "absent.safetensors";
+  expect_checkpoint_error([&] { SafetensorsFile file(path); },
+                          {path.string(), "cannot open the file"});
+}
+
+TEST_F(SafetensorsValidation, FileShorterThanLengthPrefix) {
+  fs::path path = dir_ / "short.safetensors";
+  testing::write_text(path, "abcde");
+  expect_checkpoint_error([&] { SafetensorsFile file(path); },
+                          {path.string(), "5 bytes, shorter than the 8-byte header length"});
+}
+
+TEST_F(SafetensorsValidation, HeaderLongerThanFile) {
+  fs::path path = dir_ / "long_header.safetensors";
+  write_raw(path, 1000, "{}", 0);
+  expect_checkpoint_error([&] { SafetensorsFile file(path); },
+                          {path.string(), "header length 1000 exceeds the 2 bytes"});
+}
+
+TEST_F(SafetensorsValidation, HeaderOverLimit) {
+  fs::path path = dir_ / "huge_header.safetensors";
+  write_raw(path, kMaxSafetensorsHeaderBytes + 1, "{}", 0);
+  expect_checkpoint_error([&] { SafetensorsFile file(path); },
+                          {path.string(), "exceeds the limit of 104857600 bytes"});
+}
+
+// A header that must be rejected, the data section size, and the expected reason.
+struct BrokenHeader {
+  const char* name;
+  std::string header;
+  size_t data_bytes;
+  std::string reason;
+};
+
+class SafetensorsBrokenHeader
+    : public testing::TempDirTest<::testing::TestWithParam<BrokenHeader>> {};
+
+TEST_P(SafetensorsBrokenHeader, IsRejectedNamingFileAndReason) {
+  const BrokenHeader& broken = GetParam();
+  fs::path path = dir_ / (std::string(broken.name) + ".safetensors");
+  write_raw(path, broken.header, broken.data_bytes);
+  expect_checkpoint_error([&] { SafetensorsFile file(path); }, {path.string(), broken.reason});
+}
+
+const std::string kF32 = R"("dtype": "F32", "shape": [1], "data_offsets": [0, 4])";
+
+INSTANTIATE_TEST_SUITE_P(
+    Validation, SafetensorsBrokenHeader,
+    ::testing::Values(
+        BrokenHeader{"InvalidJson", R"({"w": )", 0, "invalid JSON at line 1"},
+        BrokenHeader{"TopLevelNotObject", "[1, 2]", 0, "the header must be a JSON object"},
+        BrokenHeader{"EntryNotObject", R"({"w": 3})", 0, "tensor 'w': the entry must be an object"},
+        BrokenHeader{"MissingDtype", R"({"w": {"shape": [1], "data_offsets": [0, 4]}})", 4,
+                     "tensor 'w': missing 'dtype'"},
+        BrokenHeader{"MissingShape", R"({"w": {"dtype": "F32", "data_offsets": [0, 4]}})", 4,
+                     "tensor 'w': missing 'shape'"},
+        BrokenHeader{"MissingDataOffsets", R"({"w": {"dtype": "F32", "shape": [1]}})", 4,
+                     "tensor 'w': missing 'data_offsets'"},
+        BrokenHeader{"DtypeNotString",
+                     R"({"w": {"dtype": 32, "shape": [1], "data_offsets": [0, 4]}})", 4,
+                     "tensor 'w': 'dtype' must be a string"},
+        BrokenHeader{"ShapeNotArray",
+                     R"({"w": {"dtype": "F32", "shape": "1", "data_offsets": [0, 4]}})", 4,
+                     "tensor 'w': 'shape' must be an array of integers"},
+        BrokenHeader{"ShapeFloat",
+                     R"({"w": {"dtype": "F32", "shape": [1.5], "data_offsets": [0, 4]}})", 4,
+                     "tensor 'w': 'shape' must be an array of integers"},
+        BrokenHeader{"DataOffsetsOneNumber",
+                     R"({"w": {"dtype": "F32", "shape": [1], "data_offsets": [4]}})", 4,
+                     "tensor 'w': 'data_offsets' must be two non-negative integers"},
+        BrokenHeader{"DataOffsetsNegative",
+                     R"({"w": {"dtype": "F32", "shape": [1], "data_offsets": [-4, 0]}})", 4,
+                     "tensor 'w': 'data_offsets' must be two non-negative integers"},
+        BrokenHeader{"UnknownDtype",
+                     R"({"w": {"dtype": "F99", "shape": [1], "data_offsets": [0, 4]}})", 4,
+                     "tensor 'w': unknown dtype 'F99'"},
+        BrokenHeader{"NegativeDimension",
+                     R"({"w": {"dtype": "F32", "shape": [2, -1], "data_offsets": [0, 4]}})", 4,
+                     "tensor 'w': negative dimension -1"},
+        BrokenHeader{"ShapeTooLarge",
+                     R"({"w": {"dtype": "F32", "shape": [4294967296, 4294967296],
+                         "data_offsets": [0, 4]}})",
+                     4, "tensor 'w': shape [4294967296, 4294967296] is too large"},
+        BrokenHeader{"OffsetsOutsideData",
+                     R"({"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}})", 4,
+                     "tensor 'w': data_offsets [0, 8] lie outside the data section of 4 bytes"},
+        BrokenHeader{"BeginAfterEnd",
+                     R"({"w": {"dtype": "F32", "shape": [1], "data_offsets": [4, 0]}})", 4,
+                     "tensor 'w': data_offsets begin 4 > end 0"},
+        BrokenHeader{"SizeMismatch",
+                     R"({"w": {"dtype": "F32", "shape": [3], "data_offsets": [0, 8]}})", 8,
+                     "tensor 'w': shape [3] of dtype F32 needs 12 bytes but data_offsets [0, 8] "
+                     "span 8 bytes"},
+        BrokenHeader{"Overlap",
+                     R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+                         "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}})",
+                     12, "tensors 'a' [0, 8) and 'b' [4, 12) overlap"},
+        BrokenHeader{"DuplicateName", "{\"w\": {" + kF32 + "}, \"w\": {" + kF32 + "}}", 4,
+                     "duplicate tensor name 'w'"},
+        BrokenHeader{"MetadataNotObject", R"({"__metadata__": 3})", 0,
+                     "'__metadata__' must be an object of strings"},
+        BrokenHeader{"MetadataValueNotString", R"({"__metadata__": {"k": 1}})", 0,
+                     "'__metadata__' must be an object of strings"}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+TEST_F(SafetensorsValidation, ZeroElementTensorsAreValid) {
+  fs::path path = dir_ / "empty.safetensors";
+  write_raw(path,
+            R"({"empty": {"dtype": "F32", "shape": [0, 3], "data_offsets": [4, 4]},
+                "w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}})",
+            4);
+  SafetensorsFile file(path);
+  ASSERT_EQ(file.tensors().size(), 2u);
+  EXPECT_EQ(file.info("empty").numel(), 0);
+  EXPECT_EQ(file.read("empty").sizes(), at::IntArrayRef({0, 3}));
+  EXPECT_EQ(file.read_slice("empty", 1, 1, 2).sizes(), at::IntArrayRef({0, 2}));
+}
+
+TEST_F(SafetensorsValidation, UnknownTensorNamesFile) {
+  fs::path path = dir_ / "one.safetensors";
+  write_raw(path, "{\"w\": {" + kF32 + "}}", 4);
+  SafetensorsFile file(path);
+  EXPECT_FALSE(file.contains("v"));
+  expect_checkpoint_error([&] { file.info("v"); }, {path.string(), "tensor 'v'"});
+  expect_checkpoint_error([&] { file.read("v"); }, {path.string(), "tensor 'v'"});
+}
+
+// ---- Round trip through save_safetensors ---------------------------------------------------
+
+class SafetensorsRoundTrip : public testing::TempDirTest<> {};
+
+// One tensor per dtype the writer supports, plus a scalar, an empty and a transposed tensor.
+std::map<std::string, at::Tensor> round_trip_tensors() {
+  at::Tensor values = at::arange(-6, 6, at::kDouble).reshape({3, 4}) * 0.5;  // [3, 4]
+  std::map<std::string, at::Tensor> tensors;
+  for (auto type : {at::kDouble, at::kFloat, at::kHalf, at::kBFloat16, at::kLong, at::kInt,
+                    at::kShort, at::kChar, at::kBool, at::kFloat8_e4m3fn, at::kFloat8_e5m2}) {
+    tensors["t_" + safetensors_dtype_name(type)] = values.to(type);
+  }
+  tensors["t_U8"] = at::arange(12, at::kByte).reshape({3, 4}) * 20;
+  tensors["scalar"] = at::scalar_tensor(2.5, at::kFloat);                  // []
+  tensors["empty"] = at::empty({0, 3}, at::kFloat);                        // [0, 3]
+  tensors["transposed"] = at::arange(6, at::kFloat).reshape({2, 3}).t();   // [3, 2]
+  tensors["cube"] = at::arange(4 * 6 * 5, at::kFloat).reshape({4, 6, 5});  // [4, 6, 5]
+  tensors["cube_bf16"] = tensors["cube"].to(at::kBFloat16);                // [4, 6, 5]
+  return tensors;
+}
+
+TEST_F(SafetensorsRoundTrip, EveryDtypeReadsBackBitExact) {
+  auto tensors = round_trip_tensors();
+  fs::path path = dir_ / "model.safetensors";
+  save_safetensors(path, tensors);
+  SafetensorsFile file(path);
+  ASSERT_EQ(file.tensors().size(), tensors.size());
+  EXPECT_TRUE(file.metadata().empty());
+  for (const auto& [name, tensor] : tensors) {
+    SCOPED_TRACE(name);
+    ASSERT_TRUE(file.contains(name));
+    EXPECT_EQ(file.info(name).dtype_name, safetensors_dtype_name(tensor.scalar_type()));
+    at::Tensor read = file.read(name);
+    EXPECT_TRUE(read.is_contiguous());
+    EXPECT_TRUE(same_tensor(read, tensor));
+  }
+}
+
+TEST_F(SafetensorsRoundTrip, LayoutMatchesThePythonLibrary) {
+  fs::path path = dir_ / "model.safetensors";
+  save_safetensors(path, round_trip_tensors(), {{"format", "pt"}});
+  EXPECT_FALSE(fs::exists(dir_ / "model.safetensors.tmp"));
+
+  std::ifstream in(path, std::ios::binary);
+  unsigned char prefix[8];
+  in.read(reinterpret_cast<char*>(prefix), 8);
+  uint64_t header_length = 0;
+  for (int i = 7; i >= 0; --i) header_length = (header_length << 8) | prefix[i];
+  EXPECT_EQ(header_length % 8, 0u);
+
+  // Entries sorted by name with contiguous offsets covering the whole data section.
+  SafetensorsFile file(path);
+  uint64_t offset = 0;
+  for (const TensorInfo& info : file.tensors()) {
+    EXPECT_EQ(info.begin, offset) << info.name;
+    offset = info.end;
+  }
+  EXPECT_EQ(8 + header_length + offset, fs::file_size(path));
+  EXPECT_EQ(file.metadata(), (std::map<std::string, std::string>{{"format", "pt"}}));
+}
+
+TEST_F(SafetensorsRoundTrip, OverwritesAnExistingFile) {
+  fs::path path = dir_ / "model.safetensors";
+  save_safetensors(path, {{"a", at::ones({8}, at::kFloat)}});
+  save_safetensors(path, {{"b", at::zeros({2}, at::kInt)}});
+  SafetensorsFile file(path);
+  EXPECT_FALSE(file.contains("a"));
+  EXPECT_TRUE(same_tensor(file.read("b"), at::zeros({2}, at::kInt)));
+}
+
+TEST_F(SafetensorsRoundTrip, RejectsReservedName) {
+  fs::path path = dir_ / "model.safetensors";
+  expect_checkpoint_error(
+      [&] {
+        save_safetensors(path, {{"__metadata__", at::ones({1})}});
+      },
+      {path.string(), "'__metadata__'"});
+  EXPECT_FALSE(fs::exists(path));
+}
+
+TEST_F(SafetensorsRoundTrip, ReadSliceMatchesNarrowAlongEveryDim) {
+  fs::path path = dir_ / "model.safetensors";
+  save_safetensors(path, round_trip_tensors());
+  SafetensorsFile file(path);
+  for (const char* name : {"cube", "cube_bf16"}) {
+    at::Tensor full = file.read(name);  // [4, 6, 5]
+    for (int64_t dim = 0; dim < 3; ++dim) {
+      const int64_t size = full.size(dim);
+      for (auto [start, length] :
+           {std::pair<int64_t, int64_t>{0, size}, {1, 2}, {size - 1, 1}, {2, 0}}) {
+        at::Tensor slice = file.read_slice(name, dim, start, length);
+        EXPECT_TRUE(same_tensor(slice, full.narrow(dim, start, length)))
+            << name << " dim " << dim << " start " << start << " length " << length;
+      }
+    }
+  }
+}
+
+TEST_F(SafetensorsRoundTrip, ReadSliceRejectsBadRanges) {
+  fs::path path = dir_ / "model.safetensors";
+  save_safetensors(path, round_trip_tensors());
+  SafetensorsFile file(path);
+  expect_checkpoint_error([&] { file.read_slice("cube", 3, 0, 1); },
+                          {path.string(), "tensor 'cube'", "slice dimension 3 is out of range"});
+  expect_checkpoint_error([&] { file.read_slice("cube", -1, 0, 1); },
+                          {path.string(), "slice dimension -1 is out of range"});
+  expect_checkpoint_error([&] { file.read_slice("cube", 1, 4, 3); },
+                          {path.string(), "slice [4, 7) of dimension 1 is out of range"});
+  expect_checkpoint_error([&] { file.read_slice("cube", 0, 1, -1); },
+                          {path.string(), "of dimension 0 is out of range"});
+  expect_checkpoint_error([&] { file.read_slice("scalar", 0, 0, 1); },
+                          {path.string(), "tensor 'scalar'", "slice dimension 0"});
+}
+
+// ---- Files written by the Python safetensors library ---------------------------------------
+
+class SafetensorsPythonFixtures : public testing::PythonFixturesTest {};
+
+TEST_F(SafetensorsPythonFixtures, EveryDtypeMatchesItsFloat64Copy) {
+  SafetensorsFile file(dir_ / "dtypes.safetensors");
+  EXPECT_EQ(file.metadata().at("source"), "python");
+  std::vector<std::string> checked;
+  for (const TensorInfo& info : file.tensors()) {
+    const std::string expected_name = info.name + ".expected";
+    if (!file.contains(expected_name)) continue;
+    SCOPED_TRACE(info.name);
+    EXPECT_EQ(info.dtype_name, info.name);
+    EXPECT_EQ(info.dtype, *scalar_type_from_safetensors(info.name));
+    at::Tensor tensor = file.read(info.name);  // [3, 5]
+    EXPECT_EQ(tensor.scalar_type(), info.dtype);
+    EXPECT_TRUE(at::equal(tensor.to(at::kDouble), file.read(expected_name)));
+    checked.push_back(info.name);
+  }
+  for (const char* name : {"BF16", "BOOL", "F16", "F32", "F64", "F8_E4M3", "F8_E5M2", "I16", "I32",
+                           "I64", "I8", "U8"}) {
+    EXPECT_NE(std::find(checked.begin(), checked.end(), name), checked.end())
+        << name << " missing from " << file.path();
+  }
+}
+
+TEST_F(SafetensorsPythonFixtures, ReadSliceOfThreeDimensionalTensor) {
+  SafetensorsFile file(dir_ / "slice3d.safetensors");
+  at::Tensor expected = at::arange(120, at::kFloat).reshape({4, 6, 5});  // [4, 6, 5]
+  ASSERT_TRUE(at::equal(file.read("slice3d"), expected));
+  for (int64_t dim = 0; dim < 3; ++dim) {
+    for (int64_t start = 0; start < expected.size(dim); ++start) {
+      for (int64_t length = 0; start + length <= expected.size(dim); ++length) {
+        EXPECT_TRUE(at::equal(file.read_slice("slice3d", dim, start, length),
+                              expected.narrow(dim, start, length)))
+            << "dim " << dim << " start " << start << " length " << length;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace shardformer

@@ -1,0 +1,73 @@
+// Helpers shared by the SDK tests: a fresh temporary folder per test, file writing, the
+// Python-written fixture folder and checks on CheckpointError messages.
+#pragma once
+
+#include "shardformer/error.h"
+#include "test_env.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace shardformer::testing {
+
+// Gives each test an empty folder named after it, removed afterwards.
+template <typename Base = ::testing::Test>
+class TempDirTest : public Base {
+ protected:
+  void SetUp() override {
+    const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
+    std::string name = std::string(test->test_suite_name()) + "." + test->name();
+    for (char& c : name) {
+      if (c == '/') c = '_';
+    }
+    dir_ = std::filesystem::path(::testing::TempDir()) / ("shardformer_" + name);
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::filesystem::path dir_;
+};
+
+inline void write_text(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  ASSERT_TRUE(out.good()) << "cannot write " << path;
+}
+
+// Runs `action` and checks that it throws CheckpointError whose message holds every part.
+inline void expect_checkpoint_error(const std::function<void()>& action,
+                                    const std::vector<std::string>& parts) {
+  try {
+    action();
+  } catch (const CheckpointError& e) {
+    const std::string message = e.what();
+    for (const std::string& part : parts) {
+      EXPECT_NE(message.find(part), std::string::npos)
+          << "message lacks \"" << part << "\": " << message;
+    }
+    return;
+  }
+  ADD_FAILURE() << "no CheckpointError was thrown";
+}
+
+// Tests reading <test data>/safetensors, written by tools/make_safetensors_fixtures.py. They
+// fail (not skip) when the folder is missing.
+class PythonFixturesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = test_data_dir() / "safetensors";
+    ASSERT_TRUE(std::filesystem::is_directory(dir_))
+        << dir_ << " does not exist: run tools/make_safetensors_fixtures.py " << dir_;
+  }
+
+  std::filesystem::path dir_;
+};
+
+}  // namespace shardformer::testing

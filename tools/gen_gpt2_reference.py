@@ -1,0 +1,66 @@
+#!/usr/bin/env python3
+"""Runs HF transformers' GPT-2 on a checkpoint and writes what the C++ tests compare against:
+logits and hidden states of a right-padded batch, and greedy generations of a left-padded
+batch (with and without an early end-of-sequence token). HF is the oracle, never our code."""
+import argparse
+import pathlib
+
+import torch
+from safetensors.torch import save_file
+from transformers import GPT2LMHeadModel, GPT2Model
+
+FORWARD_BATCH = [[5, 17, 301, 44, 9, 1000, 3], [7, 8, 9, 10], [42]]
+GENERATE_PROMPTS = [[11, 22, 33, 44, 55], [600, 7], [1, 2, 3]]
+MAX_NEW_TOKENS = 10
+
+
+def pad(sequences, pad_id, left):
+    width = max(len(s) for s in sequences)
+    ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(sequences), width), dtype=torch.long)
+    for row, seq in enumerate(sequences):
+        span = slice(width - len(seq), width) if left else slice(0, len(seq))
+        ids[row, span] = torch.tensor(seq)
+        mask[row, span] = 1
+    return ids, mask
+
+
+def greedy(model, ids, mask, eos, pad_id):
+    return model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=MAX_NEW_TOKENS,
+                          do_sample=False, num_beams=1, eos_token_id=eos, pad_token_id=pad_id)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("checkpoint", type=pathlib.Path)
+    parser.add_argument("output", type=pathlib.Path, help="reference .safetensors to write")
+    args = parser.parse_args()
+
+    torch.manual_seed(0)
+    lm = GPT2LMHeadModel.from_pretrained(args.checkpoint, dtype=torch.float32).eval()
+    base = GPT2Model.from_pretrained(args.checkpoint, dtype=torch.float32).eval()
+    pad_id = lm.config.eos_token_id
+    out = {}
+    with torch.no_grad():
+        ids, mask = pad(FORWARD_BATCH, 0, left=False)
+        out["forward_input_ids"], out["forward_attention_mask"] = ids, mask
+        out["forward_logits"] = lm(input_ids=ids, attention_mask=mask).logits
+        out["forward_last_hidden_state"] = base(input_ids=ids, attention_mask=mask).last_hidden_state
+
+        ids, mask = pad(GENERATE_PROMPTS, pad_id, left=True)
+        out["generate_input_ids"], out["generate_attention_mask"] = ids, mask
+        # Generation that never stops early (an eos id the model cannot produce: none).
+        out["generate_sequences"] = greedy(lm, ids, mask, None, pad_id)
+        # Then with an eos the model does produce: the first row's third new token.
+        eos = int(out["generate_sequences"][0, ids.shape[1] + 2])
+        out["generate_eos_token_id"] = torch.tensor([eos])
+        out["generate_eos_sequences"] = greedy(lm, ids, mask, eos, pad_id)
+        out["generate_pad_token_id"] = torch.tensor([pad_id])
+        out["generate_max_new_tokens"] = torch.tensor([MAX_NEW_TOKENS])
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    save_file({k: v.contiguous() for k, v in out.items()}, str(args.output))
+    print(f"wrote {args.output}")
+
+
+if __name__ == "__main__":
+    main()
