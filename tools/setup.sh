@@ -8,7 +8,7 @@ cd "$root"
 apt_packages=(
   build-essential cmake ninja-build ccache git pkg-config
   libboost-dev libboost-program-options-dev
-  libtomlplusplus-dev libspdlog-dev nlohmann-json3-dev libgtest-dev
+  libtomlplusplus-dev libspdlog-dev nlohmann-json3-dev libgtest-dev libgloo-dev
   python3 python3-venv
 )
 

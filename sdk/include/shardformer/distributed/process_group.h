@@ -1,0 +1,44 @@
+// ProcessGroup: the collectives of one mesh axis (tp, pp, dp or world) over a c10d backend
+// (Gloo on CPU, NCCL on CUDA), with c10d kept out of this header. Counts what it sends.
+#pragma once
+
+#include <ATen/Tensor.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace shardformer::distributed {
+
+// Collectives issued by a group since the last reset (a group of one rank issues none).
+struct CommStats {
+  int64_t all_reduces = 0, all_reduce_elements = 0;
+  int64_t all_gathers = 0, all_gather_elements = 0;  // elements of the local input
+  int64_t broadcasts = 0, barriers = 0;
+};
+
+class ProcessGroup {
+ public:
+  struct Impl;
+  explicit ProcessGroup(std::shared_ptr<Impl> impl);
+
+  const std::string& name() const;  // "tp", "pp", "dp", "world"
+  int rank() const;                 // rank within the group
+  int size() const;
+
+  // Sums `tensor` over the group, in place.
+  void all_reduce_(at::Tensor& tensor) const;
+  // The group's tensors concatenated along `dim`, in rank order: [.., size * n, ..].
+  at::Tensor all_gather(const at::Tensor& tensor, int64_t dim) const;
+  void broadcast_(at::Tensor& tensor, int root) const;
+  void barrier() const;
+
+  CommStats stats() const;
+  void reset_stats() const;
+
+ private:
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace shardformer::distributed

@@ -1,0 +1,59 @@
+// ProcessMesh: the ranks of a job laid out as dp x pp x tp (tp innermost, as Megatron), with
+// one ProcessGroup per axis plus the world, rendezvoused through a c10d TCPStore.
+#pragma once
+
+#include "shardformer/distributed/process_group.h"
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace shardformer::distributed {
+
+struct MeshShape {
+  int64_t dp = 1, pp = 1, tp = 1;
+  int64_t world_size() const { return dp * pp * tp; }
+};
+
+struct MeshOptions {
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  // Limit for rendezvous and for every collective: a peer that is gone fails the job.
+  std::chrono::milliseconds timeout{std::chrono::seconds(120)};
+  bool cuda = false;  // NCCL when true (needs a build with NCCL), Gloo otherwise
+};
+
+struct MeshCoordinate {
+  int64_t dp = 0, pp = 0, tp = 0;
+};
+
+class ProcessMesh {
+ public:
+  // Connects rank `rank` of shape.world_size() ranks. Throws Error naming the rank and the
+  // master address when the rendezvous fails or times out.
+  ProcessMesh(int rank, MeshShape shape, const MeshOptions& options);
+
+  int rank() const { return rank_; }
+  const MeshShape& shape() const { return shape_; }
+  const MeshCoordinate& coordinate() const { return coordinate_; }
+
+  const ProcessGroup& world() const { return world_; }
+  const ProcessGroup& tp() const { return tp_; }
+  const ProcessGroup& pp() const { return pp_; }
+  const ProcessGroup& dp() const { return dp_; }
+
+  static int64_t rank_of(const MeshShape& shape, const MeshCoordinate& c) {
+    return (c.dp * shape.pp + c.pp) * shape.tp + c.tp;
+  }
+  static MeshCoordinate coordinate_of(const MeshShape& shape, int64_t rank) {
+    return {rank / (shape.pp * shape.tp), (rank / shape.tp) % shape.pp, rank % shape.tp};
+  }
+
+ private:
+  int rank_;
+  MeshShape shape_;
+  MeshCoordinate coordinate_;
+  ProcessGroup world_, tp_, pp_, dp_;
+};
+
+}  // namespace shardformer::distributed

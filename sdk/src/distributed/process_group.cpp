@@ -1,0 +1,71 @@
+// ProcessGroup collectives over a c10d backend, with error messages naming the group.
+#include "shardformer/distributed/process_group.h"
+
+#include "process_group_impl.h"
+#include "shardformer/error.h"
+#include "shardformer/strings.h"
+
+#include <ATen/ATen.h>
+
+namespace shardformer::distributed {
+namespace {
+
+// Waits for a collective, turning a c10d failure (peer gone, timeout) into an Error that
+// names the group and this rank.
+void wait(const ProcessGroup::Impl& impl, const char* op,
+          const c10::intrusive_ptr<c10d::Work>& work) {
+  try {
+    work->wait();
+  } catch (const std::exception& e) {
+    throw Error(str(op, " on group '", impl.name, "' failed at group rank ", impl.rank, " of ",
+                    impl.size, ": ", e.what()));
+  }
+}
+
+}  // namespace
+
+ProcessGroup::ProcessGroup(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+const std::string& ProcessGroup::name() const { return impl_->name; }
+int ProcessGroup::rank() const { return impl_->rank; }
+int ProcessGroup::size() const { return impl_->size; }
+
+void ProcessGroup::all_reduce_(at::Tensor& tensor) const {
+  if (impl_->size == 1) return;
+  impl_->stats.all_reduces += 1;
+  impl_->stats.all_reduce_elements += tensor.numel();
+  std::vector<at::Tensor> tensors{tensor};
+  wait(*impl_, "all_reduce", impl_->backend->allreduce(tensors));
+}
+
+at::Tensor ProcessGroup::all_gather(const at::Tensor& tensor, int64_t dim) const {
+  if (impl_->size == 1) return tensor;
+  impl_->stats.all_gathers += 1;
+  impl_->stats.all_gather_elements += tensor.numel();
+  const at::Tensor input = tensor.contiguous();
+  std::vector<std::vector<at::Tensor>> outputs(1);
+  for (int i = 0; i < impl_->size; ++i) outputs[0].push_back(at::empty_like(input));
+  std::vector<at::Tensor> inputs{input};
+  wait(*impl_, "all_gather", impl_->backend->allgather(outputs, inputs));
+  return at::cat(outputs[0], dim);
+}
+
+void ProcessGroup::broadcast_(at::Tensor& tensor, int root) const {
+  if (impl_->size == 1) return;
+  impl_->stats.broadcasts += 1;
+  std::vector<at::Tensor> tensors{tensor};
+  c10d::BroadcastOptions options;
+  options.rootRank = root;
+  wait(*impl_, "broadcast", impl_->backend->broadcast(tensors, options));
+}
+
+void ProcessGroup::barrier() const {
+  if (impl_->size == 1) return;
+  impl_->stats.barriers += 1;
+  wait(*impl_, "barrier", impl_->backend->barrier());
+}
+
+CommStats ProcessGroup::stats() const { return impl_->stats; }
+void ProcessGroup::reset_stats() const { impl_->stats = CommStats{}; }
+
+}  // namespace shardformer::distributed

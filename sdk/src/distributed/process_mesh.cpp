@@ -1,0 +1,131 @@
+// Rendezvous through a TCPStore and one c10d backend per mesh axis.
+#include "shardformer/distributed/process_mesh.h"
+
+#include "process_group_impl.h"
+#include "shardformer/error.h"
+#include "shardformer/log.h"
+#include "shardformer/strings.h"
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <cstdlib>
+#include <functional>
+#include <vector>
+
+namespace shardformer::distributed {
+namespace {
+
+// The Gloo transport device: GLOO_SOCKET_IFNAME when set, loopback for a local job, else
+// the address this host name resolves to.
+std::shared_ptr<::gloo::transport::Device> gloo_device(const MeshOptions& options) {
+  if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname) {
+    return c10d::ProcessGroupGloo::createDeviceForInterface(ifname);
+  }
+  if (options.master_addr == "127.0.0.1" || options.master_addr == "localhost") {
+    return c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1");
+  }
+  return c10d::ProcessGroupGloo::createDefaultDevice();
+}
+
+struct Rendezvous {
+  int rank;
+  MeshShape shape;
+  MeshOptions options;
+  c10::intrusive_ptr<c10d::Store> store;
+  std::shared_ptr<::gloo::transport::Device> device;
+
+  // The group of `members` (global ranks, in group-rank order); its store prefix is unique.
+  ProcessGroup make_group(const std::string& name, const std::vector<int64_t>& members) {
+    auto impl = std::make_shared<ProcessGroup::Impl>();
+    impl->name = name;
+    impl->size = static_cast<int>(members.size());
+    for (size_t i = 0; i < members.size(); ++i) {
+      if (members[i] == rank) impl->rank = static_cast<int>(i);
+    }
+    if (impl->size > 1) {
+      if (options.cuda) {
+        throw Error("the NCCL backend is not built into this SDK yet; use device = \"cpu\"");
+      }
+      auto gloo_options = c10d::ProcessGroupGloo::Options::create(options.timeout);
+      gloo_options->devices.push_back(device);
+      const std::string key = str(name, "/", join(members, "_"));
+      impl->backend = c10::make_intrusive<c10d::ProcessGroupGloo>(
+          c10::make_intrusive<c10d::PrefixStore>(key, store), impl->rank, impl->size, gloo_options);
+    }
+    return ProcessGroup(impl);
+  }
+
+  // Members of this rank's group along one axis, in mesh order.
+  std::vector<int64_t> axis_members(const std::function<void(MeshCoordinate&, int64_t)>& set,
+                                    int64_t axis_size) const {
+    std::vector<int64_t> members;
+    for (int64_t i = 0; i < axis_size; ++i) {
+      MeshCoordinate c = ProcessMesh::coordinate_of(shape, rank);
+      set(c, i);
+      members.push_back(ProcessMesh::rank_of(shape, c));
+    }
+    return members;
+  }
+};
+
+c10::intrusive_ptr<c10d::Store> connect_store(int rank, const MeshShape& shape,
+                                              const MeshOptions& options) {
+  c10d::TCPStoreOptions store_options;
+  store_options.port = static_cast<std::uint16_t>(options.master_port);
+  store_options.isServer = rank == 0;
+  store_options.numWorkers = static_cast<size_t>(shape.world_size());
+  store_options.waitWorkers = true;
+  store_options.timeout = options.timeout;
+  try {
+    return c10::make_intrusive<c10d::TCPStore>(options.master_addr, store_options);
+  } catch (const std::exception& e) {
+    throw Error(str("rank ", rank, ": rendezvous at ", options.master_addr, ":",
+                    options.master_port, " with ", shape.world_size(),
+                    " ranks failed: ", e.what()));
+  }
+}
+
+// The group of one rank, used when an axis has size 1.
+ProcessGroup single_rank_group(const std::string& name) {
+  auto impl = std::make_shared<ProcessGroup::Impl>();
+  impl->name = name;
+  return ProcessGroup(impl);
+}
+
+}  // namespace
+
+ProcessMesh::ProcessMesh(int rank, MeshShape shape, const MeshOptions& options)
+    : rank_(rank),
+      shape_(shape),
+      coordinate_(coordinate_of(shape, rank)),
+      world_(single_rank_group("world")),
+      tp_(single_rank_group("tp")),
+      pp_(single_rank_group("pp")),
+      dp_(single_rank_group("dp")) {
+  if (shape.dp < 1 || shape.pp < 1 || shape.tp < 1) {
+    throw Error(
+        str("mesh sizes must be >= 1 (dp ", shape.dp, ", pp ", shape.pp, ", tp ", shape.tp, ")"));
+  }
+  if (rank < 0 || rank >= shape.world_size()) {
+    throw Error(str("rank ", rank, " is outside a mesh of ", shape.world_size(), " ranks"));
+  }
+  if (shape.world_size() == 1) return;
+  Rendezvous r{rank, shape, options, connect_store(rank, shape, options), nullptr};
+  r.device = gloo_device(options);
+  std::vector<int64_t> everyone;
+  for (int64_t i = 0; i < shape.world_size(); ++i) everyone.push_back(i);
+  // Every rank creates its groups in the same order: world, tp, pp, dp.
+  world_ = r.make_group("world", everyone);
+  tp_ =
+      r.make_group("tp", r.axis_members([](MeshCoordinate& c, int64_t i) { c.tp = i; }, shape.tp));
+  pp_ =
+      r.make_group("pp", r.axis_members([](MeshCoordinate& c, int64_t i) { c.pp = i; }, shape.pp));
+  dp_ =
+      r.make_group("dp", r.axis_members([](MeshCoordinate& c, int64_t i) { c.dp = i; }, shape.dp));
+  log::debug(str("mesh ready: dp ", coordinate_.dp, "/", shape.dp, ", pp ", coordinate_.pp, "/",
+                 shape.pp, ", tp ", coordinate_.tp, "/", shape.tp));
+}
+
+}  // namespace shardformer::distributed

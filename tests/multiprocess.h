@@ -1,0 +1,88 @@
+// Runs a test body on several ranks in forked processes (c10d Gloo over loopback). The parent
+// only forks and waits, so it never forks after LibTorch started its thread pools.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace shardformer::testing {
+
+// A TCP port on 127.0.0.1 that was free a moment ago.
+inline int free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    close(fd);
+    return 0;
+  }
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+// Runs body(rank, port) on `world` processes and returns each one's wait status. A rank whose
+// body throws or records a GoogleTest failure exits 1; ranks still running at `timeout` are
+// killed (status: signalled by SIGKILL).
+inline std::vector<int> run_ranks(int world, const std::function<void(int rank, int port)>& body,
+                                  std::chrono::seconds timeout = std::chrono::seconds(120)) {
+  const int port = free_port();
+  std::vector<pid_t> pids;
+  for (int rank = 0; rank < world; ++rank) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      int code = 0;
+      try {
+        body(rank, port);
+        code = ::testing::Test::HasFailure() ? 1 : 0;
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "rank %d: %s\n", rank, e.what());
+        code = 1;
+      }
+      std::fflush(nullptr);
+      _exit(code);
+    }
+    pids.push_back(pid);
+  }
+  std::vector<int> statuses(world, -1);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (int done = 0; done < world;) {
+    for (int rank = 0; rank < world; ++rank) {
+      if (statuses[rank] != -1) continue;
+      int status = 0;
+      if (waitpid(pids[rank], &status, WNOHANG) == pids[rank]) {
+        statuses[rank] = status;
+        ++done;
+      } else if (std::chrono::steady_clock::now() > deadline) {
+        kill(pids[rank], SIGKILL);
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return statuses;
+}
+
+// Expects every rank to have exited 0.
+inline void expect_all_ranks_passed(const std::vector<int>& statuses) {
+  for (size_t rank = 0; rank < statuses.size(); ++rank) {
+    const int s = statuses[rank];
+    EXPECT_TRUE(WIFEXITED(s) && WEXITSTATUS(s) == 0)
+        << "rank " << rank << (WIFSIGNALED(s) ? " killed by signal " : " exited with ")
+        << (WIFSIGNALED(s) ? WTERMSIG(s) : WEXITSTATUS(s));
+  }
+}
+
+}  // namespace shardformer::testing

@@ -1,0 +1,176 @@
+// The process mesh and the tensor-parallel comm ops at 2 and 4 ranks: groups follow the
+// dp x pp x tp layout, each op's output and gradients equal the unsharded computation, and a
+// rank that fails makes its peers' collectives fail fast instead of hanging.
+#include "multiprocess.h"
+#include "shardformer/distributed/comm_ops.h"
+#include "shardformer/distributed/process_mesh.h"
+#include "shardformer/error.h"
+
+#include <ATen/ATen.h>
+#include <torch/autograd.h>
+
+#include <csignal>
+
+using namespace shardformer::distributed;
+using shardformer::testing::expect_all_ranks_passed;
+using shardformer::testing::run_ranks;
+
+namespace {
+
+MeshOptions local(int port, std::chrono::seconds timeout = std::chrono::seconds(60)) {
+  MeshOptions options;
+  options.master_port = port;
+  options.timeout = timeout;
+  return options;
+}
+
+// The same random tensor on every rank (and a different one per `seed`).
+at::Tensor seeded(int64_t seed, at::IntArrayRef shape) {
+  auto generator = at::make_generator<at::CPUGeneratorImpl>(seed);
+  return at::randn(shape, generator);
+}
+
+void expect_equal(const at::Tensor& actual, const at::Tensor& expected, const char* what) {
+  ASSERT_EQ(actual.sizes(), expected.sizes()) << what;
+  EXPECT_TRUE(at::allclose(actual, expected, 1e-6, 1e-6))
+      << what << ": max diff " << (actual - expected).abs().max().item<double>();
+}
+
+class CommOps : public ::testing::TestWithParam<int> {};
+
+}  // namespace
+
+TEST(ProcessMesh, CoordinatesPutTensorParallelInnermost) {
+  const MeshShape shape{.dp = 2, .pp = 3, .tp = 2};
+  for (int64_t rank = 0; rank < shape.world_size(); ++rank) {
+    EXPECT_EQ(ProcessMesh::rank_of(shape, ProcessMesh::coordinate_of(shape, rank)), rank);
+  }
+  const MeshCoordinate c = ProcessMesh::coordinate_of(shape, 7);  // 7 = (1 * 3 + 0) * 2 + 1
+  EXPECT_EQ(c.dp, 1);
+  EXPECT_EQ(c.pp, 0);
+  EXPECT_EQ(c.tp, 1);
+}
+
+TEST(ProcessMesh, GroupsFollowTheLayoutAt8Ranks) {
+  const MeshShape shape{.dp = 2, .pp = 2, .tp = 2};
+  expect_all_ranks_passed(run_ranks(8, [&](int rank, int port) {
+    const ProcessMesh mesh(rank, shape, local(port));
+    const MeshCoordinate me = mesh.coordinate();
+    const auto members = [&](const ProcessGroup& group) {
+      return group.all_gather(at::full({1}, static_cast<int64_t>(rank), at::kLong), 0);
+    };
+    const auto expected = [&](auto set) {
+      std::vector<int64_t> ranks;
+      for (int64_t i = 0; i < 2; ++i) {
+        MeshCoordinate c = me;
+        set(c, i);
+        ranks.push_back(ProcessMesh::rank_of(shape, c));
+      }
+      return at::tensor(ranks, at::kLong);
+    };
+    EXPECT_TRUE(at::equal(members(mesh.tp()), expected([](auto& c, int64_t i) { c.tp = i; })));
+    EXPECT_TRUE(at::equal(members(mesh.pp()), expected([](auto& c, int64_t i) { c.pp = i; })));
+    EXPECT_TRUE(at::equal(members(mesh.dp()), expected([](auto& c, int64_t i) { c.dp = i; })));
+    EXPECT_EQ(mesh.tp().rank(), me.tp);
+    EXPECT_EQ(mesh.world().size(), 8);
+  }));
+}
+
+TEST_P(CommOps, CopyToIsIdentityForwardAndAllReduceBackward) {
+  const int world = GetParam();
+  expect_all_ranks_passed(run_ranks(world, [&](int rank, int port) {
+    const ProcessMesh mesh(rank, {.tp = world}, local(port));
+    const at::Tensor x = seeded(1, {2, 3, 8}).requires_grad_(true);  // [batch, seq, hidden]
+    const at::Tensor y = copy_to_parallel_region(x, mesh.tp());
+    expect_equal(y, x, "forward");
+    (y * seeded(100 + rank, {2, 3, 8})).sum().backward();
+    at::Tensor expected = at::zeros({2, 3, 8});
+    for (int r = 0; r < world; ++r) expected += seeded(100 + r, {2, 3, 8});
+    expect_equal(x.grad(), expected, "input grad");
+  }));
+}
+
+TEST_P(CommOps, ReduceFromSumsForwardAndPassesGradientBack) {
+  const int world = GetParam();
+  expect_all_ranks_passed(run_ranks(world, [&](int rank, int port) {
+    const ProcessMesh mesh(rank, {.tp = world}, local(port));
+    const at::Tensor x = seeded(10 + rank, {2, 3, 8}).requires_grad_(true);
+    const at::Tensor y = reduce_from_parallel_region(x, mesh.tp());
+    at::Tensor expected = at::zeros({2, 3, 8});
+    for (int r = 0; r < world; ++r) expected += seeded(10 + r, {2, 3, 8});
+    expect_equal(y, expected, "forward");
+    const at::Tensor upstream = seeded(7, {2, 3, 8});
+    (y * upstream).sum().backward();
+    expect_equal(x.grad(), upstream, "input grad");
+    EXPECT_EQ(mesh.tp().stats().all_reduces, 1);
+    EXPECT_EQ(mesh.tp().stats().all_reduce_elements, 2 * 3 * 8);
+  }));
+}
+
+TEST_P(CommOps, GatherFromConcatenatesShardsAndSlicesTheGradient) {
+  const int world = GetParam();
+  expect_all_ranks_passed(run_ranks(world, [&](int rank, int port) {
+    const ProcessMesh mesh(rank, {.tp = world}, local(port));
+    const at::Tensor full = seeded(3, {2, 3, 4 * world});  // [.., hidden]
+    const at::Tensor x =
+        full.chunk(world, -1)[rank].clone().requires_grad_(true);  // [.., hidden/tp]
+    const at::Tensor y = gather_from_parallel_region(x, mesh.tp());
+    expect_equal(y, full, "forward");
+    const at::Tensor upstream = seeded(4, {2, 3, 4 * world});
+    (y * upstream).sum().backward();
+    expect_equal(x.grad(), upstream.chunk(world, -1)[rank], "input grad");
+  }));
+}
+
+TEST_P(CommOps, ScatterToSlicesForwardAndGathersTheGradient) {
+  const int world = GetParam();
+  expect_all_ranks_passed(run_ranks(world, [&](int rank, int port) {
+    const ProcessMesh mesh(rank, {.tp = world}, local(port));
+    const at::Tensor x = seeded(5, {2, 3, 4 * world}).requires_grad_(true);
+    const at::Tensor y = scatter_to_parallel_region(x, mesh.tp());
+    expect_equal(y, x.detach().chunk(world, -1)[rank], "forward");
+    (y * seeded(200 + rank, {2, 3, 4})).sum().backward();
+    std::vector<at::Tensor> pieces;
+    for (int r = 0; r < world; ++r) pieces.push_back(seeded(200 + r, {2, 3, 4}));
+    expect_equal(x.grad(), at::cat(pieces, -1), "input grad");
+  }));
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, CommOps, ::testing::Values(2, 4),
+                         [](const auto& info) { return "tp" + std::to_string(info.param); });
+
+// A rank that throws (or is killed) before a collective: its peer's collective must fail with
+// an Error naming the group, long before the collective timeout.
+void expect_peer_failure_is_fast(bool kill_self) {
+  const auto statuses = run_ranks(2, [&](int rank, int port) {
+    const ProcessMesh mesh(rank, {.tp = 2}, local(port, std::chrono::seconds(60)));
+    if (rank == 1) {
+      if (kill_self) std::raise(SIGKILL);
+      _exit(3);  // as a rank whose job threw would
+    }
+    const auto start = std::chrono::steady_clock::now();
+    at::Tensor t = at::ones({4});
+    try {
+      mesh.tp().all_reduce_(t);
+      ADD_FAILURE() << "all_reduce succeeded without its peer";
+    } catch (const shardformer::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("group 'tp'"), std::string::npos) << e.what();
+    }
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_LT(seconds, 10.0) << "the collective took " << seconds << " s to notice";
+  });
+  EXPECT_TRUE(WIFEXITED(statuses[0]) && WEXITSTATUS(statuses[0]) == 0);
+  if (kill_self) {
+    EXPECT_TRUE(WIFSIGNALED(statuses[1]) && WTERMSIG(statuses[1]) == SIGKILL);
+  } else {
+    EXPECT_TRUE(WIFEXITED(statuses[1]) && WEXITSTATUS(statuses[1]) == 3);
+  }
+}
+
+TEST(ProcessMeshFailure, PeerThatExitsFailsTheCollectiveFast) {
+  expect_peer_failure_is_fast(false);
+}
+TEST(ProcessMeshFailure, PeerThatIsKilledFailsTheCollectiveFast) {
+  expect_peer_failure_is_fast(true);
+}
