@@ -1,8 +1,10 @@
-// GPT-2 forward pass at one rank, as in HF transformers' modeling_gpt2.py.
+// GPT-2 forward pass, as in HF transformers' modeling_gpt2.py; tensor parallel where the policy
+// says.
 #include "gpt2_model.h"
 
 #include "shardformer/error.h"
 #include "shardformer/layers/attention.h"
+#include "shardformer/losses.h"
 #include "shardformer/strings.h"
 
 #include <ATen/ATen.h>
@@ -39,54 +41,63 @@ GPT2Config GPT2Config::from(const HFConfig& c) {
   return g;
 }
 
+namespace {
+
+const layers::LinearOptions kConv1D{.bias = true, .layout = layers::WeightLayout::kConv1D};
+
+std::shared_ptr<layers::LayerNorm> layer_norm(const BuildContext& ctx, const GPT2Config& config) {
+  return std::make_shared<layers::LayerNorm>(ctx, config.n_embd, config.layer_norm_epsilon);
+}
+
+}  // namespace
+
 GPT2Attention::GPT2Attention(const BuildContext& ctx, const GPT2Config& config, int64_t layer_idx)
-    : layer_idx_(layer_idx), num_heads_(config.n_head), head_dim_(config.head_dim()) {
-  const layers::LinearOptions conv1d{.bias = true, .layout = layers::WeightLayout::kConv1D};
-  c_attn_ =
-      register_module("c_attn", std::make_shared<layers::Linear>(ctx.child("c_attn"), config.n_embd,
-                                                                 3 * config.n_embd, conv1d));
+    : layer_idx_(layer_idx), head_dim_(config.head_dim()) {
+  const bool split = layers::split_pair(ctx.child("c_attn"), ctx.child("c_proj"));
+  num_heads_ = split ? ctx.divide_by_tp(config.n_head, "n_head") : config.n_head;
+  c_attn_ = register_module("c_attn", layers::make_linear(ctx.child("c_attn"), config.n_embd,
+                                                          3 * config.n_embd, kConv1D));
   c_proj_ = register_module(
-      "c_proj",
-      std::make_shared<layers::Linear>(ctx.child("c_proj"), config.n_embd, config.n_embd, conv1d));
+      "c_proj", layers::make_linear(ctx.child("c_proj"), config.n_embd, config.n_embd, kConv1D));
   scale_ = config.scale_attn_weights ? 1.0 / std::sqrt(static_cast<double>(head_dim_)) : 1.0;
   if (config.scale_attn_by_inverse_layer_idx) scale_ /= static_cast<double>(layer_idx + 1);
 }
 
 at::Tensor GPT2Attention::forward(const at::Tensor& x, const at::Tensor& mask, KVCache* cache) {
   const int64_t batch = x.size(0), seq = x.size(1);
-  const auto heads =
-      [&](const at::Tensor& t) {  // [batch, seq, hidden] -> [batch, heads, seq, head_dim]
-        return t.view({batch, seq, num_heads_, head_dim_}).transpose(1, 2);
-      };
-  const std::vector<at::Tensor> qkv = c_attn_->forward(x).chunk(3, -1);  // 3 x [batch, seq, hidden]
+  // [batch, seq, heads/tp * head_dim] -> [batch, heads/tp, seq, head_dim]
+  const auto heads = [&](const at::Tensor& t) {
+    return t.view({batch, seq, num_heads_, head_dim_}).transpose(1, 2);
+  };
+  const std::vector<at::Tensor> qkv =
+      c_attn_->forward(x).chunk(3, -1);  // 3 x [batch, seq, hidden/tp]
   at::Tensor q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);
-  if (cache != nullptr)
-    std::tie(k, v) = cache->append(layer_idx_, k, v);  // [batch, heads, past+seq, head_dim]
+  if (cache != nullptr) std::tie(k, v) = cache->append(layer_idx_, k, v);  // [.., past + seq, ..]
   const at::Tensor out = layers::scaled_dot_product_attention(q, k, v, mask, scale_);
   return c_proj_->forward(out.transpose(1, 2).reshape({batch, seq, -1}));  // [batch, seq, hidden]
 }
 
 GPT2MLP::GPT2MLP(const BuildContext& ctx, const GPT2Config& config)
     : activation_(config.activation) {
-  const layers::LinearOptions conv1d{.bias = true, .layout = layers::WeightLayout::kConv1D};
-  c_fc_ = register_module("c_fc", std::make_shared<layers::Linear>(ctx.child("c_fc"), config.n_embd,
-                                                                   config.n_inner, conv1d));
+  if (layers::split_pair(ctx.child("c_fc"), ctx.child("c_proj"))) {
+    ctx.divide_by_tp(config.n_inner, "n_inner");
+  }
+  c_fc_ = register_module(
+      "c_fc", layers::make_linear(ctx.child("c_fc"), config.n_embd, config.n_inner, kConv1D));
   c_proj_ = register_module(
-      "c_proj",
-      std::make_shared<layers::Linear>(ctx.child("c_proj"), config.n_inner, config.n_embd, conv1d));
+      "c_proj", layers::make_linear(ctx.child("c_proj"), config.n_inner, config.n_embd, kConv1D));
 }
 
-at::Tensor GPT2MLP::forward(const at::Tensor& x) {
-  return c_proj_->forward(layers::apply_activation(activation_, c_fc_->forward(x)));
+at::Tensor GPT2MLP::forward(const at::Tensor& x) {  // [batch, seq, hidden]
+  const at::Tensor h = layers::apply_activation(activation_, c_fc_->forward(x));  // [.., inner/tp]
+  return c_proj_->forward(h);                                                     // [.., hidden]
 }
 
 GPT2Block::GPT2Block(const BuildContext& ctx, const GPT2Config& config, int64_t layer_idx) {
-  ln_1_ = register_module("ln_1", std::make_shared<layers::LayerNorm>(
-                                      ctx.child("ln_1"), config.n_embd, config.layer_norm_epsilon));
+  ln_1_ = register_module("ln_1", layer_norm(ctx.child("ln_1"), config));
   attn_ = register_module("attn",
                           std::make_shared<GPT2Attention>(ctx.child("attn"), config, layer_idx));
-  ln_2_ = register_module("ln_2", std::make_shared<layers::LayerNorm>(
-                                      ctx.child("ln_2"), config.n_embd, config.layer_norm_epsilon));
+  ln_2_ = register_module("ln_2", layer_norm(ctx.child("ln_2"), config));
   mlp_ = register_module("mlp", std::make_shared<GPT2MLP>(ctx.child("mlp"), config));
 }
 
@@ -96,23 +107,23 @@ at::Tensor GPT2Block::forward(const at::Tensor& x, const at::Tensor& mask, KVCac
 }
 
 GPT2Model::GPT2Model(const BuildContext& ctx, const GPT2Config& config) : config_(config) {
-  wte_ = register_module("wte", std::make_shared<layers::Embedding>(
-                                    ctx.child("wte"), config.vocab_size, config.n_embd));
-  wpe_ = register_module("wpe", std::make_shared<layers::Embedding>(
-                                    ctx.child("wpe"), config.n_positions, config.n_embd));
+  set_sharding(ctx.plan());
+  wte_ = register_module(
+      "wte", layers::make_embedding(ctx.child("wte"), config.vocab_size, config.n_embd));
+  wpe_ = register_module(
+      "wpe", layers::make_embedding(ctx.child("wpe"), config.n_positions, config.n_embd));
   auto h = register_module("h", torch::nn::ModuleList());
   const BuildContext h_ctx = ctx.child("h");
   for (int64_t i = 0; i < config.n_layer; ++i) {
     blocks_.push_back(std::make_shared<GPT2Block>(h_ctx.child(i), config, i));
     h->push_back(blocks_.back());
   }
-  ln_f_ = register_module("ln_f", std::make_shared<layers::LayerNorm>(
-                                      ctx.child("ln_f"), config.n_embd, config.layer_norm_epsilon));
+  ln_f_ = register_module("ln_f", layer_norm(ctx.child("ln_f"), config));
 }
 
 ModelShape GPT2Model::shape() const {
   return ModelShape{.num_layers = config_.n_layer,
-                    .num_heads = config_.n_head,
+                    .num_heads = blocks_.front()->num_heads(),
                     .head_dim = config_.head_dim(),
                     .hidden_size = config_.n_embd,
                     .vocab_size = config_.vocab_size,
@@ -134,14 +145,23 @@ at::Tensor GPT2Model::forward(const ForwardInputs& inputs) {
   return ln_f_->forward(x);
 }
 
-GPT2LMHeadModel::GPT2LMHeadModel(const BuildContext& ctx, const GPT2Config& config) {
+GPT2LMHeadModel::GPT2LMHeadModel(const BuildContext& ctx, const GPT2Config& config)
+    : parallel_output_(ctx.tensor_parallel() && ctx.parallel()->config.parallel_output) {
+  set_sharding(ctx.plan());
   transformer_ =
       register_module("transformer", std::make_shared<GPT2Model>(ctx.child("transformer"), config));
 }
 
 at::Tensor GPT2LMHeadModel::forward(const ForwardInputs& inputs) {
-  const at::Tensor hidden = transformer_->forward(inputs);         // [batch, seq, hidden]
-  return at::matmul(hidden, transformer_->token_embedding().t());  // [batch, seq, vocab]
+  const at::Tensor hidden = transformer_->forward(inputs);  // [batch, seq, hidden]
+  return transformer_->token_embedding().lm_logits(hidden, /*gather=*/true).logits;
+}
+
+at::Tensor GPT2LMHeadModel::lm_loss(const ForwardInputs& inputs, const at::Tensor& labels) {
+  if (!parallel_output_) return Model::lm_loss(inputs, labels);
+  const at::Tensor hidden = transformer_->forward(inputs);  // [batch, seq, hidden]
+  return causal_lm_loss(transformer_->token_embedding().lm_logits(hidden, /*gather=*/false),
+                        labels);
 }
 
 }  // namespace shardformer::gpt2

@@ -1,5 +1,6 @@
 // GPT-2 (HF GPT2Model and GPT2LMHeadModel) written with SDK building blocks. Parameter names
-// and layouts equal HF's, so any HF GPT-2 safetensors checkpoint loads as it is.
+// and layouts equal HF's, so any HF GPT-2 safetensors checkpoint loads as it is. The blocks
+// take their tensor-parallel form from gpt2_policy.cpp; shapes below are per rank.
 #pragma once
 
 #include "shardformer/build_context.h"
@@ -34,9 +35,10 @@ class GPT2Attention : public torch::nn::Module {
   GPT2Attention(const BuildContext& ctx, const GPT2Config& config, int64_t layer_idx);
   // x [batch, seq, hidden]; mask from layers::causal_attention_mask -> [batch, seq, hidden]
   at::Tensor forward(const at::Tensor& x, const at::Tensor& mask, KVCache* cache);
+  int64_t num_heads() const { return num_heads_; }
 
  private:
-  int64_t layer_idx_, num_heads_, head_dim_;
+  int64_t layer_idx_, num_heads_, head_dim_;  // num_heads_: this rank's (n_head / tp)
   double scale_;
   std::shared_ptr<layers::Linear> c_attn_, c_proj_;
 };
@@ -55,6 +57,7 @@ class GPT2Block : public torch::nn::Module {
  public:
   GPT2Block(const BuildContext& ctx, const GPT2Config& config, int64_t layer_idx);
   at::Tensor forward(const at::Tensor& x, const at::Tensor& mask, KVCache* cache);
+  int64_t num_heads() const { return attn_->num_heads(); }
 
  private:
   std::shared_ptr<layers::LayerNorm> ln_1_, ln_2_;
@@ -69,7 +72,7 @@ class GPT2Model : public Model {
   at::Tensor forward(const ForwardInputs& inputs) override;  // [batch, seq, hidden]
   ModelShape shape() const override;
   std::string output_name() const override { return "last_hidden_state"; }
-  const at::Tensor& token_embedding() const { return wte_->weight(); }
+  layers::Embedding& token_embedding() { return *wte_; }
 
  private:
   GPT2Config config_;
@@ -85,9 +88,13 @@ class GPT2LMHeadModel : public Model {
   at::Tensor forward(const ForwardInputs& inputs) override;  // [batch, seq, vocab]
   ModelShape shape() const override { return transformer_->shape(); }
   std::string output_name() const override { return "logits"; }
+  // Under tensor parallelism with parallel_output, vocab-parallel cross-entropy on this
+  // rank's logits [batch, seq, padded_vocab / tp]; the full logits are never gathered.
+  at::Tensor lm_loss(const ForwardInputs& inputs, const at::Tensor& labels) override;
 
  private:
   std::shared_ptr<GPT2Model> transformer_;
+  bool parallel_output_;
 };
 
 }  // namespace shardformer::gpt2

@@ -1,5 +1,6 @@
 // The GPT-2 plugin's entry point: the family, the architectures it serves and its factory.
 #include "gpt2_model.h"
+#include "gpt2_policy.h"
 
 #include "shardformer/checkpoint.h"
 #include "shardformer/error.h"
@@ -18,7 +19,14 @@ class GPT2Family : public ModelFamily {
 
   std::shared_ptr<Model> create(const ModelArgs& args) const override {
     const GPT2Config config = GPT2Config::from(args.checkpoint->config());
-    const BuildContext ctx(*args.checkpoint, args.dtype, args.device, "transformer");
+    const ParallelContext parallel = with_family_policy(args.parallel, gpt2_policy());
+    const BuildContext ctx(*args.checkpoint, args.dtype, args.device, "transformer", &parallel);
+    // Refuse sizes that do not divide by tp before loading anything (the blocks check again).
+    const auto split = [&](const char* path) {
+      return ctx.tensor_parallel() && parallel.policy.style_for(path).kind == ShardKind::kColumn;
+    };
+    if (split("h.0.attn.c_attn")) ctx.divide_by_tp(config.n_head, "n_head");
+    if (split("h.0.mlp.c_fc")) ctx.divide_by_tp(config.n_inner, "n_inner");
     std::shared_ptr<Model> model;
     if (args.architecture == "GPT2LMHeadModel") {
       model = std::make_shared<GPT2LMHeadModel>(ctx, config);

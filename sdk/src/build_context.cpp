@@ -10,11 +10,13 @@
 namespace shardformer {
 
 BuildContext::BuildContext(const Checkpoint& checkpoint, c10::ScalarType dtype, c10::Device device,
-                           std::string base_model_prefix)
+                           std::string base_model_prefix, const ParallelContext* parallel)
     : checkpoint_(&checkpoint),
       dtype_(dtype),
       device_(device),
-      base_model_prefix_(std::move(base_model_prefix)) {}
+      base_model_prefix_(std::move(base_model_prefix)),
+      parallel_(parallel),
+      plan_(std::make_shared<ShardingPlan>()) {}
 
 BuildContext BuildContext::child(std::string_view name) const {
   BuildContext result = *this;
@@ -42,7 +44,21 @@ std::string BuildContext::resolve(const std::string& name) const {
   return name;  // info() below reports it missing, with suggestions
 }
 
-at::Tensor BuildContext::load(std::string_view leaf, const std::vector<int64_t>& shape) const {
+ShardStyle BuildContext::style() const {
+  return tensor_parallel() ? parallel_->policy.style_for(path_) : ShardStyle{};
+}
+
+int64_t BuildContext::divide_by_tp(int64_t n, std::string_view what) const {
+  if (n % tp_size() != 0) {
+    throw ModelError(str(config().path().string(), ": ", what, " = ", n,
+                         " does not divide by the tensor-parallel size ", tp_size(), " (module ",
+                         path_.empty() ? "<root>" : path_, ")"));
+  }
+  return n / tp_size();
+}
+
+at::Tensor BuildContext::load(std::string_view leaf, const std::vector<int64_t>& shape,
+                              TensorShard shard) const {
   const std::string name = resolve(name_of(leaf));
   const TensorInfo& info = checkpoint_->info(name);
   if (info.shape != shape) {
@@ -51,8 +67,15 @@ at::Tensor BuildContext::load(std::string_view leaf, const std::vector<int64_t>&
                               checkpoint_->file_of(name).path().filename().string(),
                               " but config.json implies ", shape_str(shape)));
   }
-  at::Tensor tensor = checkpoint_->read(name);
-  return tensor.to(device_, dtype_);
+  shard.full_shape = shape;
+  if (shard.dim >= 0 && tensor_parallel()) {
+    shard.rank = tp_rank();
+    shard.size = tp_size();
+    (*plan_)[name_of(leaf)] = shard;
+  } else {
+    shard.dim = -1;
+  }
+  return load_shard(*checkpoint_, name, shard).to(device_, dtype_);
 }
 
 }  // namespace shardformer

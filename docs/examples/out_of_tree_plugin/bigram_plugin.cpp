@@ -14,9 +14,9 @@ class BigramLM : public shardformer::Model {
  public:
   explicit BigramLM(const shardformer::BuildContext& ctx)
       : vocab_(ctx.config().get_int("vocab_size")), hidden_(ctx.config().get_int("hidden_size")) {
-    wte_ = register_module(
-        "wte", std::make_shared<shardformer::layers::Embedding>(ctx.child("wte"), vocab_, hidden_));
-    lm_head_ = register_module("lm_head", std::make_shared<shardformer::layers::Linear>(
+    wte_ = register_module("wte",
+                           shardformer::layers::make_embedding(ctx.child("wte"), vocab_, hidden_));
+    lm_head_ = register_module("lm_head", shardformer::layers::make_linear(
                                               ctx.child("lm_head"), hidden_, vocab_,
                                               shardformer::layers::LinearOptions{.bias = false}));
   }

@@ -1,11 +1,16 @@
-// BuildContext: what a building block sees while the model is built — its module path and
-// the checkpoint it loads its parameters from, already converted to the model's dtype/device.
+// BuildContext: what a building block sees while the model is built — its module path, the
+// checkpoint it loads its parameters from (converted to the model's dtype/device), and, under
+// tensor parallelism, its shard style from the policy and the tensor-parallel group.
 #pragma once
+
+#include "shardformer/parallel/policy.h"
+#include "shardformer/parallel/tensor_shard.h"
 
 #include <ATen/Tensor.h>
 #include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
 
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,10 +24,11 @@ class BuildContext {
  public:
   // base_model_prefix is HF's (e.g. "transformer" for GPT-2): checkpoints of the base model
   // store names without it and those of head models with it; both load into either model.
+  // parallel: null for one rank.
   BuildContext(const Checkpoint& checkpoint, c10::ScalarType dtype, c10::Device device,
-               std::string base_model_prefix = "");
+               std::string base_model_prefix = "", const ParallelContext* parallel = nullptr);
 
-  // The context of a child module: ctx.child("h").child("0") has path "h.0".
+  // The context of a child module: ctx.child("h").child(0) has path "h.0".
   BuildContext child(std::string_view name) const;
   BuildContext child(int64_t index) const;
 
@@ -31,11 +37,24 @@ class BuildContext {
   // path + "." + leaf (or leaf at the root).
   std::string name_of(std::string_view leaf) const;
 
-  // Reads parameter `leaf` of this module from the checkpoint, checks its shape and returns
-  // it in the model's dtype and device. Throws CheckpointError naming the checkpoint, the
-  // parameter and both shapes on a mismatch.
-  at::Tensor load(std::string_view leaf, const std::vector<int64_t>& shape) const;
+  // Reads parameter `leaf` of this module, whose HF shape is `shape`. With a split `shard`
+  // (dim, fused blocks, padding) under tensor parallelism only this rank's slice is read; the
+  // shard is recorded in plan(). Throws CheckpointError naming the checkpoint, the parameter
+  // and both shapes when the checkpoint's shape differs.
+  at::Tensor load(std::string_view leaf, const std::vector<int64_t>& shape,
+                  TensorShard shard = {}) const;
 
+  // This module's shard style: the policy's rule for path(), replicate without parallelism.
+  ShardStyle style() const;
+  const ParallelContext* parallel() const { return parallel_; }
+  bool tensor_parallel() const { return parallel_ != nullptr && parallel_->tensor_parallel(); }
+  int tp_size() const { return tensor_parallel() ? parallel_->tp_size() : 1; }
+  int tp_rank() const { return tensor_parallel() ? parallel_->tp_rank() : 0; }
+  // n / tp_size(); throws ModelError naming `what` (a config key) when it does not divide.
+  int64_t divide_by_tp(int64_t n, std::string_view what) const;
+
+  // Every split parameter loaded so far, by parameter name.
+  const std::shared_ptr<ShardingPlan>& plan() const { return plan_; }
   const HFConfig& config() const;
   const Checkpoint& checkpoint() const { return *checkpoint_; }
   c10::ScalarType dtype() const { return dtype_; }
@@ -49,6 +68,8 @@ class BuildContext {
   c10::ScalarType dtype_;
   c10::Device device_;
   std::string base_model_prefix_;
+  const ParallelContext* parallel_;
+  std::shared_ptr<ShardingPlan> plan_;
   std::string path_;
 };
 

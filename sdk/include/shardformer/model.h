@@ -3,12 +3,16 @@
 #pragma once
 
 #include "shardformer/kv_cache.h"
+#include "shardformer/parallel/policy.h"
+#include "shardformer/parallel/tensor_shard.h"
 
 #include <ATen/Tensor.h>
 #include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
 #include <torch/nn/module.h>
 
+#include <map>
+#include <memory>
 #include <string>
 
 namespace shardformer {
@@ -22,6 +26,7 @@ struct ModelArgs {
   std::string architecture;  // one of the family's architectures()
   c10::ScalarType dtype = c10::kFloat;
   c10::Device device = c10::kCPU;
+  const ParallelContext* parallel = nullptr;  // null: one rank; outlives the model
 };
 
 struct ForwardInputs {
@@ -50,6 +55,26 @@ class Model : public torch::nn::Module {
   // "logits" or "last_hidden_state": the name of forward()'s output in HF terms.
   virtual std::string output_name() const = 0;
   bool has_lm_head() const { return output_name() == "logits"; }
+
+  // Mean causal-LM loss of labels [batch, seq] (kIgnoreIndex = -100 skipped), as HF's
+  // labels= argument computes it. The default uses forward(); a model may override it to use
+  // vocab-parallel cross-entropy on its local logits.
+  virtual at::Tensor lm_loss(const ForwardInputs& inputs, const at::Tensor& labels);
+
+  // The parameters split across tensor-parallel ranks, by name; the others are replicated.
+  const ShardingPlan& sharding() const { return *sharding_; }
+
+ protected:
+  void set_sharding(std::shared_ptr<ShardingPlan> plan) { sharding_ = std::move(plan); }
+
+ private:
+  std::shared_ptr<ShardingPlan> sharding_ = std::make_shared<ShardingPlan>();
 };
+
+// Every parameter of `model` as the full HF tensor (gathered over `group` when split); with
+// grads = true, their gradients instead. Collective: every tensor-parallel rank must call it.
+std::map<std::string, at::Tensor> gather_parameters(const Model& model,
+                                                    const distributed::ProcessGroup* group,
+                                                    bool grads);
 
 }  // namespace shardformer

@@ -30,12 +30,14 @@ const std::string& ProcessGroup::name() const { return impl_->name; }
 int ProcessGroup::rank() const { return impl_->rank; }
 int ProcessGroup::size() const { return impl_->size; }
 
-void ProcessGroup::all_reduce_(at::Tensor& tensor) const {
+void ProcessGroup::all_reduce_(at::Tensor& tensor, ReduceOp op) const {
   if (impl_->size == 1) return;
   impl_->stats.all_reduces += 1;
   impl_->stats.all_reduce_elements += tensor.numel();
   std::vector<at::Tensor> tensors{tensor};
-  wait(*impl_, "all_reduce", impl_->backend->allreduce(tensors));
+  c10d::AllreduceOptions options;
+  options.reduceOp = op == ReduceOp::kMax ? c10d::ReduceOp::MAX : c10d::ReduceOp::SUM;
+  wait(*impl_, "all_reduce", impl_->backend->allreduce(tensors, options));
 }
 
 at::Tensor ProcessGroup::all_gather(const at::Tensor& tensor, int64_t dim) const {

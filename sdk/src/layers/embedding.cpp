@@ -1,15 +1,98 @@
-// Embedding building block.
+// Replicated, vocabulary-parallel and embedding-dim-parallel embeddings and tied LM heads.
 #include "shardformer/layers/embedding.h"
+
+#include "shardformer/distributed/comm_ops.h"
+#include "shardformer/error.h"
+#include "shardformer/strings.h"
 
 #include <ATen/ATen.h>
 
+#include <limits>
+
 namespace shardformer::layers {
 
-Embedding::Embedding(const BuildContext& ctx, int64_t num_embeddings, int64_t embedding_dim)
-    : num_embeddings_(num_embeddings), embedding_dim_(embedding_dim) {
+ReplicatedEmbedding::ReplicatedEmbedding(const BuildContext& ctx, int64_t num_embeddings,
+                                         int64_t embedding_dim)
+    : Embedding(num_embeddings) {
   weight_ = register_parameter("weight", ctx.load("weight", {num_embeddings, embedding_dim}));
 }
 
-at::Tensor Embedding::forward(const at::Tensor& ids) const { return at::embedding(weight_, ids); }
+at::Tensor ReplicatedEmbedding::forward(const at::Tensor& ids) {
+  return at::embedding(weight_, ids);
+}
+
+VocabLogits ReplicatedEmbedding::lm_logits(const at::Tensor& hidden, bool) {
+  return {at::matmul(hidden, weight_.t()), false, 0, num_embeddings_, nullptr};
+}
+
+VocabParallelEmbedding1D::VocabParallelEmbedding1D(const BuildContext& ctx, int64_t num_embeddings,
+                                                   int64_t embedding_dim)
+    : Embedding(num_embeddings), group_(ctx.parallel()->tp) {
+  const TensorShard shard{
+      .dim = 0,
+      .padded_size = padded_vocab_size(
+          num_embeddings, ctx.parallel()->config.make_vocab_size_divisible_by, ctx.tp_size())};
+  weight_ =
+      register_parameter("weight", ctx.load("weight", {num_embeddings, embedding_dim}, shard));
+  local_rows_ = weight_.size(0);
+  vocab_start_ = ctx.tp_rank() * local_rows_;
+}
+
+at::Tensor VocabParallelEmbedding1D::forward(const at::Tensor& ids) {
+  const at::Tensor outside = (ids < vocab_start_) | (ids >= vocab_start_ + local_rows_);
+  const at::Tensor local_ids = (ids - vocab_start_).masked_fill(outside, 0);
+  const at::Tensor partial =  // [..., dim], zeros for ids other ranks hold
+      at::embedding(weight_, local_ids).masked_fill(outside.unsqueeze(-1), 0.0);
+  return distributed::reduce_from_parallel_region(partial, *group_);
+}
+
+VocabLogits VocabParallelEmbedding1D::lm_logits(const at::Tensor& hidden, bool gather) {
+  const at::Tensor x = distributed::copy_to_parallel_region(hidden, *group_);
+  at::Tensor local = at::matmul(x, weight_.t());  // [..., padded/tp]
+  const int64_t real = std::clamp<int64_t>(num_embeddings_ - vocab_start_, 0, local_rows_);
+  if (real < local_rows_) {  // padding columns must never win a max or take probability
+    local = at::cat(
+        {local.narrow(-1, 0, real), at::full_like(local.narrow(-1, real, local_rows_ - real),
+                                                  -std::numeric_limits<double>::infinity())},
+        -1);
+  }
+  if (!gather) return {local, true, vocab_start_, num_embeddings_, group_};
+  const at::Tensor full = distributed::gather_from_parallel_region(local, *group_);
+  return {full.narrow(-1, 0, num_embeddings_), false, 0, num_embeddings_, nullptr};
+}
+
+Embedding1D::Embedding1D(const BuildContext& ctx, int64_t num_embeddings, int64_t embedding_dim)
+    : Embedding(num_embeddings), group_(ctx.parallel()->tp) {
+  ctx.divide_by_tp(embedding_dim, ctx.name_of("embedding_dim"));
+  weight_ = register_parameter(
+      "weight", ctx.load("weight", {num_embeddings, embedding_dim}, TensorShard{.dim = 1}));
+}
+
+at::Tensor Embedding1D::forward(const at::Tensor& ids) {
+  return distributed::gather_from_parallel_region(at::embedding(weight_, ids), *group_);
+}
+
+VocabLogits Embedding1D::lm_logits(const at::Tensor& hidden, bool) {
+  const at::Tensor x = distributed::scatter_to_parallel_region(hidden, *group_);  // [..., dim/tp]
+  const at::Tensor logits =
+      distributed::reduce_from_parallel_region(at::matmul(x, weight_.t()), *group_);
+  return {logits, false, 0, num_embeddings_, nullptr};
+}
+
+std::shared_ptr<Embedding> make_embedding(const BuildContext& ctx, int64_t num_embeddings,
+                                          int64_t embedding_dim) {
+  const ShardStyle style = ctx.style();
+  switch (style.kind) {
+    case ShardKind::kReplicate:
+      return std::make_shared<ReplicatedEmbedding>(ctx, num_embeddings, embedding_dim);
+    case ShardKind::kVocab:
+      return std::make_shared<VocabParallelEmbedding1D>(ctx, num_embeddings, embedding_dim);
+    case ShardKind::kEmbeddingDim:
+      return std::make_shared<Embedding1D>(ctx, num_embeddings, embedding_dim);
+    default:
+      throw ModelError(str(ctx.path(), ": an embedding cannot take shard style '",
+                           shard_kind_name(style.kind), "'"));
+  }
+}
 
 }  // namespace shardformer::layers

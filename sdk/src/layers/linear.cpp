@@ -1,28 +1,121 @@
-// Linear building block in HF's nn.Linear and Conv1D weight layouts.
+// Replicated, column-parallel and row-parallel linear blocks.
 #include "shardformer/layers/linear.h"
+
+#include "shardformer/distributed/comm_ops.h"
+#include "shardformer/error.h"
+#include "shardformer/hf_config.h"
+#include "shardformer/strings.h"
 
 #include <ATen/ATen.h>
 
 namespace shardformer::layers {
+namespace {
 
-Linear::Linear(const BuildContext& ctx, int64_t in_features, int64_t out_features,
-               LinearOptions options)
-    : in_features_(in_features), out_features_(out_features), options_(options) {
-  const std::vector<int64_t> shape = options.layout == WeightLayout::kConv1D
-                                         ? std::vector<int64_t>{in_features, out_features}
-                                         : std::vector<int64_t>{out_features, in_features};
-  weight_ = register_parameter("weight", ctx.load("weight", shape));
-  if (options.bias) bias_ = register_parameter("bias", ctx.load("bias", {out_features}));
+bool conv1d(const LinearOptions& options) { return options.layout == WeightLayout::kConv1D; }
+
+std::vector<int64_t> weight_shape(int64_t in, int64_t out, const LinearOptions& options) {
+  return conv1d(options) ? std::vector<int64_t>{in, out} : std::vector<int64_t>{out, in};
 }
 
-at::Tensor Linear::forward(const at::Tensor& input) const {
-  if (options_.layout == WeightLayout::kLinear) return at::linear(input, weight_, bias_);
-  // Conv1D: y = b + x W, computed as HF does (addmm over the flattened leading dims).
+// The weight dimension holding output (column split) or input (row split) features.
+int64_t out_dim(const LinearOptions& options) { return conv1d(options) ? 1 : 0; }
+int64_t in_dim(const LinearOptions& options) { return conv1d(options) ? 0 : 1; }
+
+}  // namespace
+
+ReplicatedLinear::ReplicatedLinear(const BuildContext& ctx, int64_t in_features,
+                                   int64_t out_features, LinearOptions options)
+    : ReplicatedLinear(ctx, in_features, out_features, options, {}, {}) {}
+
+ReplicatedLinear::ReplicatedLinear(const BuildContext& ctx, int64_t in_features,
+                                   int64_t out_features, LinearOptions options,
+                                   TensorShard weight_shard, TensorShard bias_shard)
+    : options_(options) {
+  weight_ = register_parameter(
+      "weight", ctx.load("weight", weight_shape(in_features, out_features, options), weight_shard));
+  local_in_ = weight_.size(in_dim(options));
+  local_out_ = weight_.size(out_dim(options));
+  if (options.bias)
+    bias_ = register_parameter("bias", ctx.load("bias", {out_features}, bias_shard));
+}
+
+at::Tensor ReplicatedLinear::matmul(const at::Tensor& input) const {
+  if (!conv1d(options_)) return at::matmul(input, weight_.t());
   auto out_shape = input.sizes().vec();
-  out_shape.back() = out_features_;
-  const at::Tensor flat = input.reshape({-1, in_features_});  // [tokens, in]
-  const at::Tensor out = bias_.defined() ? at::addmm(bias_, flat, weight_) : at::mm(flat, weight_);
-  return out.view(out_shape);  // [..., out]
+  out_shape.back() = local_out_;
+  return at::mm(input.reshape({-1, local_in_}), weight_).view(out_shape);
+}
+
+at::Tensor ReplicatedLinear::forward(const at::Tensor& input) {
+  if (!conv1d(options_)) return at::linear(input, weight_, bias_);
+  // Conv1D: y = b + x W, computed as HF does (addmm over the flattened leading dims).
+  if (!bias_.defined()) return matmul(input);
+  auto out_shape = input.sizes().vec();
+  out_shape.back() = local_out_;
+  return at::addmm(bias_, input.reshape({-1, local_in_}), weight_).view(out_shape);
+}
+
+Linear1D_Col::Linear1D_Col(const BuildContext& ctx, int64_t in_features, int64_t out_features,
+                           LinearOptions options, ShardStyle style)
+    : ReplicatedLinear(ctx, in_features, out_features, options,
+                       TensorShard{.dim = out_dim(options), .fused_blocks = style.fused_blocks},
+                       TensorShard{.dim = 0, .fused_blocks = style.fused_blocks}),
+      group_(ctx.parallel()->tp),
+      gather_output_(style.gather_output) {
+  if (gather_output_ && style.fused_blocks > 1) {
+    throw ModelError(str(ctx.path(), ": gather_output is not supported with fused blocks"));
+  }
+}
+
+at::Tensor Linear1D_Col::forward(const at::Tensor& input) {
+  const at::Tensor x = distributed::copy_to_parallel_region(input, *group_);  // [..., in]
+  const at::Tensor y = ReplicatedLinear::forward(x);                          // [..., out/tp]
+  return gather_output_ ? distributed::gather_from_parallel_region(y, *group_) : y;
+}
+
+Linear1D_Row::Linear1D_Row(const BuildContext& ctx, int64_t in_features, int64_t out_features,
+                           LinearOptions options, ShardStyle style)
+    : ReplicatedLinear(ctx, in_features, out_features, options, TensorShard{.dim = in_dim(options)},
+                       TensorShard{}),
+      group_(ctx.parallel()->tp),
+      input_is_parallel_(style.input_is_parallel) {}
+
+at::Tensor Linear1D_Row::forward(const at::Tensor& input) {
+  const at::Tensor x =  // [..., in/tp]
+      input_is_parallel_ ? input : distributed::scatter_to_parallel_region(input, *group_);
+  const at::Tensor y = distributed::reduce_from_parallel_region(matmul(x), *group_);  // [..., out]
+  return bias_.defined() ? y + bias_ : y;
+}
+
+std::shared_ptr<Linear> make_linear(const BuildContext& ctx, int64_t in_features,
+                                    int64_t out_features, LinearOptions options) {
+  const ShardStyle style = ctx.style();
+  switch (style.kind) {
+    case ShardKind::kReplicate:
+      return std::make_shared<ReplicatedLinear>(ctx, in_features, out_features, options);
+    case ShardKind::kColumn:
+      ctx.divide_by_tp(out_features / style.fused_blocks, ctx.name_of("out_features"));
+      return std::make_shared<Linear1D_Col>(ctx, in_features, out_features, options, style);
+    case ShardKind::kRow:
+      ctx.divide_by_tp(in_features, ctx.name_of("in_features"));
+      return std::make_shared<Linear1D_Row>(ctx, in_features, out_features, options, style);
+    default:
+      throw ModelError(str(ctx.path(), ": a linear layer cannot take shard style '",
+                           shard_kind_name(style.kind), "'"));
+  }
+}
+
+bool split_pair(const BuildContext& column, const BuildContext& row) {
+  const ShardStyle c = column.style(), r = row.style();
+  const bool column_split = c.kind == ShardKind::kColumn && !c.gather_output;
+  const bool row_split = r.kind == ShardKind::kRow && r.input_is_parallel;
+  if (column_split != row_split) {
+    throw ModelError(str("policy splits '", column_split ? column.path() : row.path(),
+                         "' but not '", column_split ? row.path() : column.path(),
+                         "': a column-parallel layer must feed a row-parallel one (or both "
+                         "stay replicated)"));
+  }
+  return column_split;
 }
 
 }  // namespace shardformer::layers

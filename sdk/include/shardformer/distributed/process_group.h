@@ -18,6 +18,8 @@ struct CommStats {
   int64_t broadcasts = 0, barriers = 0;
 };
 
+enum class ReduceOp { kSum, kMax };
+
 class ProcessGroup {
  public:
   struct Impl;
@@ -27,8 +29,8 @@ class ProcessGroup {
   int rank() const;                 // rank within the group
   int size() const;
 
-  // Sums `tensor` over the group, in place.
-  void all_reduce_(at::Tensor& tensor) const;
+  // Reduces `tensor` over the group (sum by default), in place.
+  void all_reduce_(at::Tensor& tensor, ReduceOp op = ReduceOp::kSum) const;
   // The group's tensors concatenated along `dim`, in rank order: [.., size * n, ..].
   at::Tensor all_gather(const at::Tensor& tensor, int64_t dim) const;
   void broadcast_(at::Tensor& tensor, int root) const;

@@ -1,25 +1,73 @@
-// Embedding building block (token or position table); parameter name "weight" [num, dim].
+// Embedding building blocks (parameter "weight" [num, dim]): replicated, vocabulary-parallel
+// (VocabParallelEmbedding1D, vocab padded to make_vocab_size_divisible_by x tp) and
+// embedding-dim parallel (Embedding1D). Each can also serve as a tied LM head.
 #pragma once
 
 #include "shardformer/build_context.h"
 
 #include <torch/nn/module.h>
 
+#include <memory>
+
 namespace shardformer::layers {
+
+// Logits of an LM head, whole or as this rank's vocabulary slice.
+struct VocabLogits {
+  at::Tensor logits;        // [..., vocab] or, when parallel, [..., padded_vocab / tp]
+  bool parallel = false;    // true: a vocabulary slice; padding columns hold -inf
+  int64_t vocab_start = 0;  // first vocabulary id of the slice
+  int64_t vocab_size = 0;   // the real vocabulary size
+  const distributed::ProcessGroup* group = nullptr;  // set when parallel
+};
 
 class Embedding : public torch::nn::Module {
  public:
-  Embedding(const BuildContext& ctx, int64_t num_embeddings, int64_t embedding_dim);
-
   // [...] int64 ids -> [..., dim]
-  at::Tensor forward(const at::Tensor& ids) const;
-
-  const at::Tensor& weight() const { return weight_; }
+  virtual at::Tensor forward(const at::Tensor& ids) = 0;
+  // The tied LM head: hidden [..., dim] -> logits over the vocabulary. With gather = false a
+  // vocabulary-parallel embedding returns this rank's slice (for vocab-parallel losses).
+  virtual VocabLogits lm_logits(const at::Tensor& hidden, bool gather) = 0;
   int64_t num_embeddings() const { return num_embeddings_; }
 
- private:
-  int64_t num_embeddings_, embedding_dim_;
+ protected:
+  explicit Embedding(int64_t num_embeddings) : num_embeddings_(num_embeddings) {}
+  int64_t num_embeddings_;
   at::Tensor weight_;
 };
+
+class ReplicatedEmbedding : public Embedding {
+ public:
+  ReplicatedEmbedding(const BuildContext& ctx, int64_t num_embeddings, int64_t embedding_dim);
+  at::Tensor forward(const at::Tensor& ids) override;
+  VocabLogits lm_logits(const at::Tensor& hidden, bool gather) override;
+};
+
+// Rows [start, start + padded/tp) of the padded vocabulary on each rank; ids outside the
+// slice look up zeros, and the partial results are all-reduced.
+class VocabParallelEmbedding1D : public Embedding {
+ public:
+  VocabParallelEmbedding1D(const BuildContext& ctx, int64_t num_embeddings, int64_t embedding_dim);
+  at::Tensor forward(const at::Tensor& ids) override;
+  VocabLogits lm_logits(const at::Tensor& hidden, bool gather) override;
+
+ private:
+  const distributed::ProcessGroup* group_;
+  int64_t vocab_start_, local_rows_;
+};
+
+// Columns [rank * dim/tp, (rank + 1) * dim/tp) on each rank; outputs all-gathered.
+class Embedding1D : public Embedding {
+ public:
+  Embedding1D(const BuildContext& ctx, int64_t num_embeddings, int64_t embedding_dim);
+  at::Tensor forward(const at::Tensor& ids) override;
+  VocabLogits lm_logits(const at::Tensor& hidden, bool gather) override;
+
+ private:
+  const distributed::ProcessGroup* group_;
+};
+
+// The embedding block the policy names for ctx.path().
+std::shared_ptr<Embedding> make_embedding(const BuildContext& ctx, int64_t num_embeddings,
+                                          int64_t embedding_dim);
 
 }  // namespace shardformer::layers

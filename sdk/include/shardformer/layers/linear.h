@@ -1,10 +1,13 @@
-// Linear building block with HF's two weight layouts: nn.Linear ([out, in]) and the
-// transposed Conv1D of GPT-2 ([in, out]). Parameter names are HF's: "weight", "bias".
+// Linear building blocks in HF's two weight layouts (nn.Linear [out, in] and GPT-2's Conv1D
+// [in, out]) and their tensor-parallel forms, Linear1D_Col and Linear1D_Row. make_linear()
+// builds whichever the policy asks for at the module's path. Parameter names are HF's.
 #pragma once
 
 #include "shardformer/build_context.h"
 
 #include <torch/nn/module.h>
+
+#include <memory>
 
 namespace shardformer::layers {
 
@@ -20,19 +23,63 @@ struct LinearOptions {
 
 class Linear : public torch::nn::Module {
  public:
-  Linear(const BuildContext& ctx, int64_t in_features, int64_t out_features,
-         LinearOptions options = {});
+  // [..., in] -> [..., out] (or the local part of either, as the subclass says)
+  virtual at::Tensor forward(const at::Tensor& input) = 0;
+};
 
-  // [..., in] -> [..., out]
-  at::Tensor forward(const at::Tensor& input) const;
+// The whole layer on every rank.
+class ReplicatedLinear : public Linear {
+ public:
+  ReplicatedLinear(const BuildContext& ctx, int64_t in_features, int64_t out_features,
+                   LinearOptions options);
+  at::Tensor forward(const at::Tensor& input) override;
 
-  const at::Tensor& weight() const { return weight_; }
-  const at::Tensor& bias() const { return bias_; }
+ protected:
+  // Allocates from the checkpoint with the given split of weight and bias.
+  ReplicatedLinear(const BuildContext& ctx, int64_t in_features, int64_t out_features,
+                   LinearOptions options, TensorShard weight_shard, TensorShard bias_shard);
+  at::Tensor matmul(const at::Tensor& input) const;  // x W (no bias)
 
- private:
-  int64_t in_features_, out_features_;
+  int64_t local_in_, local_out_;
   LinearOptions options_;
   at::Tensor weight_, bias_;
 };
+
+// Column parallel: output features split across the tensor-parallel group. Input replicated
+// [..., in] -> output [..., out/tp] (or [..., out] with gather_output). Backward all-reduces
+// the input gradient.
+class Linear1D_Col : public ReplicatedLinear {
+ public:
+  Linear1D_Col(const BuildContext& ctx, int64_t in_features, int64_t out_features,
+               LinearOptions options, ShardStyle style);
+  at::Tensor forward(const at::Tensor& input) override;
+
+ private:
+  const distributed::ProcessGroup* group_;
+  bool gather_output_;
+};
+
+// Row parallel: input features split. Input [..., in/tp] (or [..., in], split first when
+// input_is_parallel is false) -> output [..., out], all-reduced, bias added once.
+class Linear1D_Row : public ReplicatedLinear {
+ public:
+  Linear1D_Row(const BuildContext& ctx, int64_t in_features, int64_t out_features,
+               LinearOptions options, ShardStyle style);
+  at::Tensor forward(const at::Tensor& input) override;
+
+ private:
+  const distributed::ProcessGroup* group_;
+  bool input_is_parallel_;
+};
+
+// The linear block the policy names for ctx.path(). Throws ModelError for a style a linear
+// layer cannot take or a size that does not divide by tp.
+std::shared_ptr<Linear> make_linear(const BuildContext& ctx, int64_t in_features,
+                                    int64_t out_features, LinearOptions options = {});
+
+// Whether a column-parallel layer and the row-parallel layer that consumes its output are
+// split (true) or both replicated (false). Throws ModelError naming both paths when the policy
+// splits one but not the other, which would feed local features into a whole layer.
+bool split_pair(const BuildContext& column, const BuildContext& row);
 
 }  // namespace shardformer::layers

@@ -1,0 +1,503 @@
+// Rank detection from the environment of torchrun, Slurm and Open MPI, and the local launcher:
+// one fork + execve per rank, supervised until all exit or the first failure stops the rest.
+#include "launcher.h"
+
+#include "shardformer/error.h"
+#include "shardformer/log.h"
+#include "shardformer/strings.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <charconv>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string_view>
+#include <thread>
+
+extern char** environ;
+
+namespace shardformer::host {
+namespace {
+
+// ---------------------------------------------------------------- rank detection
+
+// The variables through which one launcher tells a process its place. The first variable set
+// in a list wins. Slurm writes its tasks per node as a list ("4(x2)", "2,1").
+struct LauncherVars {
+  const char* name;
+  const char* rank;
+  const char* world_size;
+  const char* local_rank;
+  std::vector<const char*> local_world_size;
+  std::vector<const char*> master_addr;
+  bool local_size_is_task_list = false;
+};
+
+const std::array<LauncherVars, 3> kLaunchers{{
+    {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", {"LOCAL_WORLD_SIZE"}, {"MASTER_ADDR"}},
+    {"slurm",
+     "SLURM_PROCID",
+     "SLURM_NTASKS",
+     "SLURM_LOCALID",
+     {"SLURM_NTASKS_PER_NODE", "SLURM_STEP_TASKS_PER_NODE"},
+     {"MASTER_ADDR", "SLURM_LAUNCH_NODE_IPADDR"},
+     true},
+    {"openmpi",
+     "OMPI_COMM_WORLD_RANK",
+     "OMPI_COMM_WORLD_SIZE",
+     "OMPI_COMM_WORLD_LOCAL_RANK",
+     {"OMPI_COMM_WORLD_LOCAL_SIZE"},
+     {"MASTER_ADDR"}},
+}};
+
+std::string quoted(const std::string& name, std::string_view value) {
+  return str("environment variable ", name, "='", value, "'");
+}
+
+std::optional<int> to_int(std::string_view text) {
+  int result = 0;
+  const char* end = text.data() + text.size();
+  auto [stop, error] = std::from_chars(text.data(), end, result);
+  if (text.empty() || error != std::errc() || stop != end) return std::nullopt;
+  return result;
+}
+
+int parse_int(const std::string& name, std::string_view value) {
+  if (auto result = to_int(value)) return *result;
+  throw ConfigError(str(quoted(name, value), " is not an integer"));
+}
+
+// One launcher's variables, read through the lookup; errors name the launcher.
+class LauncherEnv {
+ public:
+  LauncherEnv(const EnvLookup& lookup, const LauncherVars& vars) : lookup_(lookup), vars_(vars) {}
+
+  bool present() const { return lookup_(vars_.rank) || lookup_(vars_.world_size); }
+
+  int required_int(const std::string& name) const { return parse_int(name, required(name)); }
+
+  std::string required(const std::string& name) const {
+    auto value = lookup_(name);
+    if (!value) {
+      throw ConfigError(str("environment variable ", name, " is not set, but ", vars_.rank, " or ",
+                            vars_.world_size, " says ", vars_.name, " started this process"));
+    }
+    return *value;
+  }
+
+  // The first of names that is set, as (name, value); the last name when none is.
+  std::pair<std::string, std::optional<std::string>> first_of(
+      const std::vector<const char*>& names) const {
+    for (const char* name : names) {
+      if (auto value = lookup_(name)) return {name, value};
+    }
+    return {names.back(), std::nullopt};
+  }
+
+  std::optional<std::string> get(const std::string& name) const { return lookup_(name); }
+
+ private:
+  const EnvLookup& lookup_;
+  const LauncherVars& vars_;
+};
+
+// The tasks on node `node` from a Slurm list such as "4", "4(x2)" or "2,1(x3)".
+int tasks_on_node(const std::string& name, const std::string& list, int node) {
+  std::string_view rest = list;
+  int first_node = 0;
+  while (!rest.empty()) {
+    std::string_view item = rest.substr(0, rest.find(','));
+    rest.remove_prefix(std::min(rest.size(), item.size() + 1));
+    std::optional<int> repeat = 1;
+    if (size_t open = item.find("(x"); open != std::string_view::npos && item.back() == ')') {
+      repeat = to_int(item.substr(open + 2, item.size() - open - 3));
+      item = item.substr(0, open);
+    }
+    const std::optional<int> tasks = to_int(item);
+    if (!tasks || !repeat) {
+      throw ConfigError(str(quoted(name, list), " is not a task list like '4', '4(x2)' or '2,1'"));
+    }
+    if (node < first_node + *repeat) return *tasks;
+    first_node += *repeat;
+  }
+  throw ConfigError(str(quoted(name, list), " lists no tasks for node ", node));
+}
+
+void check_positive(const std::string& name, int value) {
+  if (value < 1) throw ConfigError(str(quoted(name, std::to_string(value)), " must be >= 1"));
+}
+
+void check_below(const std::string& name, int value, const std::string& limit_name, int limit) {
+  if (value < 0 || value >= limit) {
+    throw ConfigError(
+        str(quoted(name, std::to_string(value)), " is out of range for ", limit_name, "=", limit));
+  }
+}
+
+// The local world size and the variable it came from.
+std::pair<std::string, int> local_world_size(const LauncherEnv& env, const LauncherVars& vars) {
+  auto [name, value] = env.first_of(vars.local_world_size);
+  if (!value) return {name, env.required_int(name)};
+  if (!vars.local_size_is_task_list) return {name, parse_int(name, *value)};
+  auto node = env.get("SLURM_NODEID");
+  return {name, tasks_on_node(name, *value, node ? parse_int("SLURM_NODEID", *node) : 0)};
+}
+
+// MASTER_PORT must be set when there is more than one rank to meet; 0 when it need not be.
+int master_port(const LauncherEnv& env, const LauncherVars& vars, int world_size) {
+  auto port = env.get("MASTER_PORT");
+  if (!port) {
+    if (world_size == 1) return 0;
+    throw ConfigError(str("environment variable MASTER_PORT is not set, but ", vars.world_size, "=",
+                          world_size, " ranks need it to meet"));
+  }
+  const int value = parse_int("MASTER_PORT", *port);
+  if (value < 1 || value > 65535) {
+    throw ConfigError(str(quoted("MASTER_PORT", *port), " is not a port (1..65535)"));
+  }
+  return value;
+}
+
+RankEnv read_rank_env(const LauncherEnv& env, const LauncherVars& vars) {
+  RankEnv result;
+  result.launcher = vars.name;
+  result.world_size = env.required_int(vars.world_size);
+  check_positive(vars.world_size, result.world_size);
+  result.rank = env.required_int(vars.rank);
+  check_below(vars.rank, result.rank, vars.world_size, result.world_size);
+  const auto [local_name, local_size] = local_world_size(env, vars);
+  result.local_world_size = local_size;
+  check_positive(local_name, local_size);
+  if (local_size > result.world_size) {
+    throw ConfigError(str(quoted(local_name, std::to_string(local_size)), " exceeds ",
+                          vars.world_size, "=", result.world_size));
+  }
+  result.local_rank = env.required_int(vars.local_rank);
+  check_below(vars.local_rank, result.local_rank, local_name, local_size);
+  if (auto addr = env.first_of(vars.master_addr).second) result.master_addr = *addr;
+  result.master_port = master_port(env, vars, result.world_size);
+  if (result.launcher == "torchrun" && env.get("SHARDFORMER_LAUNCHED") == "1") {
+    result.launcher = "shardformer";
+  }
+  return result;
+}
+
+// ---------------------------------------------------------------- launcher signals
+
+constexpr int kExecFailed = 127;
+constexpr auto kPollInterval = std::chrono::milliseconds(10);
+constexpr std::array<int, 2> kForwardedSignals{SIGINT, SIGTERM};
+
+volatile std::sig_atomic_t g_received_signal = 0;
+
+void record_signal(int signal) { g_received_signal = signal; }
+
+// Catches SIGINT and SIGTERM for the duration of a launch; restores the previous handlers.
+class ScopedSignalCatcher {
+ public:
+  ScopedSignalCatcher() {
+    g_received_signal = 0;
+    struct sigaction action {};
+    action.sa_handler = record_signal;
+    sigemptyset(&action.sa_mask);
+    for (size_t i = 0; i < kForwardedSignals.size(); ++i) {
+      sigaction(kForwardedSignals[i], &action, &previous_[i]);
+    }
+  }
+  ~ScopedSignalCatcher() {
+    for (size_t i = 0; i < kForwardedSignals.size(); ++i) {
+      sigaction(kForwardedSignals[i], &previous_[i], nullptr);
+    }
+  }
+  ScopedSignalCatcher(const ScopedSignalCatcher&) = delete;
+  ScopedSignalCatcher& operator=(const ScopedSignalCatcher&) = delete;
+
+  // The signal received since the last call, or 0.
+  static int take() {
+    const int signal = g_received_signal;
+    g_received_signal = 0;
+    return signal;
+  }
+
+ private:
+  std::array<struct sigaction, kForwardedSignals.size()> previous_{};
+};
+
+std::string signal_name(int signal) {
+  const char* name = strsignal(signal);
+  return str(signal, " (", name != nullptr ? name : "unknown", ")");
+}
+
+// "rank 1 exited with code 3" / "rank 1 was killed by signal 9 (Killed)", and the exit code
+// a shell would report for it.
+std::pair<int, std::string> describe_status(int rank, int status) {
+  if (WIFSIGNALED(status)) {
+    const int signal = WTERMSIG(status);
+    return {128 + signal, str("rank ", rank, " was killed by signal ", signal_name(signal))};
+  }
+  const int code = WEXITSTATUS(status);
+  return {code, str("rank ", rank, " exited with code ", code)};
+}
+
+// ---------------------------------------------------------------- starting ranks
+
+// Binds port 0 on every interface and returns the port the kernel chose.
+int pick_free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw Error(str("cannot pick a free port: socket: ", std::strerror(errno)));
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_ANY);
+  socklen_t length = sizeof(address);
+  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0 &&
+                  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0;
+  const int error = errno;
+  close(fd);
+  if (!ok) throw Error(str("cannot pick a free port: ", std::strerror(error)));
+  return ntohs(address.sin_port);
+}
+
+// The launcher's environment with the rank variables replaced.
+std::vector<std::string> rank_environment(int rank, const LaunchOptions& options, int port) {
+  const std::map<std::string, std::string> rank_vars{
+      {"RANK", std::to_string(rank)},
+      {"WORLD_SIZE", std::to_string(options.world_size)},
+      {"LOCAL_RANK", std::to_string(rank)},
+      {"LOCAL_WORLD_SIZE", std::to_string(options.world_size)},
+      {"MASTER_ADDR", options.master_addr},
+      {"MASTER_PORT", std::to_string(port)},
+      {"SHARDFORMER_LAUNCHED", "1"},
+  };
+  std::vector<std::string> env;
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    const std::string_view variable = *entry;
+    if (rank_vars.count(std::string(variable.substr(0, variable.find('=')))) == 0) {
+      env.emplace_back(variable);
+    }
+  }
+  for (const auto& [name, value] : rank_vars) env.push_back(name + "=" + value);
+  return env;
+}
+
+// execve-style array over strings, which must outlive it.
+std::vector<char*> c_array(std::vector<std::string>& strings) {
+  std::vector<char*> result;
+  for (std::string& s : strings) result.push_back(s.data());
+  result.push_back(nullptr);
+  return result;
+}
+
+// Writes "prefix reason\n" in one write, so that ranks failing together do not interleave.
+// Async-signal-safe: no allocation.
+void write_exec_error(const char* prefix, const char* reason) {
+  std::array<char, 1024> line{};
+  size_t used = 0;
+  for (const char* part : {prefix, reason, "\n"}) {
+    const size_t length = std::min(std::strlen(part), line.size() - used);
+    std::memcpy(line.data() + used, part, length);
+    used += length;
+  }
+  [[maybe_unused]] const ssize_t written = write(STDERR_FILENO, line.data(), used);
+}
+
+// In the forked child: only async-signal-safe calls until execve.
+[[noreturn]] void exec_rank(char* const* argv, char* const* envp, pid_t launcher,
+                            const char* error_prefix) {
+  struct sigaction default_action {};
+  default_action.sa_handler = SIG_DFL;
+  for (int signal : kForwardedSignals) sigaction(signal, &default_action, nullptr);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  // The launcher may have died before prctl took effect: then nobody would stop this rank.
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != launcher) _exit(kExecFailed);
+  execve(argv[0], argv, envp);
+  const int error = errno;
+  write_exec_error(error_prefix, std::strerror(error));
+  _exit(kExecFailed);
+}
+
+// ---------------------------------------------------------------- supervising ranks
+
+// The running ranks of one launch. Stops them all at the first failure or launcher signal:
+// SIGTERM (or the launcher's signal) first, SIGKILL after the grace period. Never returns or
+// unwinds with a child left unreaped.
+class RankGroup {
+ public:
+  explicit RankGroup(std::chrono::milliseconds grace) : grace_(grace) {}
+  ~RankGroup() {
+    for (Rank& r : ranks_) {
+      if (!r.running) continue;
+      kill(r.pid, SIGKILL);
+      waitpid(r.pid, nullptr, 0);
+    }
+  }
+  RankGroup(const RankGroup&) = delete;
+  RankGroup& operator=(const RankGroup&) = delete;
+
+  void started(int rank, pid_t pid) { ranks_.push_back({rank, pid, true}); }
+
+  // Records the first failure, which names the result, and stops the other ranks.
+  void fail(int rank, int exit_code, const std::string& message) {
+    if (stopping_) return;
+    result_ = {exit_code, rank, message};
+    log::error(str(message, "; stopping the other ranks"));
+    stop(SIGTERM);
+  }
+
+  // Supervises until every rank has exited.
+  LaunchResult wait() {
+    while (running()) {
+      if (const int signal = ScopedSignalCatcher::take()) on_launcher_signal(signal);
+      reap_exited();
+      if (stopping_ && !killed_ && Clock::now() >= kill_deadline_) kill_survivors();
+      if (running()) std::this_thread::sleep_for(kPollInterval);
+    }
+    return result_;
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  struct Rank {
+    int rank;
+    pid_t pid;
+    bool running;
+  };
+
+  bool running() const {
+    for (const Rank& r : ranks_) {
+      if (r.running) return true;
+    }
+    return false;
+  }
+
+  void send_running(int signal) {
+    for (const Rank& r : ranks_) {
+      if (r.running) kill(r.pid, signal);
+    }
+  }
+
+  void stop(int signal) {
+    if (!stopping_) kill_deadline_ = Clock::now() + grace_;
+    stopping_ = true;
+    send_running(signal);
+  }
+
+  void on_launcher_signal(int signal) {
+    log::warn(str("launcher received signal ", signal_name(signal), "; stopping the ranks"));
+    if (!stopping_) {
+      result_ = {128 + signal, -1, str("stopped by signal ", signal_name(signal))};
+    }
+    stop(signal);
+  }
+
+  void kill_survivors() {
+    log::warn(str("ranks still running ", grace_.count(), " ms after being asked to stop; ",
+                  "sending SIGKILL"));
+    send_running(SIGKILL);
+    killed_ = true;
+  }
+
+  void reap_exited() {
+    for (Rank& r : ranks_) {
+      if (!r.running) continue;
+      int status = 0;
+      const pid_t pid = waitpid(r.pid, &status, WNOHANG);
+      if (pid == 0 || (pid < 0 && errno == EINTR)) continue;
+      r.running = false;
+      if (pid < 0) {
+        fail(r.rank, 1, str("rank ", r.rank, " cannot be waited for: ", std::strerror(errno)));
+      } else {
+        on_exit(r.rank, status);
+      }
+    }
+  }
+
+  void on_exit(int rank, int status) {
+    auto [code, message] = describe_status(rank, status);
+    if (code == 0 || stopping_) {
+      log::info(message);
+      return;
+    }
+    fail(rank, code, message);
+  }
+
+  std::chrono::milliseconds grace_;
+  std::vector<Rank> ranks_;
+  LaunchResult result_;
+  bool stopping_ = false, killed_ = false;
+  Clock::time_point kill_deadline_;
+};
+
+void check_launch(const std::vector<std::string>& argv, const LaunchOptions& options) {
+  if (argv.empty() || argv.front().empty()) {
+    throw ConfigError("launch_local_ranks: no program to start (argv is empty)");
+  }
+  if (options.world_size < 1) {
+    throw ConfigError(
+        str("launch_local_ranks: world_size = ", options.world_size, " (must be >= 1)"));
+  }
+  if (options.master_port < 0 || options.master_port > 65535) {
+    throw ConfigError(str("launch_local_ranks: master_port = ", options.master_port,
+                          " is not a port (0 picks a free one)"));
+  }
+}
+
+}  // namespace
+
+std::optional<RankEnv> rank_env_from_environment(const EnvLookup& lookup) {
+  for (const LauncherVars& vars : kLaunchers) {
+    LauncherEnv env(lookup, vars);
+    if (env.present()) return read_rank_env(env, vars);
+  }
+  return std::nullopt;
+}
+
+std::optional<RankEnv> rank_env_from_environment() {
+  return rank_env_from_environment([](const std::string& name) -> std::optional<std::string> {
+    const char* value = std::getenv(name.c_str());
+    if (value == nullptr) return std::nullopt;
+    return std::string(value);
+  });
+}
+
+LaunchResult launch_local_ranks(const std::vector<std::string>& argv,
+                                const LaunchOptions& options) {
+  check_launch(argv, options);
+  const int port = options.master_port != 0 ? options.master_port : pick_free_port();
+  log::info(str("launching ", options.world_size, " ranks of ", argv.front(),
+                " (MASTER_ADDR=", options.master_addr, ", MASTER_PORT=", port, ")"));
+  std::vector<std::string> args = argv;
+  const std::vector<char*> c_args = c_array(args);
+  const pid_t launcher = getpid();
+  ScopedSignalCatcher signals;  // before the first fork, so no signal is missed
+  RankGroup group(options.grace);
+  for (int rank = 0; rank < options.world_size; ++rank) {
+    std::vector<std::string> env = rank_environment(rank, options, port);
+    const std::vector<char*> c_env = c_array(env);
+    const std::string error_prefix =
+        str("shardformer launcher: rank ", rank, ": cannot execute '", argv.front(), "': ");
+    const pid_t pid = fork();
+    if (pid == 0) exec_rank(c_args.data(), c_env.data(), launcher, error_prefix.c_str());
+    if (pid < 0) {
+      group.fail(rank, 1, str("cannot start rank ", rank, ": fork: ", std::strerror(errno)));
+      break;
+    }
+    group.started(rank, pid);
+  }
+  LaunchResult result = group.wait();
+  if (result.exit_code == 0) log::info(str("all ", options.world_size, " ranks finished"));
+  return result;
+}
+
+}  // namespace shardformer::host

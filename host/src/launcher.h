@@ -1,0 +1,55 @@
+// Multi-rank jobs on one machine: detects the ranks an outside launcher (torchrun, Slurm,
+// Open MPI) started, and starts and supervises the ranks of a local job itself.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace shardformer::host {
+
+// Where this process sits in a multi-rank job, and who started it.
+struct RankEnv {
+  int rank = 0, world_size = 1, local_rank = 0, local_world_size = 1;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0;
+  std::string launcher;  // "torchrun", "slurm", "openmpi", "shardformer"
+};
+
+// Looks up one environment variable; nullopt when it is not set.
+using EnvLookup = std::function<std::optional<std::string>(const std::string&)>;
+
+// The ranks started by an outside launcher, or nullopt when none (a plain single process).
+// torchrun variables (RANK, WORLD_SIZE, ...) win over Slurm's (SLURM_PROCID, ...), which win
+// over Open MPI's (OMPI_COMM_WORLD_RANK, ...); with SHARDFORMER_LAUNCHED=1 the torchrun
+// variables come from launch_local_ranks. Throws ConfigError naming the variable and its
+// value when one is missing, not an integer or inconsistent with the others.
+std::optional<RankEnv> rank_env_from_environment(const EnvLookup& lookup);
+// The same, reading the process environment.
+std::optional<RankEnv> rank_env_from_environment();
+
+struct LaunchOptions {
+  int world_size = 1;
+  std::chrono::milliseconds grace{3000};  // SIGTERM -> SIGKILL delay when stopping the others
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0;  // 0: pick a free port
+};
+
+struct LaunchResult {
+  int exit_code = 0;     // 0 when every rank succeeded, else the first failure's (128 + signal)
+  int failed_rank = -1;  // first rank that failed; -1 when none did or the launcher was stopped
+  std::string message;   // "rank 1 exited with code 3", "rank 1 was killed by signal 9 (Killed)"
+};
+
+// Starts world_size copies of argv[0] (a path; no PATH search) with arguments argv[1..], each
+// with RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT and
+// SHARDFORMER_LAUNCHED=1 set, and waits for them. When a rank exits non-zero or dies by a
+// signal, the others get SIGTERM, then SIGKILL after options.grace. SIGINT and SIGTERM sent to
+// the launcher while it waits are forwarded to the ranks (the previous handlers are restored
+// afterwards). Ranks die with the launcher (PR_SET_PDEATHSIG), so call this from the thread
+// that lives longest, usually the main thread. Throws ConfigError on a bad argv or world_size.
+LaunchResult launch_local_ranks(const std::vector<std::string>& argv, const LaunchOptions& options);
+
+}  // namespace shardformer::host

@@ -1,0 +1,22 @@
+// GPT-2's tensor-parallel policy (Megatron's split): per block two all-reduces in the forward
+// pass (attention output, MLP output), the vocabulary split across ranks with the tied head.
+#include "gpt2_policy.h"
+
+namespace shardformer::gpt2 {
+
+Policy gpt2_policy() {
+  const ShardStyle vocab{.kind = ShardKind::kVocab};
+  const ShardStyle column{.kind = ShardKind::kColumn};
+  const ShardStyle fused_qkv{.kind = ShardKind::kColumn, .fused_blocks = 3};
+  const ShardStyle row{.kind = ShardKind::kRow};
+  // module pattern       style        (wpe, ln_1, ln_2, ln_f: replicated)
+  return Policy({
+      {"wte", vocab},                  // token embedding and the tied LM head
+      {"h.*.attn.c_attn", fused_qkv},  // [in, 3 * hidden]: each rank its heads' Q, K and V
+      {"h.*.attn.c_proj", row},
+      {"h.*.mlp.c_fc", column},
+      {"h.*.mlp.c_proj", row},
+  });
+}
+
+}  // namespace shardformer::gpt2

@@ -1,0 +1,85 @@
+// Sharding policies as data: module-path patterns mapped to typed shard styles, plus the
+// ShardConfig switches users know from ColossalAI. A plugin declares its policy as a table;
+// a job config may append overrides, which win over the plugin's rules.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace shardformer {
+
+namespace distributed {
+class ProcessGroup;
+}
+
+enum class ShardKind {
+  kReplicate,     // every rank holds the whole module
+  kColumn,        // Linear1D_Col: output features split (Megatron column parallel)
+  kRow,           // Linear1D_Row: input features split, output all-reduced
+  kVocab,         // VocabParallelEmbedding1D: vocabulary rows split (padded), tied LM head too
+  kEmbeddingDim,  // Embedding1D: embedding dimension split, output all-gathered
+};
+
+struct ShardStyle {
+  ShardKind kind = ShardKind::kReplicate;
+  // kColumn: the output is this many equal blocks (3 for a fused QKV); each rank takes its
+  // slice of every block, so it holds its own heads' Q, K and V.
+  int64_t fused_blocks = 1;
+  bool gather_output = false;     // kColumn: all-gather the output (needs fused_blocks == 1)
+  bool input_is_parallel = true;  // kRow: false splits a replicated input first
+};
+
+struct PolicyRule {
+  // Dotted module path; "*" matches one component ("h.*.attn.c_attn"). A pattern matches the
+  // whole path or a suffix of it that starts at a component ("wte" matches "transformer.wte").
+  std::string pattern;
+  ShardStyle style;
+};
+
+class Policy {
+ public:
+  Policy() = default;
+  explicit Policy(std::vector<PolicyRule> rules) : rules_(std::move(rules)) {}
+
+  // The style of the module at `path`: the last matching rule's, replicate when none matches.
+  ShardStyle style_for(std::string_view path) const;
+  // Appends a rule; later rules win, so overrides go last.
+  void add(PolicyRule rule) { rules_.push_back(std::move(rule)); }
+  const std::vector<PolicyRule>& rules() const { return rules_; }
+
+  static bool matches(std::string_view pattern, std::string_view path);
+
+ private:
+  std::vector<PolicyRule> rules_;
+};
+
+// The names of ColossalAI's ShardConfig for what this SDK implements.
+struct ShardConfig {
+  bool enable_tensor_parallelism = true;      // false: tp ranks hold whole replicas
+  int64_t make_vocab_size_divisible_by = 64;  // vocab padded to a multiple of this x tp
+  bool parallel_output = true;  // the LM loss uses vocab-parallel cross-entropy on local logits
+};
+
+// What a model is built with on one rank of a tensor-parallel group.
+struct ParallelContext {
+  const distributed::ProcessGroup* tp = nullptr;  // null: one rank
+  Policy policy;
+  ShardConfig config;
+
+  int tp_size() const;
+  int tp_rank() const;
+  bool tensor_parallel() const { return config.enable_tensor_parallelism && tp_size() > 1; }
+};
+
+// The context a family builds with: the job's group and ShardConfig, the family's policy
+// followed by the job's override rules (which win). One rank without tensor parallelism when
+// job is null.
+ParallelContext with_family_policy(const ParallelContext* job, const Policy& family_policy);
+
+const char* shard_kind_name(ShardKind kind);
+// "replicate", "column", "row", "vocab", "embedding_dim"; throws ConfigError otherwise.
+ShardKind parse_shard_kind(std::string_view name);
+
+}  // namespace shardformer

@@ -1,0 +1,86 @@
+// Local-slice loading and gathering of tensor-parallel parameters.
+#include "shardformer/parallel/tensor_shard.h"
+
+#include "shardformer/checkpoint.h"
+#include "shardformer/distributed/process_group.h"
+#include "shardformer/error.h"
+#include "shardformer/strings.h"
+
+#include <ATen/ATen.h>
+
+namespace shardformer {
+namespace {
+
+// Size of one block of the split dimension (after padding).
+int64_t block_size(const TensorShard& s) {
+  const int64_t total = s.padded_size > 0 ? s.padded_size : s.full_shape[s.dim];
+  return total / s.fused_blocks;
+}
+
+void check_divisible(const TensorShard& s, const std::string& name) {
+  const int64_t total = s.padded_size > 0 ? s.padded_size : s.full_shape[s.dim];
+  if (total % (s.fused_blocks * s.size) != 0) {
+    throw ModelError(str("tensor '", name, "': dimension ", s.dim, " of size ", total,
+                         (s.fused_blocks > 1 ? str(" (", s.fused_blocks, " fused blocks)") : ""),
+                         " does not divide by tensor-parallel size ", s.size));
+  }
+}
+
+}  // namespace
+
+std::vector<int64_t> TensorShard::local_shape() const {
+  std::vector<int64_t> shape = full_shape;
+  if (!replicated()) shape[dim] = fused_blocks * (block_size(*this) / size);
+  return shape;
+}
+
+std::pair<int64_t, int64_t> TensorShard::local_range() const {
+  const int64_t per_rank = block_size(*this) / size;
+  const int64_t begin = rank * per_rank;
+  const int64_t real = full_shape[dim] / fused_blocks;
+  return {std::min(begin, real), std::min(begin + per_rank, real)};
+}
+
+at::Tensor load_shard(const Checkpoint& checkpoint, const std::string& name,
+                      const TensorShard& shard) {
+  if (shard.replicated()) return checkpoint.read(name);
+  check_divisible(shard, name);
+  const int64_t real_block = shard.full_shape[shard.dim] / shard.fused_blocks;
+  const auto [begin, end] = shard.local_range();
+  std::vector<at::Tensor> pieces;
+  for (int64_t block = 0; block < shard.fused_blocks; ++block) {
+    at::Tensor piece =
+        checkpoint.read_slice(name, shard.dim, block * real_block + begin, end - begin);
+    const int64_t missing = shard.local_shape()[shard.dim] / shard.fused_blocks - (end - begin);
+    if (missing > 0) {  // vocabulary padding: zero rows after the real ones
+      std::vector<int64_t> pad_shape = piece.sizes().vec();
+      pad_shape[shard.dim] = missing;
+      piece = at::cat({piece, at::zeros(pad_shape, piece.options())}, shard.dim);
+    }
+    pieces.push_back(piece);
+  }
+  return pieces.size() == 1 ? pieces[0] : at::cat(pieces, shard.dim);
+}
+
+at::Tensor gather_shard(const at::Tensor& local, const TensorShard& shard,
+                        const distributed::ProcessGroup& group) {
+  if (shard.replicated()) return local;
+  at::Tensor full = group.all_gather(local.contiguous(), shard.dim);  // rank-major pieces
+  if (shard.fused_blocks > 1) {
+    // [.., size * blocks * piece, ..] -> [.., blocks * size * piece, ..]
+    std::vector<int64_t> split = full.sizes().vec();
+    const int64_t piece = local.size(shard.dim) / shard.fused_blocks;
+    split[shard.dim] = piece;
+    split.insert(split.begin() + shard.dim, shard.fused_blocks);
+    split.insert(split.begin() + shard.dim, shard.size);
+    full = full.reshape(split).transpose(shard.dim, shard.dim + 1).reshape(shard.full_shape);
+  }
+  return full.narrow(shard.dim, 0, shard.full_shape[shard.dim]).contiguous();
+}
+
+int64_t padded_vocab_size(int64_t vocab, int64_t divisible_by, int64_t tp_size) {
+  const int64_t multiple = std::max<int64_t>(divisible_by, 1) * tp_size;
+  return (vocab + multiple - 1) / multiple * multiple;
+}
+
+}  // namespace shardformer
