@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Runs HF transformers' GPT-2 on a checkpoint and writes what the C++ tests compare against:
-logits and hidden states of a right-padded batch, and greedy generations of a left-padded
-batch (with and without an early end-of-sequence token). HF is the oracle, never our code."""
+logits and hidden states of a right-padded batch, the LM loss of that batch and every
+parameter's gradient after its backward pass, and greedy generations of a left-padded batch
+(with and without an early end-of-sequence token). HF is the oracle, never our code."""
 import argparse
 import pathlib
 
@@ -47,6 +48,16 @@ def main() -> None:
         out["forward_logits"] = lm(input_ids=ids, attention_mask=mask).logits
         out["forward_last_hidden_state"] = base(input_ids=ids, attention_mask=mask).last_hidden_state
 
+    # Loss and gradients (eval mode: no dropout). Padding is ignored in the loss via -100.
+    ids, mask = out["forward_input_ids"], out["forward_attention_mask"]
+    labels = ids.masked_fill(mask == 0, -100)
+    loss = lm(input_ids=ids, attention_mask=mask, labels=labels).loss
+    loss.backward()
+    out["train_labels"], out["train_loss"] = labels, loss.detach().reshape(1)
+    for name, param in lm.named_parameters():  # the tied lm_head appears once, as wte
+        out["grad." + name] = param.grad.detach()
+
+    with torch.no_grad():
         ids, mask = pad(GENERATE_PROMPTS, pad_id, left=True)
         out["generate_input_ids"], out["generate_attention_mask"] = ids, mask
         # Generation that never stops early (an eos id the model cannot produce: none).

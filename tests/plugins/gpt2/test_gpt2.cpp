@@ -1,7 +1,7 @@
 // GPT-2 at one rank against HF transformers: logits and hidden states of a padded batch,
 // greedy generations with a KV cache (with and without an early eos), HF parameter names,
 // sharded checkpoints, clear errors for bad checkpoints, and the host's `run` output.
-#include "plugin_registry.h"
+#include "gpt2_fixture.h"
 
 #include "shardformer/checkpoint.h"
 #include "shardformer/error.h"
@@ -24,65 +24,35 @@ using namespace shardformer;
 
 namespace {
 
-// Loaded once: the plugin registry, the tiny checkpoint and HF's reference outputs.
+// The fixture is loaded once; a failed load fails every test (GoogleTest would otherwise
+// report them skipped).
 class GPT2Test : public ::testing::Test {
  protected:
-  // A failed suite set-up must fail every test (GoogleTest would otherwise report them skipped).
   static void SetUpTestSuite() {
     try {
-      load();
+      fixture_ = std::make_unique<shardformer::testing::Gpt2Fixture>();
     } catch (const std::exception& e) {
       setup_error_ = e.what();
     }
   }
+  static void TearDownTestSuite() { fixture_.reset(); }
   void SetUp() override { ASSERT_TRUE(setup_error_.empty()) << setup_error_; }
-  static void load() {
-    registry_ = std::make_unique<host::PluginRegistry>(
-        host::PluginRegistry::discover({shardformer::testing::plugin_dir()}));
-    checkpoint_ = std::make_unique<Checkpoint>(shardformer::testing::models_dir() / "tiny-gpt2");
-    reference_ = std::make_unique<SafetensorsFile>(shardformer::testing::test_data_dir() / "gpt2" /
-                                                   "reference.safetensors");
-  }
-  static void TearDownTestSuite() {
-    reference_.reset();
-    checkpoint_.reset();
-    registry_.reset();
-  }
 
-  static std::shared_ptr<Model> build(const std::string& architecture,
-                                      const Checkpoint& checkpoint = *checkpoint_) {
-    return registry_->create_model(ModelArgs{&checkpoint, architecture, at::kFloat, at::kCPU});
+  static std::shared_ptr<Model> build(const std::string& architecture) {
+    return fixture_->build(architecture);
   }
-  static at::Tensor ref(const std::string& name) { return reference_->read(name); }
-  static int64_t ref_scalar(const std::string& name) { return ref(name).item<int64_t>(); }
-
-  // Prompts recovered from HF's left-padded generation inputs.
-  static std::vector<std::vector<int64_t>> prompts() {
-    const at::Tensor ids = ref("generate_input_ids"), mask = ref("generate_attention_mask");
-    std::vector<std::vector<int64_t>> result(ids.size(0));
-    for (int64_t row = 0; row < ids.size(0); ++row) {
-      for (int64_t col = 0; col < ids.size(1); ++col) {
-        if (mask[row][col].item<int64_t>() == 1)
-          result[row].push_back(ids[row][col].item<int64_t>());
-      }
-    }
-    return result;
+  static std::shared_ptr<Model> build(const std::string& architecture, const Checkpoint& from) {
+    return fixture_->build(architecture, from);
   }
-
-  static at::Tensor forward(Model& model) {
-    at::NoGradGuard no_grad;
-    return model.forward({ref("forward_input_ids"), ref("forward_attention_mask"), {}, nullptr});
-  }
-
+  static at::Tensor ref(const std::string& name) { return fixture_->ref(name); }
+  static int64_t ref_scalar(const std::string& name) { return fixture_->ref_scalar(name); }
+  static std::vector<std::vector<int64_t>> prompts() { return fixture_->prompts(); }
+  static at::Tensor forward(Model& model) { return fixture_->forward(model); }
   static void expect_close(const at::Tensor& actual, const at::Tensor& expected, double atol) {
-    ASSERT_EQ(actual.sizes(), expected.sizes());
-    const double max_diff = (actual - expected).abs().max().item<double>();
-    EXPECT_LE(max_diff, atol) << "max |ours - HF| = " << max_diff;
+    shardformer::testing::expect_close(actual, expected, atol, 0.0, "output");
   }
 
-  static inline std::unique_ptr<host::PluginRegistry> registry_;
-  static inline std::unique_ptr<Checkpoint> checkpoint_;
-  static inline std::unique_ptr<SafetensorsFile> reference_;
+  static inline std::unique_ptr<shardformer::testing::Gpt2Fixture> fixture_;
   static inline std::string setup_error_;
 };
 
@@ -136,7 +106,7 @@ TEST_F(GPT2Test, ParameterNamesAreHFNames) {
   const auto model = build("GPT2LMHeadModel");
   std::set<std::string> ours;
   for (const auto& item : model->named_parameters()) ours.insert(item.key());
-  const auto names = checkpoint_->tensor_names();
+  const auto names = fixture_->checkpoint.tensor_names();
   EXPECT_EQ(ours, std::set<std::string>(names.begin(), names.end()));
 }
 

@@ -1,0 +1,74 @@
+// What the GPT-2 tests share: the plugin loaded as the host loads it, the tiny checkpoint and
+// HF transformers' reference outputs (tools/gen_gpt2_reference.py), with comparison helpers.
+#pragma once
+
+#include "plugin_registry.h"
+#include "shardformer/checkpoint.h"
+#include "shardformer/safetensors.h"
+#include "test_env.h"
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace shardformer::testing {
+
+class Gpt2Fixture {
+ public:
+  Gpt2Fixture()
+      : registry(host::PluginRegistry::discover({plugin_dir()})),
+        checkpoint(models_dir() / "tiny-gpt2"),
+        reference(test_data_dir() / "gpt2" / "reference.safetensors") {}
+
+  std::shared_ptr<Model> build(const std::string& architecture,
+                               const ParallelContext* parallel = nullptr) const {
+    return build(architecture, checkpoint, parallel);
+  }
+  std::shared_ptr<Model> build(const std::string& architecture, const Checkpoint& from,
+                               const ParallelContext* parallel = nullptr) const {
+    return registry.create_model(ModelArgs{&from, architecture, at::kFloat, at::kCPU, parallel});
+  }
+
+  at::Tensor ref(const std::string& name) const { return reference.read(name); }
+  int64_t ref_scalar(const std::string& name) const { return ref(name).item<int64_t>(); }
+
+  // Prompts recovered from HF's left-padded generation inputs.
+  std::vector<std::vector<int64_t>> prompts() const {
+    const at::Tensor ids = ref("generate_input_ids"), mask = ref("generate_attention_mask");
+    std::vector<std::vector<int64_t>> result(ids.size(0));
+    for (int64_t row = 0; row < ids.size(0); ++row) {
+      for (int64_t col = 0; col < ids.size(1); ++col) {
+        if (mask[row][col].item<int64_t>() == 1)
+          result[row].push_back(ids[row][col].item<int64_t>());
+      }
+    }
+    return result;
+  }
+
+  ForwardInputs forward_inputs() const {
+    return {ref("forward_input_ids"), ref("forward_attention_mask"), {}, nullptr};
+  }
+  at::Tensor forward(Model& model) const {
+    at::NoGradGuard no_grad;
+    return model.forward(forward_inputs());
+  }
+
+  host::PluginRegistry registry;
+  Checkpoint checkpoint;
+  SafetensorsFile reference;
+};
+
+// |actual - expected| <= atol + rtol * |expected| everywhere, reporting the worst element.
+inline void expect_close(const at::Tensor& actual, const at::Tensor& expected, double atol,
+                         double rtol, const std::string& what) {
+  ASSERT_EQ(actual.sizes(), expected.sizes()) << what;
+  const at::Tensor excess = (actual - expected).abs() - rtol * expected.abs();
+  const double worst = excess.max().item<double>();
+  EXPECT_LE(worst, atol) << what << ": max |ours - HF| - rtol |HF| = " << worst << " (max |diff| "
+                         << (actual - expected).abs().max().item<double>() << ")";
+}
+
+}  // namespace shardformer::testing
