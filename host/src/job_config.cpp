@@ -26,11 +26,12 @@ using Names = std::initializer_list<std::string_view>;
 constexpr int64_t kNoMax = std::numeric_limits<int64_t>::max();
 constexpr int64_t kMaxNewTokens = 1000000;
 constexpr size_t kMaxSuggestionEdits = 2;
-constexpr std::array<std::string_view, 7> kSections = {"model",    "parallel", "job", "forward",
-                                                       "generate", "plugins",  "log"};
+constexpr std::array<std::string_view, 8> kSections = {"model",   "parallel", "shard",   "job",
+                                                       "forward", "generate", "plugins", "log"};
 const Names kDtypes = {"float32", "float16", "bfloat16", "float64"};
 const Names kDevices = {"cpu", "cuda"};
 const Names kLogLevels = {"trace", "debug", "info", "warn", "error", "off"};
+const Names kShardStyles = {"replicate", "column", "row", "vocab", "embedding_dim"};
 
 // Where a config came from: its name in messages and the folder relative paths start from.
 struct Source {
@@ -67,6 +68,7 @@ constexpr toml::node_type node_type_of() {
   if constexpr (std::is_same_v<T, toml::array>) return toml::node_type::array;
   if constexpr (std::is_same_v<T, std::string>) return toml::node_type::string;
   if constexpr (std::is_same_v<T, int64_t>) return toml::node_type::integer;
+  if constexpr (std::is_same_v<T, bool>) return toml::node_type::boolean;
   return toml::node_type::none;
 }
 
@@ -194,13 +196,41 @@ class SectionReader {
   SectionReader(const Source& source, const toml::table& root, std::string_view name, Names keys)
       : source_(source), name_(name) {
     if (const toml::node* node = root.get(name)) table_ = &typed<toml::table>(source, *node, name_);
-    if (table_ == nullptr) return;
-    for (auto&& [key, node] : *table_) {
-      if (!contains(keys, key.str())) {
-        fail(source, key.source().begin,
-             str("unknown key '", key.str(), "' in [", name_, "]", suggestion(key.str(), keys)));
+    check_keys(keys);
+  }
+
+  // Reads `table` itself (an element of an array of tables), called `name` in messages.
+  static SectionReader for_table(const Source& source, const toml::table& table, std::string name,
+                                 Names keys) {
+    SectionReader reader(source, std::move(name));
+    reader.table_ = &table;
+    reader.check_keys(keys);
+    return reader;
+  }
+
+  std::optional<bool> boolean(std::string_view key) const {
+    return read(key, [&](const toml::node& node, const std::string& label) {
+      return typed<bool>(source_, node, label).get();
+    });
+  }
+  std::optional<std::string> string(std::string_view key) const {
+    return read(key, [&](const toml::node& node, const std::string& label) {
+      return typed<std::string>(source_, node, label).get();
+    });
+  }
+  // An array of tables ([[section.key]] entries), each read with `keys`.
+  std::vector<SectionReader> tables(std::string_view key, Names keys) const {
+    std::vector<SectionReader> readers;
+    read(key, [&](const toml::node& node, const std::string& label) {
+      const auto& array = typed<toml::array>(source_, node, label);
+      for (size_t i = 0; i < array.size(); ++i) {
+        const std::string item = str(label, "[", i, "]");
+        readers.push_back(
+            for_table(source_, typed<toml::table>(source_, array[i], item), item, keys));
       }
-    }
+      return 0;
+    });
+    return readers;
   }
 
   // Throws at the section (1:1 when it is missing) unless `key` is present.
@@ -237,6 +267,18 @@ class SectionReader {
   }
 
  private:
+  SectionReader(const Source& source, std::string name) : source_(source), name_(std::move(name)) {}
+
+  void check_keys(Names keys) const {
+    if (table_ == nullptr) return;
+    for (auto&& [key, node] : *table_) {
+      if (!contains(keys, key.str())) {
+        fail(source_, key.source().begin,
+             str("unknown key '", key.str(), "' in [", name_, "]", suggestion(key.str(), keys)));
+      }
+    }
+  }
+
   const toml::node* find(std::string_view key) const { return table_ ? table_->get(key) : nullptr; }
   std::string label(std::string_view key) const { return str(name_, ".", key); }
 
@@ -275,13 +317,16 @@ void check_sections(const Source& source, const toml::table& root) {
 
 // Every section's reader; building them reports unknown keys before any value is read.
 struct Sections {
-  SectionReader model, parallel, job, forward, generate, plugins, log;
+  SectionReader model, parallel, shard, job, forward, generate, plugins, log;
 };
 
 Sections open_sections(const Source& source, const toml::table& root) {
   return Sections{
       SectionReader(source, root, "model", {"path", "dtype", "device"}),
-      SectionReader(source, root, "parallel", {"tp_size", "pp_size", "dp_size"}),
+      SectionReader(source, root, "parallel", {"tp_size", "pp_size", "dp_size", "timeout_seconds"}),
+      SectionReader(source, root, "shard",
+                    {"enable_tensor_parallelism", "make_vocab_size_divisible_by", "parallel_output",
+                     "policy"}),
       SectionReader(source, root, "job", {"mode"}),
       SectionReader(source, root, "forward", {"input_ids", "output"}),
       SectionReader(source, root, "generate",
@@ -304,7 +349,31 @@ ParallelSection read_parallel(const SectionReader& reader) {
   parallel.tp_size = reader.integer("tp_size", 1, kNoMax).value_or(parallel.tp_size);
   parallel.pp_size = reader.integer("pp_size", 1, kNoMax).value_or(parallel.pp_size);
   parallel.dp_size = reader.integer("dp_size", 1, kNoMax).value_or(parallel.dp_size);
+  parallel.timeout_seconds =
+      reader.integer("timeout_seconds", 1, 86400).value_or(parallel.timeout_seconds);
   return parallel;
+}
+
+ShardSection read_shard(const SectionReader& reader) {
+  ShardSection shard;
+  shard.enable_tensor_parallelism =
+      reader.boolean("enable_tensor_parallelism").value_or(shard.enable_tensor_parallelism);
+  shard.make_vocab_size_divisible_by = reader.integer("make_vocab_size_divisible_by", 1, 1 << 20)
+                                           .value_or(shard.make_vocab_size_divisible_by);
+  shard.parallel_output = reader.boolean("parallel_output").value_or(shard.parallel_output);
+  for (const SectionReader& entry : reader.tables(
+           "policy", {"module", "style", "fused_blocks", "gather_output", "input_is_parallel"})) {
+    entry.require("module");
+    entry.require("style");
+    PolicyOverride rule;
+    rule.module = entry.string("module").value_or("");
+    rule.style = entry.choice("style", kShardStyles).value_or(rule.style);
+    rule.fused_blocks = entry.integer("fused_blocks", 1, 64).value_or(rule.fused_blocks);
+    rule.gather_output = entry.boolean("gather_output").value_or(rule.gather_output);
+    rule.input_is_parallel = entry.boolean("input_is_parallel").value_or(rule.input_is_parallel);
+    shard.policy.push_back(rule);
+  }
+  return shard;
 }
 
 // The mode named by job.mode; generate while it is absent (require_keys reports that).
@@ -391,6 +460,7 @@ JobConfig parse_job_config(const std::string& text, const std::filesystem::path&
   config.source = source;
   config.model = read_model(sections.model);
   config.parallel = read_parallel(sections.parallel);
+  config.shard = read_shard(sections.shard);
   config.mode = read_mode(sections.job);
   config.forward = read_forward(sections.forward);
   config.generate = read_generate(sections.generate);

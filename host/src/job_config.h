@@ -21,6 +21,24 @@ struct ParallelSection {
   int64_t tp_size = 1;
   int64_t pp_size = 1;
   int64_t dp_size = 1;
+  int64_t timeout_seconds = 120;  // rendezvous and collective limit
+};
+
+// One [[shard.policy]] entry: overrides the plugin's rule for the modules it matches.
+struct PolicyOverride {
+  std::string module;               // dotted path pattern, "*" = one component
+  std::string style = "replicate";  // replicate | column | row | vocab | embedding_dim
+  int64_t fused_blocks = 1;
+  bool gather_output = false;
+  bool input_is_parallel = true;
+};
+
+// ColossalAI's ShardConfig keys that this version implements, and policy overrides.
+struct ShardSection {
+  bool enable_tensor_parallelism = true;
+  int64_t make_vocab_size_divisible_by = 64;
+  bool parallel_output = true;
+  std::vector<PolicyOverride> policy;
 };
 
 enum class JobMode { kForward, kGenerate };
@@ -50,6 +68,7 @@ struct JobConfig {
   std::filesystem::path source;  // the file read, or a name such as "<embedded>"
   ModelSection model;
   ParallelSection parallel;
+  ShardSection shard;
   JobMode mode = JobMode::kGenerate;
   ForwardSection forward;
   GenerateSection generate;

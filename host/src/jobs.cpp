@@ -2,6 +2,7 @@
 #include "jobs.h"
 
 #include "shardformer/checkpoint.h"
+#include "shardformer/distributed/process_mesh.h"
 #include "shardformer/dtype.h"
 #include "shardformer/error.h"
 #include "shardformer/generation.h"
@@ -10,10 +11,16 @@
 #include "shardformer/strings.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <sys/resource.h>
 #include <torch/cuda.h>
 
 #include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <fstream>
 #include <ostream>
+#include <thread>
 
 namespace shardformer::host {
 namespace {
@@ -24,13 +31,41 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-void check_single_rank(const JobConfig& config) {
-  const ParallelSection& p = config.parallel;
-  if (p.tp_size * p.pp_size * p.dp_size != 1) {
-    throw ConfigError(str(config.source.string(), ": parallel.tp_size = ", p.tp_size,
-                          ", pp_size = ", p.pp_size, ", dp_size = ", p.dp_size,
-                          ": this build runs one rank only (tp_size = pp_size = dp_size = 1)"));
+// Resident set size now and at its peak, in MiB (Linux).
+std::pair<double, double> rss_mib() {
+  std::ifstream status("/proc/self/status");
+  double now = 0;
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("VmRSS:", 0) == 0) now = std::stod(line.substr(6)) / 1024.0;
   }
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return {now, static_cast<double>(usage.ru_maxrss) / 1024.0};
+}
+
+// Test hook: SHARDFORMER_TEST_FAIL_RANK=N makes rank N fail once its model is built, by
+// throwing (SHARDFORMER_TEST_FAIL_MODE=throw, the default) or by SIGKILL (=kill).
+void inject_test_failure(int rank) {
+  const char* fail_rank = std::getenv("SHARDFORMER_TEST_FAIL_RANK");
+  if (fail_rank == nullptr || std::atoi(fail_rank) != rank) return;
+  const char* mode = std::getenv("SHARDFORMER_TEST_FAIL_MODE");
+  if (mode != nullptr && std::string(mode) == "kill") std::raise(SIGKILL);
+  throw Error(str("injected failure on rank ", rank, " (SHARDFORMER_TEST_FAIL_RANK)"));
+}
+
+ParallelContext parallel_context(const JobConfig& config, const distributed::ProcessMesh& mesh) {
+  ParallelContext parallel;
+  parallel.tp = &mesh.tp();
+  parallel.config.enable_tensor_parallelism = config.shard.enable_tensor_parallelism;
+  parallel.config.make_vocab_size_divisible_by = config.shard.make_vocab_size_divisible_by;
+  parallel.config.parallel_output = config.shard.parallel_output;
+  for (const PolicyOverride& o : config.shard.policy) {
+    parallel.policy.add({o.module, ShardStyle{.kind = parse_shard_kind(o.style),
+                                              .fused_blocks = o.fused_blocks,
+                                              .gather_output = o.gather_output,
+                                              .input_is_parallel = o.input_is_parallel}});
+  }
+  return parallel;
 }
 
 c10::Device job_device(const JobConfig& config) {
@@ -83,7 +118,7 @@ void check_token_ids(const std::vector<std::vector<int64_t>>& sequences, int64_t
   }
 }
 
-void run_forward(const JobConfig& config, Model& model, std::ostream& out) {
+void run_forward(const JobConfig& config, Model& model, bool writer, std::ostream& out) {
   const ForwardSection& f = config.forward;
   check_token_ids(f.input_ids, model.shape().vocab_size, "forward.input_ids");
   auto [ids, mask] = right_pad(f.input_ids, 0);
@@ -101,7 +136,7 @@ void run_forward(const JobConfig& config, Model& model, std::ostream& out) {
       << " written to " << f.output.string() << " (" << elapsed * 1e3 << " ms)\n";
 }
 
-void run_generate(const JobConfig& config, const Checkpoint& checkpoint, Model& model,
+void run_generate(const JobConfig& config, const Checkpoint& checkpoint, Model& model, bool writer,
                   std::ostream& out) {
   const GenerateSection& g = config.generate;
   const HFConfig& hf = checkpoint.config();
@@ -120,7 +155,7 @@ void run_generate(const JobConfig& config, const Checkpoint& checkpoint, Model& 
   const double elapsed = seconds_since(start);
   int64_t produced = 0;
   for (size_t i = 0; i < result.new_tokens.size(); ++i) {
-    out << "generated[" << i << "]: " << join(result.new_tokens[i], " ") << "\n";
+    if (writer) out << "generated[" << i << "]: " << join(result.new_tokens[i], " ") << "\n";
     produced += static_cast<int64_t>(result.new_tokens[i].size());
   }
   log::info(str("generate: ", produced, " tokens for ", g.prompts.size(), " prompts in ", elapsed,
@@ -129,12 +164,47 @@ void run_generate(const JobConfig& config, const Checkpoint& checkpoint, Model& 
 
 }  // namespace
 
-void run_job(const JobConfig& config, const PluginRegistry& registry, std::ostream& out) {
-  check_single_rank(config);
+int64_t job_world_size(const JobConfig& config) {
+  const ParallelSection& p = config.parallel;
+  if (p.pp_size > 1 || p.dp_size > 1) {
+    throw ConfigError(str(config.source.string(), ": parallel.pp_size = ", p.pp_size,
+                          ", dp_size = ", p.dp_size,
+                          ": this version runs tensor parallelism only (pp_size = dp_size = 1)"));
+  }
+  return p.tp_size * p.pp_size * p.dp_size;
+}
+
+void run_job(const JobConfig& config, const PluginRegistry& registry,
+             const std::optional<RankEnv>& rank_env, std::ostream& out) {
+  const int64_t world = job_world_size(config);
+  const int rank = rank_env ? rank_env->rank : 0;
+  if (world > 1 && (!rank_env || rank_env->world_size != world)) {
+    throw ConfigError(str(config.source.string(), ": the job needs ", world, " ranks (tp_size ",
+                          config.parallel.tp_size, ") but ", rank_env ? rank_env->world_size : 1,
+                          " were started"));
+  }
+  if (rank_env) {  // ranks of one machine share its cores
+    const int cores = static_cast<int>(std::thread::hardware_concurrency());
+    at::set_num_threads(std::max(1, cores / std::max(1, rank_env->local_world_size)));
+  }
   const c10::Device device = job_device(config);
   const c10::ScalarType dtype =
       parse_model_dtype(config.model.dtype, config.source.string() + ": model.dtype");
 
+  std::unique_ptr<distributed::ProcessMesh> mesh;
+  std::optional<ParallelContext> parallel;
+  if (world > 1) {
+    distributed::MeshOptions options;
+    options.master_addr = rank_env->master_addr;
+    options.master_port = rank_env->master_port;
+    options.timeout = std::chrono::seconds(config.parallel.timeout_seconds);
+    options.cuda = device.is_cuda();
+    mesh = std::make_unique<distributed::ProcessMesh>(
+        rank, distributed::MeshShape{.tp = config.parallel.tp_size}, options);
+    parallel = parallel_context(config, *mesh);
+  }
+
+  log::info(str("RSS before loading: ", rss_mib().first, " MiB"));
   auto start = Clock::now();
   const Checkpoint checkpoint(config.model.path);
   const std::string architecture = architecture_of(checkpoint);
@@ -143,15 +213,19 @@ void run_job(const JobConfig& config, const PluginRegistry& registry, std::ostre
                 checkpoint.total_numel(), " parameters in ", checkpoint.files().size(),
                 " file(s); served by plugin '", plugin.name, "' ", plugin.version));
 
-  ModelArgs args{&checkpoint, architecture, dtype, device};
+  ModelArgs args{&checkpoint, architecture, dtype, device, parallel ? &*parallel : nullptr};
   const std::shared_ptr<Model> model = registry.create_model(args);
   log::info(str("model built in ", seconds_since(start), " s (", c10::toString(dtype), ", ",
-                device.str(), ")"));
+                device.str(), ", tp ", world, ")"));
+  inject_test_failure(rank);
 
+  const bool writer = rank == 0;
   switch (config.mode) {
-    case JobMode::kForward: run_forward(config, *model, out); break;
-    case JobMode::kGenerate: run_generate(config, checkpoint, *model, out); break;
+    case JobMode::kForward: run_forward(config, *model, writer, out); break;
+    case JobMode::kGenerate: run_generate(config, checkpoint, *model, writer, out); break;
   }
+  const auto [now, peak] = rss_mib();
+  log::info(str("peak RSS: ", peak, " MiB (now ", now, " MiB)"));
 }
 
 }  // namespace shardformer::host

@@ -2,14 +2,22 @@
 #pragma once
 
 #include "job_config.h"
+#include "launcher.h"
 #include "plugin_registry.h"
 
 #include <iosfwd>
+#include <optional>
 
 namespace shardformer::host {
 
-// Runs the job; results go to `out` (stdout), progress to the log. Throws shardformer::Error
-// (or a subclass) on bad input or a failed job.
-void run_job(const JobConfig& config, const PluginRegistry& registry, std::ostream& out);
+// The number of ranks the job needs (tp x pp x dp). Throws ConfigError for layouts this
+// version cannot run, before any rank is started.
+int64_t job_world_size(const JobConfig& config);
+
+// Runs this rank's part of the job (rank_env: null for a single process). Rank 0 writes the
+// results to `out` (stdout); progress goes to the log. Throws shardformer::Error (or a
+// subclass) on bad input or a failed job.
+void run_job(const JobConfig& config, const PluginRegistry& registry,
+             const std::optional<RankEnv>& rank_env, std::ostream& out);
 
 }  // namespace shardformer::host

@@ -14,7 +14,12 @@
 #include <boost/dll/runtime_symbol_info.hpp>
 #include <boost/program_options.hpp>
 
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
 #include <iostream>
+#include <optional>
 
 namespace po = boost::program_options;
 namespace fs = std::filesystem;
@@ -35,6 +40,31 @@ mode = "generate"
 prompts = [[464, 206, 758, 218], [15, 11, 616]]
 max_new_tokens = 12
 )toml";
+
+// Where a launched rank records the error that ended it (set by the launching host).
+constexpr const char* kErrorDirVariable = "SHARDFORMER_ERROR_DIR";
+
+// Records a rank's fatal error for the launching host, when there is one.
+void record_rank_error(const std::string& message) {
+  const char* dir = std::getenv(kErrorDirVariable);
+  const char* rank = std::getenv("RANK");
+  if (dir == nullptr || rank == nullptr) return;
+  std::string line = message.substr(0, message.find('\n'));
+  std::ofstream(fs::path(dir) / str("rank", rank)) << line << "\n";
+}
+
+// The error recorded first, as "rank N: message": the cause; the ranks whose collectives then
+// failed record theirs later.
+std::string first_rank_error(const fs::path& dir) {
+  std::optional<fs::directory_entry> first;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (!first || entry.last_write_time() < first->last_write_time()) first = entry;
+  }
+  if (!first) return "";
+  std::string message;
+  std::getline(std::ifstream(first->path()), message);
+  return first->path().filename().string().replace(0, 4, "rank ") + ": " + message;
+}
 
 constexpr const char* kUsage =
     "usage: shardformer-host <verb> [options]\n"
@@ -82,6 +112,29 @@ std::vector<fs::path> plugin_dirs(const po::variables_map& vars,
   return host::plugin_search_path(dirs);
 }
 
+// Starts `world` local ranks running this same command and waits for them; a failing rank
+// stops the others, and its failure is the job's.
+int launch_ranks(int argc, char** argv, int64_t world) {
+  std::vector<std::string> command{boost::dll::program_location().string(), "run"};
+  for (int i = 1; i < argc; ++i) command.emplace_back(argv[i]);
+  log::info(str("starting ", world, " local ranks"));
+  // Each rank writes its error here (see main), so the job's message can quote it.
+  const fs::path errors = fs::temp_directory_path() / str("shardformer-errors-", getpid());
+  fs::create_directories(errors);
+  setenv(kErrorDirVariable, errors.c_str(), 1);
+  host::LaunchOptions options;
+  options.world_size = static_cast<int>(world);
+  const host::LaunchResult result = host::launch_local_ranks(command, options);
+  const std::string cause = first_rank_error(errors);
+  fs::remove_all(errors);
+  if (result.exit_code != 0) {
+    log::error(str("job failed: ", cause.empty() ? "" : cause + " (", result.message,
+                   cause.empty() ? "" : ")"));
+    return 1;
+  }
+  return 0;
+}
+
 int verb_run(int argc, char** argv) {
   po::options_description options("shardformer-host run [CONFIG.toml] [options]");
   options.add_options()("config", po::value<std::string>(),
@@ -103,11 +156,14 @@ int verb_run(int argc, char** argv) {
   const std::string level = parsed.vars.count("log-level")
                                 ? parsed.vars["log-level"].as<std::string>()
                                 : config.log.level;
-  log::init(0, log::parse_level(level));
+  const std::optional<host::RankEnv> rank_env = host::rank_env_from_environment();
+  log::init(rank_env ? rank_env->rank : 0, log::parse_level(level));
+  const int64_t world = host::job_world_size(config);
+  if (world > 1 && !rank_env) return launch_ranks(argc, argv, world);
   log::info(str("job ", config.source.string(), ": mode ", host::job_mode_name(config.mode)));
   const auto registry =
       host::PluginRegistry::discover(plugin_dirs(parsed.vars, config.plugins.paths));
-  host::run_job(config, registry, std::cout);
+  host::run_job(config, registry, rank_env, std::cout);
   return 0;
 }
 
@@ -176,6 +232,7 @@ int main(int argc, char** argv) {
     return 2;
   } catch (const std::exception& e) {
     log::error(e.what());
+    record_rank_error(e.what());
     return 1;
   }
 }

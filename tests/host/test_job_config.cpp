@@ -42,6 +42,34 @@ bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
+TEST(JobConfig, ReadsShardSectionAndPolicyOverrides) {
+  const JobConfig config = parse(std::string(kMinimalGenerate) + R"(
+[shard]
+enable_tensor_parallelism = false
+make_vocab_size_divisible_by = 128
+parallel_output = false
+
+[[shard.policy]]
+module = "h.*.mlp.c_fc"
+style = "replicate"
+
+[[shard.policy]]
+module = "h.*.attn.c_attn"
+style = "column"
+fused_blocks = 3
+gather_output = false
+input_is_parallel = false
+)");
+  EXPECT_FALSE(config.shard.enable_tensor_parallelism);
+  EXPECT_EQ(config.shard.make_vocab_size_divisible_by, 128);
+  EXPECT_FALSE(config.shard.parallel_output);
+  ASSERT_EQ(config.shard.policy.size(), 2u);
+  EXPECT_EQ(config.shard.policy[0].module, "h.*.mlp.c_fc");
+  EXPECT_EQ(config.shard.policy[0].style, "replicate");
+  EXPECT_EQ(config.shard.policy[1].fused_blocks, 3);
+  EXPECT_FALSE(config.shard.policy[1].input_is_parallel);
+}
+
 TEST(JobConfig, ReadsEveryKeyOfAFullConfig) {
   const JobConfig config = parse(R"([model]
 path = "/models/gpt2"
@@ -175,7 +203,7 @@ const ErrorCase kErrorCases[] = {
     {"UnknownSectionListsKnown",
      "[training]\nsteps = 2\n",
      "1:2",
-     {"unknown section [training]", "known: model, parallel, job, forward, generate"}},
+     {"unknown section [training]", "known: model, parallel, shard, job, forward, generate"}},
     {"KeyOutsideSection", "# job\nmode = \"forward\"\n", "2:1", {"'mode' is outside any section"}},
     {"UnknownKeyWithSuggestion",
      "[model]\npath = \"m\"\n[parallel]\ntp_sise = 2\n",
@@ -188,7 +216,23 @@ const ErrorCase kErrorCases[] = {
     {"UnknownKeyNoSuggestionBeyondTwoEdits",
      "[parallel]\ntpsz = 2\n",
      "2:1",
-     {"unknown key 'tpsz' in [parallel]", "(known: tp_size, pp_size, dp_size)"}},
+     {"unknown key 'tpsz' in [parallel]", "(known: tp_size, pp_size, dp_size, timeout_seconds)"}},
+    {"ShardPolicyUnknownStyle",
+     "[shard]\n[[shard.policy]]\nmodule = \"h.*.mlp.c_fc\"\nstyle = \"diagonal\"\n",
+     "4:9",
+     {"shard.policy[0].style", "diagonal"}},
+    {"ShardPolicyMissingModule",
+     "[[shard.policy]]\nstyle = \"replicate\"\n",
+     "1:1",
+     {"missing required key shard.policy[0].module"}},
+    {"ShardPolicyUnknownKey",
+     "[[shard.policy]]\nmodule = \"wte\"\nstyle = \"vocab\"\nfused_block = 3\n",
+     "4:1",
+     {"unknown key 'fused_block' in [shard.policy[0]]", "did you mean 'fused_blocks'?"}},
+    {"ShardBooleanWrongType",
+     "[shard]\nparallel_output = 1\n",
+     "2:19",
+     {"shard.parallel_output must be a boolean, got integer"}},
     {"UnknownKeyListsKnown",
      "[log]\n  verbose = true\n",
      "2:3",

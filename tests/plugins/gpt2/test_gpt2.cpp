@@ -194,12 +194,17 @@ TEST_F(GPT2Test, MissingTensorIsNamed) {
   }
 }
 
-TEST_F(GPT2Test, HostRunPrintsHFGreedyTokens) {
-  const fs::path dir = fs::path(::testing::TempDir()) / "shardformer_gpt2_host_run";
+// `shardformer-host run` at tp_size 1 and 2 (the host starts the ranks) prints HF's tokens.
+class GPT2HostRun : public GPT2Test, public ::testing::WithParamInterface<int> {};
+
+TEST_P(GPT2HostRun, PrintsHFGreedyTokens) {
+  const fs::path dir = fs::path(::testing::TempDir()) /
+                       ("shardformer_gpt2_host_run_tp" + std::to_string(GetParam()));
   fs::create_directories(dir);
   std::ostringstream toml;
   toml << "[model]\npath = \"" << (shardformer::testing::models_dir() / "tiny-gpt2").string()
-       << "\"\n[job]\nmode = \"generate\"\n[generate]\nprompts = [";
+       << "\"\n[parallel]\ntp_size = " << GetParam()
+       << "\n[job]\nmode = \"generate\"\n[generate]\nprompts = [";
   const auto p = prompts();
   for (size_t i = 0; i < p.size(); ++i) {
     toml << (i ? ", [" : "[");
@@ -237,3 +242,6 @@ TEST_F(GPT2Test, HostRunPrintsHFGreedyTokens) {
   }
   EXPECT_EQ(output, expected.str());
 }
+
+INSTANTIATE_TEST_SUITE_P(TensorParallel, GPT2HostRun, ::testing::Values(1, 2),
+                         [](const auto& info) { return "tp" + std::to_string(info.param); });
