@@ -20,7 +20,10 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <map>
+#include <optional>
 #include <string_view>
 #include <thread>
 
@@ -498,6 +501,43 @@ LaunchResult launch_local_ranks(const std::vector<std::string>& argv,
   LaunchResult result = group.wait();
   if (result.exit_code == 0) log::info(str("all ", options.world_size, " ranks finished"));
   return result;
+}
+
+namespace {
+constexpr const char* kErrorDirVariable = "SHARDFORMER_ERROR_DIR";
+}  // namespace
+
+RankErrorFolder::RankErrorFolder() {
+  std::string pattern = (std::filesystem::temp_directory_path() / "shardformer-errors-XXXXXX");
+  if (::mkdtemp(pattern.data()) == nullptr) {
+    throw Error(str("cannot create a temporary folder for rank errors: ", std::strerror(errno)));
+  }
+  path_ = pattern;
+  ::setenv(kErrorDirVariable, path_.c_str(), 1);
+}
+
+RankErrorFolder::~RankErrorFolder() {
+  ::unsetenv(kErrorDirVariable);
+  std::error_code ignored;
+  std::filesystem::remove_all(path_, ignored);
+}
+
+std::string RankErrorFolder::first_error() const {
+  std::optional<std::filesystem::directory_entry> first;
+  for (const auto& entry : std::filesystem::directory_iterator(path_)) {
+    if (!first || entry.last_write_time() < first->last_write_time()) first = entry;
+  }
+  if (!first) return "";
+  std::string message;
+  std::getline(std::ifstream(first->path()), message);
+  return "rank " + first->path().filename().string() + ": " + message;
+}
+
+void record_rank_error(const std::string& message) {
+  const char* dir = std::getenv(kErrorDirVariable);
+  const char* rank = std::getenv("RANK");
+  if (dir == nullptr || rank == nullptr) return;
+  std::ofstream(std::filesystem::path(dir) / rank) << message.substr(0, message.find('\n')) << "\n";
 }
 
 }  // namespace shardformer::host

@@ -52,4 +52,24 @@ struct LaunchResult {
 // that lives longest, usually the main thread. Throws ConfigError on a bad argv or world_size.
 LaunchResult launch_local_ranks(const std::vector<std::string>& argv, const LaunchOptions& options);
 
+// A private temporary folder where launched ranks record the error that ended them (its path
+// is exported in SHARDFORMER_ERROR_DIR, which the ranks inherit); removed on destruction.
+class RankErrorFolder {
+ public:
+  RankErrorFolder();
+  ~RankErrorFolder();
+  RankErrorFolder(const RankErrorFolder&) = delete;
+  RankErrorFolder& operator=(const RankErrorFolder&) = delete;
+  // "rank N: message" of the error recorded first — the cause; peers whose collectives then
+  // failed record theirs later. Empty when none was recorded.
+  std::string first_error() const;
+
+ private:
+  std::string path_;
+};
+
+// Records this rank's fatal error for the launching host (no-op outside a local launch). Call
+// it before unwinding closes the rank's connections, so the cause is recorded first.
+void record_rank_error(const std::string& message);
+
 }  // namespace shardformer::host

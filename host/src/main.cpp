@@ -41,31 +41,6 @@ prompts = [[464, 206, 758, 218], [15, 11, 616]]
 max_new_tokens = 12
 )toml";
 
-// Where a launched rank records the error that ended it (set by the launching host).
-constexpr const char* kErrorDirVariable = "SHARDFORMER_ERROR_DIR";
-
-// Records a rank's fatal error for the launching host, when there is one.
-void record_rank_error(const std::string& message) {
-  const char* dir = std::getenv(kErrorDirVariable);
-  const char* rank = std::getenv("RANK");
-  if (dir == nullptr || rank == nullptr) return;
-  std::string line = message.substr(0, message.find('\n'));
-  std::ofstream(fs::path(dir) / str("rank", rank)) << line << "\n";
-}
-
-// The error recorded first, as "rank N: message": the cause; the ranks whose collectives then
-// failed record theirs later.
-std::string first_rank_error(const fs::path& dir) {
-  std::optional<fs::directory_entry> first;
-  for (const auto& entry : fs::directory_iterator(dir)) {
-    if (!first || entry.last_write_time() < first->last_write_time()) first = entry;
-  }
-  if (!first) return "";
-  std::string message;
-  std::getline(std::ifstream(first->path()), message);
-  return first->path().filename().string().replace(0, 4, "rank ") + ": " + message;
-}
-
 constexpr const char* kUsage =
     "usage: shardformer-host <verb> [options]\n"
     "\n"
@@ -113,26 +88,21 @@ std::vector<fs::path> plugin_dirs(const po::variables_map& vars,
 }
 
 // Starts `world` local ranks running this same command and waits for them; a failing rank
-// stops the others, and its failure is the job's.
+// stops the others, and the job reports the error that caused it.
 int launch_ranks(int argc, char** argv, int64_t world) {
   std::vector<std::string> command{boost::dll::program_location().string(), "run"};
   for (int i = 1; i < argc; ++i) command.emplace_back(argv[i]);
   log::info(str("starting ", world, " local ranks"));
-  // Each rank writes its error here (see main), so the job's message can quote it.
-  const fs::path errors = fs::temp_directory_path() / str("shardformer-errors-", getpid());
-  fs::create_directories(errors);
-  setenv(kErrorDirVariable, errors.c_str(), 1);
+  const host::RankErrorFolder errors;
   host::LaunchOptions options;
   options.world_size = static_cast<int>(world);
   const host::LaunchResult result = host::launch_local_ranks(command, options);
-  const std::string cause = first_rank_error(errors);
-  fs::remove_all(errors);
   if (result.exit_code != 0) {
+    const std::string cause = errors.first_error();
     log::error(str("job failed: ", cause.empty() ? "" : cause + " (", result.message,
                    cause.empty() ? "" : ")"));
-    return 1;
   }
-  return 0;
+  return result.exit_code;
 }
 
 int verb_run(int argc, char** argv) {
@@ -232,7 +202,7 @@ int main(int argc, char** argv) {
     return 2;
   } catch (const std::exception& e) {
     log::error(e.what());
-    record_rank_error(e.what());
+    if (!log::enabled(log::Level::kError)) std::cerr << "error: " << e.what() << "\n";
     return 1;
   }
 }

@@ -10,6 +10,8 @@
 #include <boost/dll/runtime_symbol_info.hpp>
 #include <boost/dll/shared_library.hpp>
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <map>
@@ -149,6 +151,9 @@ PluginRegistry PluginRegistry::discover(const std::vector<fs::path>& search_path
         refuse(file, clash);
         continue;
       }
+      // Objects made by plugin code (modules, autograd nodes, tensor deleters) can outlive any
+      // model handle; an accepted plugin therefore stays mapped until the process ends.
+      ::dlopen(file.c_str(), RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
       for (const auto& architecture : info.architectures) {
         impl.by_architecture[architecture] = impl.loaded.size();
       }

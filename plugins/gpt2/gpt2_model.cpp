@@ -53,7 +53,8 @@ std::shared_ptr<layers::LayerNorm> layer_norm(const BuildContext& ctx, const GPT
 
 GPT2Attention::GPT2Attention(const BuildContext& ctx, const GPT2Config& config, int64_t layer_idx)
     : layer_idx_(layer_idx), head_dim_(config.head_dim()) {
-  const bool split = layers::split_pair(ctx.child("c_attn"), ctx.child("c_proj"));
+  const bool split =
+      layers::split_pair(ctx.child("c_attn"), ctx.child("c_proj"), /*column_blocks=*/3);
   num_heads_ = split ? ctx.divide_by_tp(config.n_head, "n_head") : config.n_head;
   c_attn_ = register_module("c_attn", layers::make_linear(ctx.child("c_attn"), config.n_embd,
                                                           3 * config.n_embd, kConv1D));

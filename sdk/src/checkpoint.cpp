@@ -147,6 +147,11 @@ at::Tensor Checkpoint::read_slice(const std::string& name, int64_t dim, int64_t 
   return file_of(name).read_slice(name, dim, start, length);
 }
 
+void Checkpoint::read_slice_into(const std::string& name, int64_t dim, int64_t start,
+                                 int64_t length, const at::Tensor& out) const {
+  file_of(name).read_slice_into(name, dim, start, length, out);
+}
+
 uint64_t Checkpoint::total_bytes() const {
   uint64_t total = 0;
   for (const auto& file : files_) {

@@ -52,6 +52,15 @@ void check_prompts(const Model& model, const std::vector<std::vector<int64_t>>& 
     }
     longest = std::max(longest, prompts[i].size());
   }
+  const auto check_id = [&](int64_t id, const char* what) {
+    if (id < 0 || id >= shape.vocab_size) {
+      throw Error(str("generate: ", what, " ", id, " is outside the vocabulary [0, ",
+                      shape.vocab_size, ")"));
+    }
+  };
+  check_id(config.pad_token_id, "pad_token_id");
+  if (config.eos_token_id) check_id(*config.eos_token_id, "eos_token_id");
+  if (config.max_new_tokens < 1) throw Error("generate: max_new_tokens must be at least 1");
   const int64_t total = static_cast<int64_t>(longest) + config.max_new_tokens;
   if (shape.max_positions > 0 && total > shape.max_positions) {
     throw Error(str("generate: longest prompt (", longest, ") + max_new_tokens (",

@@ -70,6 +70,8 @@ void set_level(Level level) {
 
 int rank() { return g_rank; }
 
+bool enabled(Level level) { return level != Level::kOff && logger().should_log(to_spdlog(level)); }
+
 void trace(std::string_view message) { logger().trace("{}", message); }
 void debug(std::string_view message) { logger().debug("{}", message); }
 void info(std::string_view message) { logger().info("{}", message); }

@@ -2,6 +2,8 @@
 #include "shardformer/losses.h"
 
 #include "shardformer/distributed/process_group.h"
+#include "shardformer/error.h"
+#include "shardformer/strings.h"
 
 #include <ATen/ATen.h>
 #include <torch/autograd.h>
@@ -58,9 +60,16 @@ at::Tensor vocab_parallel_cross_entropy(const layers::VocabLogits& logits,
 }
 
 at::Tensor causal_lm_loss(const layers::VocabLogits& logits, const at::Tensor& labels) {
+  const at::Tensor bad = (labels != kIgnoreIndex) & ((labels < 0) | (labels >= logits.vocab_size));
+  if (bad.any().item<bool>()) {
+    throw Error(str("label ", labels.masked_select(bad)[0].item<int64_t>(),
+                    " is outside the vocabulary [0, ", logits.vocab_size, ") and is not ",
+                    kIgnoreIndex));
+  }
   const int64_t vocab = logits.logits.size(-1);
   const at::Tensor predicted = logits.logits.narrow(1, 0, logits.logits.size(1) - 1)
-                                   .reshape({-1, vocab});  // [rows, vocab(/tp)]
+                                   .reshape({-1, vocab})
+                                   .to(at::kFloat);  // [rows, vocab(/tp)]; fp32, as HF
   const at::Tensor targets = labels.narrow(1, 1, labels.size(1) - 1).reshape({-1});  // [rows]
   const at::Tensor counted = (targets != kIgnoreIndex).sum().clamp_min(1);
   if (!logits.parallel) {

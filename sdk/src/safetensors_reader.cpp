@@ -261,6 +261,16 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : path_(path
   for (size_t i = 0; i < tensors_.size(); ++i) index_.emplace(tensors_[i].name, i);
 }
 
+// Drops the mapped pages of bytes already copied out, so a rank's resident memory holds its
+// own shard and not the file pages it read it from (they are read again if touched again).
+static void release_pages(const std::byte* begin, uint64_t size) {
+  if (size == 0) return;
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t first = reinterpret_cast<uintptr_t>(begin) / page * page;
+  const uintptr_t last = reinterpret_cast<uintptr_t>(begin) + size;
+  ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+}
+
 SafetensorsFile::~SafetensorsFile() { ::munmap(const_cast<std::byte*>(mapping_), file_size_); }
 
 bool SafetensorsFile::contains(const std::string& name) const { return index_.count(name) > 0; }
@@ -279,11 +289,23 @@ at::Tensor SafetensorsFile::read(const std::string& name) const {
   const TensorInfo& tensor = info(name);
   at::Tensor out = at::empty(tensor.shape, at::TensorOptions().dtype(tensor.dtype));
   if (tensor.nbytes() > 0) std::memcpy(out.data_ptr(), data(tensor), tensor.nbytes());
+  release_pages(data(tensor), tensor.nbytes());
   return out;
 }
 
 at::Tensor SafetensorsFile::read_slice(const std::string& name, int64_t dim, int64_t start,
                                        int64_t length) const {
+  std::vector<int64_t> shape = info(name).shape;
+  // read_slice_into validates the range; an invalid length must not fail allocation first.
+  if (dim >= 0 && dim < static_cast<int64_t>(shape.size()))
+    shape[dim] = std::max<int64_t>(length, 0);
+  at::Tensor out = at::empty(shape, at::TensorOptions().dtype(info(name).dtype));
+  read_slice_into(name, dim, start, length, out);
+  return out;
+}
+
+void SafetensorsFile::read_slice_into(const std::string& name, int64_t dim, int64_t start,
+                                      int64_t length, const at::Tensor& out) const {
   const TensorInfo& tensor = info(name);
   const auto rank = static_cast<int64_t>(tensor.shape.size());
   if (dim < 0 || dim >= rank) {
@@ -298,8 +320,13 @@ at::Tensor SafetensorsFile::read_slice(const std::string& name, int64_t dim, int
   }
   std::vector<int64_t> shape = tensor.shape;
   shape[dim] = length;
-  at::Tensor out = at::empty(shape, at::TensorOptions().dtype(tensor.dtype));
-  if (out.numel() == 0) return out;
+  if (out.sizes().vec() != shape || out.scalar_type() != tensor.dtype || !out.is_contiguous() ||
+      !out.device().is_cpu()) {
+    fail_tensor(path_, name,
+                str("slice destination must be a contiguous CPU ", tensor.dtype_name,
+                    " tensor of shape ", shape_str(shape)));
+  }
+  if (out.numel() == 0) return;
 
   // View the tensor as [outer, shape[dim], inner]: copy one block of `length` rows per outer.
   auto product = [&](int64_t from, int64_t to) {
@@ -315,7 +342,7 @@ at::Tensor SafetensorsFile::read_slice(const std::string& name, int64_t dim, int
   for (int64_t i = 0; i < outer; ++i) {
     std::memcpy(target + i * block_bytes, source + i * row_bytes, block_bytes);
   }
-  return out;
+  release_pages(data(tensor), tensor.nbytes());
 }
 
 }  // namespace shardformer

@@ -5,6 +5,7 @@
 #include "shardformer/safetensors.h"
 #include "shardformer/strings.h"
 
+#include <unistd.h>
 #include <nlohmann/json.hpp>
 
 #include <fstream>
@@ -73,8 +74,8 @@ void save_safetensors(const std::filesystem::path& path,
   }
   const std::string header = make_header(path, contiguous, metadata);
 
-  fs::path temporary = path;
-  temporary += ".tmp";
+  fs::path temporary = path;  // unique per process: concurrent writers never share it
+  temporary += ".tmp." + std::to_string(::getpid());
   std::error_code error;
   try {
     write_file(temporary, header, contiguous);

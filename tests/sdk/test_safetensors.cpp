@@ -210,7 +210,9 @@ TEST_F(SafetensorsRoundTrip, EveryDtypeReadsBackBitExact) {
 TEST_F(SafetensorsRoundTrip, LayoutMatchesThePythonLibrary) {
   fs::path path = dir_ / "model.safetensors";
   save_safetensors(path, round_trip_tensors(), {{"format", "pt"}});
-  EXPECT_FALSE(fs::exists(dir_ / "model.safetensors.tmp"));
+  for (const auto& entry : fs::directory_iterator(dir_)) {  // no temporary left behind
+    EXPECT_EQ(entry.path().filename(), "model.safetensors");
+  }
 
   std::ifstream in(path, std::ios::binary);
   unsigned char prefix[8];

@@ -34,6 +34,8 @@ class Checkpoint {
 
   at::Tensor read(const std::string& name) const;
   at::Tensor read_slice(const std::string& name, int64_t dim, int64_t start, int64_t length) const;
+  void read_slice_into(const std::string& name, int64_t dim, int64_t start, int64_t length,
+                       const at::Tensor& out) const;
 
   uint64_t total_bytes() const;
   int64_t total_numel() const;

@@ -16,6 +16,8 @@ Level parse_level(std::string_view name);
 void init(int rank, Level level);
 void set_level(Level level);
 int rank();
+// Whether a message of `level` would be written.
+bool enabled(Level level);
 
 void trace(std::string_view message);
 void debug(std::string_view message);

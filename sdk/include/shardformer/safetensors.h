@@ -56,6 +56,10 @@ class SafetensorsFile {
   // Only the bytes of that range are touched: for dim 0 one contiguous block; for another
   // dim one strided block per outer index. Throws CheckpointError on an out-of-range request.
   at::Tensor read_slice(const std::string& name, int64_t dim, int64_t start, int64_t length) const;
+  // The same slice written into `out`, a contiguous CPU tensor of the slice's shape and the
+  // file's dtype (e.g. a dim-0 narrow of a larger buffer), so no temporary copy is made.
+  void read_slice_into(const std::string& name, int64_t dim, int64_t start, int64_t length,
+                       const at::Tensor& out) const;
 
   // Bytes of the tensor's data (zero-copy view into the mapping, valid while this lives).
   const std::byte* data(const TensorInfo& info) const;

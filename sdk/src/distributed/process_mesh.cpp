@@ -94,11 +94,23 @@ ProcessGroup single_rank_group(const std::string& name) {
   return ProcessGroup(impl);
 }
 
+// The shape, after checking it and the rank (before anything divides by its sizes).
+MeshShape checked(const MeshShape& shape, int rank) {
+  if (shape.dp < 1 || shape.pp < 1 || shape.tp < 1) {
+    throw Error(
+        str("mesh sizes must be >= 1 (dp ", shape.dp, ", pp ", shape.pp, ", tp ", shape.tp, ")"));
+  }
+  if (rank < 0 || rank >= shape.world_size()) {
+    throw Error(str("rank ", rank, " is outside a mesh of ", shape.world_size(), " ranks"));
+  }
+  return shape;
+}
+
 }  // namespace
 
 ProcessMesh::ProcessMesh(int rank, MeshShape shape, const MeshOptions& options)
     : rank_(rank),
-      shape_(shape),
+      shape_(checked(shape, rank)),
       coordinate_(coordinate_of(shape, rank)),
       world_(single_rank_group("world")),
       tp_(single_rank_group("tp")),

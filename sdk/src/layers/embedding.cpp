@@ -11,6 +11,15 @@
 
 namespace shardformer::layers {
 
+void Embedding::check_ids(const at::Tensor& ids) const {
+  if (ids.numel() == 0) return;
+  const int64_t low = ids.min().item<int64_t>(), high = ids.max().item<int64_t>();
+  if (low < 0 || high >= num_embeddings_) {
+    throw ModelError(str("id ", low < 0 ? low : high, " is outside the embedding table [0, ",
+                         num_embeddings_, ")"));
+  }
+}
+
 ReplicatedEmbedding::ReplicatedEmbedding(const BuildContext& ctx, int64_t num_embeddings,
                                          int64_t embedding_dim)
     : Embedding(num_embeddings) {
@@ -18,6 +27,7 @@ ReplicatedEmbedding::ReplicatedEmbedding(const BuildContext& ctx, int64_t num_em
 }
 
 at::Tensor ReplicatedEmbedding::forward(const at::Tensor& ids) {
+  check_ids(ids);
   return at::embedding(weight_, ids);
 }
 
@@ -39,6 +49,7 @@ VocabParallelEmbedding1D::VocabParallelEmbedding1D(const BuildContext& ctx, int6
 }
 
 at::Tensor VocabParallelEmbedding1D::forward(const at::Tensor& ids) {
+  check_ids(ids);
   const at::Tensor outside = (ids < vocab_start_) | (ids >= vocab_start_ + local_rows_);
   const at::Tensor local_ids = (ids - vocab_start_).masked_fill(outside, 0);
   const at::Tensor partial =  // [..., dim], zeros for ids other ranks hold
@@ -69,6 +80,7 @@ Embedding1D::Embedding1D(const BuildContext& ctx, int64_t num_embeddings, int64_
 }
 
 at::Tensor Embedding1D::forward(const at::Tensor& ids) {
+  check_ids(ids);
   return distributed::gather_from_parallel_region(at::embedding(weight_, ids), *group_);
 }
 

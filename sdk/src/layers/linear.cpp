@@ -105,8 +105,12 @@ std::shared_ptr<Linear> make_linear(const BuildContext& ctx, int64_t in_features
   }
 }
 
-bool split_pair(const BuildContext& column, const BuildContext& row) {
+bool split_pair(const BuildContext& column, const BuildContext& row, int64_t column_blocks) {
   const ShardStyle c = column.style(), r = row.style();
+  if (c.kind == ShardKind::kColumn && c.fused_blocks != column_blocks) {
+    throw ModelError(str("policy splits '", column.path(), "' into ", c.fused_blocks,
+                         " fused blocks; this layer holds ", column_blocks));
+  }
   const bool column_split = c.kind == ShardKind::kColumn && !c.gather_output;
   const bool row_split = r.kind == ShardKind::kRow && r.input_is_parallel;
   if (column_split != row_split) {

@@ -45,21 +45,24 @@ at::Tensor load_shard(const Checkpoint& checkpoint, const std::string& name,
                       const TensorShard& shard) {
   if (shard.replicated()) return checkpoint.read(name);
   check_divisible(shard, name);
+  const TensorInfo& info = checkpoint.info(name);
   const int64_t real_block = shard.full_shape[shard.dim] / shard.fused_blocks;
   const auto [begin, end] = shard.local_range();
-  std::vector<at::Tensor> pieces;
+  const auto options = at::TensorOptions().dtype(info.dtype);
+  // Vocabulary padding rows stay zero; every real row is read straight into place.
+  at::Tensor local = shard.padded_size > 0 ? at::zeros(shard.local_shape(), options)
+                                           : at::empty(shard.local_shape(), options);
+  const int64_t local_block = local.size(shard.dim) / shard.fused_blocks;
   for (int64_t block = 0; block < shard.fused_blocks; ++block) {
-    at::Tensor piece =
-        checkpoint.read_slice(name, shard.dim, block * real_block + begin, end - begin);
-    const int64_t missing = shard.local_shape()[shard.dim] / shard.fused_blocks - (end - begin);
-    if (missing > 0) {  // vocabulary padding: zero rows after the real ones
-      std::vector<int64_t> pad_shape = piece.sizes().vec();
-      pad_shape[shard.dim] = missing;
-      piece = at::cat({piece, at::zeros(pad_shape, piece.options())}, shard.dim);
+    const at::Tensor target = local.narrow(shard.dim, block * local_block, end - begin);
+    const int64_t start = block * real_block + begin;
+    if (target.is_contiguous()) {
+      checkpoint.read_slice_into(name, shard.dim, start, end - begin, target);
+    } else {  // a block of a split inner dimension: strided in the local tensor
+      target.copy_(checkpoint.read_slice(name, shard.dim, start, end - begin));
     }
-    pieces.push_back(piece);
   }
-  return pieces.size() == 1 ? pieces[0] : at::cat(pieces, shard.dim);
+  return local;
 }
 
 at::Tensor gather_shard(const at::Tensor& local, const TensorShard& shard,

@@ -32,6 +32,9 @@ class ProcessMesh {
   // Connects rank `rank` of shape.world_size() ranks. Throws Error naming the rank and the
   // master address when the rendezvous fails or times out.
   ProcessMesh(int rank, MeshShape shape, const MeshOptions& options);
+  // Layers and autograd nodes keep pointers to the groups: a mesh never moves.
+  ProcessMesh(const ProcessMesh&) = delete;
+  ProcessMesh& operator=(const ProcessMesh&) = delete;
 
   int rank() const { return rank_; }
   const MeshShape& shape() const { return shape_; }

@@ -30,6 +30,10 @@ class Embedding : public torch::nn::Module {
   int64_t num_embeddings() const { return num_embeddings_; }
 
  protected:
+  // Throws ModelError when an id is outside [0, num_embeddings), the same at every tp size
+  // (a vocabulary-parallel lookup would otherwise return zeros for it).
+  void check_ids(const at::Tensor& ids) const;
+
   explicit Embedding(int64_t num_embeddings) : num_embeddings_(num_embeddings) {}
   int64_t num_embeddings_;
   at::Tensor weight_;

@@ -78,8 +78,10 @@ std::shared_ptr<Linear> make_linear(const BuildContext& ctx, int64_t in_features
                                     int64_t out_features, LinearOptions options = {});
 
 // Whether a column-parallel layer and the row-parallel layer that consumes its output are
-// split (true) or both replicated (false). Throws ModelError naming both paths when the policy
-// splits one but not the other, which would feed local features into a whole layer.
-bool split_pair(const BuildContext& column, const BuildContext& row);
+// split (true) or both replicated (false). Throws ModelError naming the modules when the policy
+// splits one but not the other (local features would feed a whole layer), or splits the column
+// layer into other than `column_blocks` fused blocks (3 for a fused QKV: each rank must get its
+// own slice of Q, K and V).
+bool split_pair(const BuildContext& column, const BuildContext& row, int64_t column_blocks = 1);
 
 }  // namespace shardformer::layers
