@@ -56,4 +56,24 @@ target_link_libraries(shardformer_torch INTERFACE
 # (old dtags) lets the loader find the pip CUDA libraries without LD_LIBRARY_PATH.
 target_link_options(shardformer_torch INTERFACE
   "LINKER:--disable-new-dtags" "LINKER:-rpath,${_rpath}" "LINKER:-rpath-link,${_rpath}")
+# c10d's NCCL backend: its headers need the wheel's CUDA runtime and NCCL headers, and its code
+# lives in libtorch_cuda. Present in the CUDA wheel; the SDK builds without it otherwise.
+set(SHARDFORMER_NCCL_INCLUDE_DIRS "")
+foreach(_dir nvidia/nccl/include nvidia/cu13/include nvidia/cuda_runtime/include)
+  if(EXISTS "${SHARDFORMER_SITE_PACKAGES}/${_dir}")
+    list(APPEND SHARDFORMER_NCCL_INCLUDE_DIRS "${SHARDFORMER_SITE_PACKAGES}/${_dir}")
+  endif()
+endforeach()
+file(GLOB _libnccl "${SHARDFORMER_SITE_PACKAGES}/nvidia/nccl/lib/libnccl.so*")
+if(EXISTS "${SHARDFORMER_SITE_PACKAGES}/nvidia/nccl/include/nccl.h" AND _libnccl
+   AND EXISTS "${_torch_root}/lib/libtorch_cuda.so")
+  list(GET _libnccl 0 _libnccl)
+  set(SHARDFORMER_HAVE_NCCL ON)
+  set(SHARDFORMER_NCCL_LIBRARIES "${_torch_root}/lib/libtorch_cuda.so"
+      "${_torch_root}/lib/libc10_cuda.so" "${_libnccl}")
+  message(STATUS "c10d NCCL backend: enabled (${_libnccl})")
+else()
+  set(SHARDFORMER_HAVE_NCCL OFF)
+  message(STATUS "c10d NCCL backend: disabled (no NCCL in the torch wheel)")
+endif()
 message(STATUS "LibTorch ${Torch_VERSION} from ${_torch_root}")

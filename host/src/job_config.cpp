@@ -25,6 +25,7 @@ using Names = std::initializer_list<std::string_view>;
 
 constexpr int64_t kNoMax = std::numeric_limits<int64_t>::max();
 constexpr int64_t kMaxNewTokens = 1000000;
+constexpr int64_t kMaxRanks = 1024;  // per parallel axis
 constexpr size_t kMaxSuggestionEdits = 2;
 constexpr std::array<std::string_view, 8> kSections = {"model",   "parallel", "shard",   "job",
                                                        "forward", "generate", "plugins", "log"};
@@ -346,7 +347,7 @@ ModelSection read_model(const SectionReader& reader) {
 
 ParallelSection read_parallel(const SectionReader& reader) {
   ParallelSection parallel;
-  parallel.tp_size = reader.integer("tp_size", 1, kNoMax).value_or(parallel.tp_size);
+  parallel.tp_size = reader.integer("tp_size", 1, kMaxRanks).value_or(parallel.tp_size);
   parallel.pp_size = reader.integer("pp_size", 1, kNoMax).value_or(parallel.pp_size);
   parallel.dp_size = reader.integer("dp_size", 1, kNoMax).value_or(parallel.dp_size);
   parallel.timeout_seconds =

@@ -74,13 +74,15 @@ ParallelContext parallel_context(const JobConfig& config, const distributed::Pro
   return parallel;
 }
 
-c10::Device job_device(const JobConfig& config) {
+// CPU, or the GPU of this rank on its machine (local rank modulo the visible devices).
+c10::Device job_device(const JobConfig& config, int local_rank) {
   if (config.model.device == "cuda") {
     if (!torch::cuda::is_available()) {
       throw ConfigError(
           str(config.source.string(), ": model.device = \"cuda\" but no CUDA device is visible"));
     }
-    return c10::Device(c10::kCUDA, 0);
+    const auto count = static_cast<int>(torch::cuda::device_count());
+    return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(local_rank % count));
   }
   return c10::Device(c10::kCPU);
 }
@@ -127,6 +129,13 @@ void check_token_ids(const std::vector<std::vector<int64_t>>& sequences, int64_t
 void run_forward(const JobConfig& config, Model& model, bool writer, std::ostream& out) {
   const ForwardSection& f = config.forward;
   check_token_ids(f.input_ids, model.shape().vocab_size, "forward.input_ids");
+  size_t longest = 0;
+  for (const auto& ids : f.input_ids) longest = std::max(longest, ids.size());
+  if (const int64_t limit = model.shape().max_positions;
+      limit > 0 && static_cast<int64_t>(longest) > limit) {
+    throw ConfigError(str("forward.input_ids: a sequence of ", longest,
+                          " tokens exceeds the model's ", limit, " positions"));
+  }
   auto [ids, mask] = right_pad(f.input_ids, 0);
   const c10::Device device = model.parameters().front().device();
   const auto start = Clock::now();
@@ -155,7 +164,6 @@ void run_generate(const JobConfig& config, const Checkpoint& checkpoint, Model& 
   }
   generation.pad_token_id = g.pad_token_id.value_or(
       hf.get_optional_int("pad_token_id").value_or(generation.eos_token_id.value_or(0)));
-  check_token_ids(g.prompts, model.shape().vocab_size, "generate.prompts");
 
   const auto start = Clock::now();
   const GenerationResult result = greedy_generate(model, g.prompts, generation);
@@ -194,7 +202,7 @@ void run_job(const JobConfig& config, const PluginRegistry& registry,
     const int cores = static_cast<int>(std::thread::hardware_concurrency());
     at::set_num_threads(std::max(1, cores / std::max(1, rank_env->local_world_size)));
   }
-  const c10::Device device = job_device(config);
+  const c10::Device device = job_device(config, rank_env ? rank_env->local_rank : 0);
   const c10::ScalarType dtype =
       parse_model_dtype(config.model.dtype, config.source.string() + ": model.dtype");
 

@@ -270,7 +270,7 @@ const ErrorCase kErrorCases[] = {
     {"TpSizeBelowOne",
      "[parallel]\ntp_size = 0\n",
      "2:11",
-     {"parallel.tp_size must be >= 1, got 0"}},
+     {"parallel.tp_size must be in [1, 1024], got 0"}},
     {"PpSizeNegative",
      "[parallel]\npp_size = -2\n",
      "2:11",

@@ -9,6 +9,9 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#ifdef USE_C10D_NCCL
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
 
 #include <cstdlib>
 #include <functional>
@@ -45,16 +48,35 @@ struct Rendezvous {
       if (members[i] == rank) impl->rank = static_cast<int>(i);
     }
     if (impl->size > 1) {
-      if (options.cuda) {
-        throw Error("the NCCL backend is not built into this SDK yet; use device = \"cpu\"");
-      }
-      auto gloo_options = c10d::ProcessGroupGloo::Options::create(options.timeout);
-      gloo_options->devices.push_back(device);
-      const std::string key = str(name, "/", join(members, "_"));
-      impl->backend = c10::make_intrusive<c10d::ProcessGroupGloo>(
-          c10::make_intrusive<c10d::PrefixStore>(key, store), impl->rank, impl->size, gloo_options);
+      auto prefixed =
+          c10::make_intrusive<c10d::PrefixStore>(str(name, "/", join(members, "_")), store);
+      impl->backend = options.cuda ? nccl_backend(prefixed, impl->rank, impl->size)
+                                   : gloo_backend(prefixed, impl->rank, impl->size);
     }
     return ProcessGroup(impl);
+  }
+
+  c10::intrusive_ptr<c10d::Backend> gloo_backend(const c10::intrusive_ptr<c10d::Store>& prefixed,
+                                                 int group_rank, int group_size) const {
+    auto gloo_options = c10d::ProcessGroupGloo::Options::create(options.timeout);
+    gloo_options->devices.push_back(device);
+    return c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, group_rank, group_size,
+                                                       gloo_options);
+  }
+
+  // NCCL for CUDA ranks; compiled where the torch wheel ships NCCL, run where a GPU is.
+  c10::intrusive_ptr<c10d::Backend> nccl_backend(const c10::intrusive_ptr<c10d::Store>& prefixed,
+                                                 int group_rank, int group_size) const {
+#ifdef USE_C10D_NCCL
+    auto nccl_options = c10d::ProcessGroupNCCL::Options::create();
+    nccl_options->timeout = options.timeout;
+    return c10::make_intrusive<c10d::ProcessGroupNCCL>(prefixed, group_rank, group_size,
+                                                       nccl_options);
+#else
+    (void)prefixed, (void)group_rank, (void)group_size;
+    throw Error("this SDK was built without the NCCL backend (no NCCL in the torch wheel); "
+                "use model.device = \"cpu\"");
+#endif
   }
 
   // Members of this rank's group along one axis, in mesh order.

@@ -94,7 +94,7 @@ std::shared_ptr<Linear> make_linear(const BuildContext& ctx, int64_t in_features
     case ShardKind::kReplicate:
       return std::make_shared<ReplicatedLinear>(ctx, in_features, out_features, options);
     case ShardKind::kColumn:
-      ctx.divide_by_tp(out_features / style.fused_blocks, ctx.name_of("out_features"));
+      ctx.divide_by_tp(out_features / style.fused_blocks, ctx.name_of("out_features per block"));
       return std::make_shared<Linear1D_Col>(ctx, in_features, out_features, options, style);
     case ShardKind::kRow:
       ctx.divide_by_tp(in_features, ctx.name_of("in_features"));
