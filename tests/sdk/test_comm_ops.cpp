@@ -136,6 +136,21 @@ TEST_P(CommOps, ScatterToSlicesForwardAndGathersTheGradient) {
   }));
 }
 
+TEST(ProcessGroupP2P, SendAndRecvAlongThePipelineAxis) {
+  expect_all_ranks_passed(run_ranks(4, [&](int rank, int port) {
+    const ProcessMesh mesh(rank, {.pp = 2, .tp = 2}, local(port));
+    const ProcessGroup& pp = mesh.pp();
+    if (pp.rank() == 0) {
+      pp.send(seeded(50 + mesh.coordinate().tp, {2, 3, 8}), 1);
+    } else {
+      at::Tensor received = at::empty({2, 3, 8});
+      pp.recv_(received, 0);
+      expect_equal(received, seeded(50 + mesh.coordinate().tp, {2, 3, 8}), "received");
+    }
+    EXPECT_THROW(pp.send(at::ones({1}), pp.rank()), shardformer::Error);
+  }));
+}
+
 INSTANTIATE_TEST_SUITE_P(Ranks, CommOps, ::testing::Values(2, 4),
                          [](const auto& info) { return "tp" + std::to_string(info.param); });
 

@@ -61,6 +61,27 @@ void ProcessGroup::broadcast_(at::Tensor& tensor, int root) const {
   wait(*impl_, "broadcast", impl_->backend->broadcast(tensors, options));
 }
 
+void ProcessGroup::send(const at::Tensor& tensor, int dst, int tag) const {
+  if (dst == impl_->rank || dst < 0 || dst >= impl_->size) {
+    throw Error(str("send on group '", impl_->name, "': destination ", dst,
+                    " is not another rank of ", impl_->size));
+  }
+  impl_->stats.sends += 1;
+  impl_->stats.send_elements += tensor.numel();
+  std::vector<at::Tensor> tensors{tensor.contiguous()};
+  wait(*impl_, "send", impl_->backend->send(tensors, dst, tag));
+}
+
+void ProcessGroup::recv_(at::Tensor& tensor, int src, int tag) const {
+  if (src == impl_->rank || src < 0 || src >= impl_->size || !tensor.is_contiguous()) {
+    throw Error(str("recv on group '", impl_->name, "': source ", src, " of ", impl_->size,
+                    " into a ", tensor.is_contiguous() ? "" : "non-", "contiguous tensor"));
+  }
+  impl_->stats.recvs += 1;
+  std::vector<at::Tensor> tensors{tensor};
+  wait(*impl_, "recv", impl_->backend->recv(tensors, src, tag));
+}
+
 void ProcessGroup::barrier() const {
   if (impl_->size == 1) return;
   impl_->stats.barriers += 1;

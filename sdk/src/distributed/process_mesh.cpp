@@ -74,8 +74,9 @@ struct Rendezvous {
                                                        nccl_options);
 #else
     (void)prefixed, (void)group_rank, (void)group_size;
-    throw Error("this SDK was built without the NCCL backend (no NCCL in the torch wheel); "
-                "use model.device = \"cpu\"");
+    throw Error(
+        "this SDK was built without the NCCL backend (no NCCL in the torch wheel); "
+        "use model.device = \"cpu\"");
 #endif
   }
 

@@ -16,6 +16,7 @@ struct CommStats {
   int64_t all_reduces = 0, all_reduce_elements = 0;
   int64_t all_gathers = 0, all_gather_elements = 0;  // elements of the local input
   int64_t broadcasts = 0, barriers = 0;
+  int64_t sends = 0, send_elements = 0, recvs = 0;
 };
 
 enum class ReduceOp { kSum, kMax };
@@ -34,6 +35,10 @@ class ProcessGroup {
   // The group's tensors concatenated along `dim`, in rank order: [.., size * n, ..].
   at::Tensor all_gather(const at::Tensor& tensor, int64_t dim) const;
   void broadcast_(at::Tensor& tensor, int root) const;
+  // Point-to-point (pipeline stages): `dst` / `src` are ranks within the group; `tensor` must
+  // be contiguous, and recv_ fills a tensor of the sender's shape and dtype.
+  void send(const at::Tensor& tensor, int dst, int tag = 0) const;
+  void recv_(at::Tensor& tensor, int src, int tag = 0) const;
   void barrier() const;
 
   CommStats stats() const;
