@@ -159,6 +159,7 @@ INSTANTIATE_TEST_SUITE_P(Ranks, CommOps, ::testing::Values(2, 4),
 void expect_peer_failure_is_fast(bool kill_self) {
   const auto statuses = run_ranks(2, [&](int rank, int port) {
     const ProcessMesh mesh(rank, {.tp = 2}, local(port, std::chrono::seconds(60)));
+    mesh.world().barrier();  // both meshes are complete before rank 1 goes
     if (rank == 1) {
       if (kill_self) std::raise(SIGKILL);
       _exit(3);  // as a rank whose job threw would
