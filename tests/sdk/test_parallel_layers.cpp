@@ -1,0 +1,188 @@
+// Each tensor-parallel layer at 2 and 4 ranks against the same layer unsharded: outputs, input
+// gradients and weight gradients (gathered back to the full tensor) must be equal. Also the
+// vocab-parallel LM head with its cross-entropy against the full-vocabulary loss.
+#include "multiprocess.h"
+#include "shardformer/build_context.h"
+#include "shardformer/checkpoint.h"
+#include "shardformer/distributed/process_mesh.h"
+#include "shardformer/layers/embedding.h"
+#include "shardformer/layers/linear.h"
+#include "shardformer/losses.h"
+#include "shardformer/safetensors.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/autograd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <optional>
+
+using namespace shardformer;
+using shardformer::testing::expect_all_ranks_passed;
+using shardformer::testing::run_ranks;
+
+namespace {
+
+at::Tensor seeded(int64_t seed, at::IntArrayRef shape) {
+  auto generator = at::make_generator<at::CPUGeneratorImpl>(seed);
+  return at::randn(shape, generator);
+}
+
+// Tolerances of the quality bar: gradients atol 1e-6, outputs atol 1e-5, both rtol 1e-4.
+void expect_equal(const at::Tensor& actual, const at::Tensor& expected, const std::string& what,
+                  double atol = 1e-6) {
+  ASSERT_EQ(actual.sizes(), expected.sizes()) << what;
+  EXPECT_TRUE(at::allclose(actual, expected, 1e-4, atol))
+      << what << ": max diff " << (actual - expected).abs().max().item<double>();
+}
+
+// One rank: a private checkpoint folder with the layers' full weights, its mesh, and build
+// contexts for the unsharded layer and for the sharded one under `policy`.
+struct LayerRank {
+  LayerRank(int rank, int tp, int port, const std::map<std::string, at::Tensor>& weights,
+            Policy policy, int64_t vocab_multiple = 1)
+      : dir(std::filesystem::path(::testing::TempDir()) /
+            ("shardformer_layers_" + std::to_string(port) + "_" + std::to_string(rank))),
+        mesh(rank, {.tp = tp}, options(port)) {
+    at::set_num_threads(1);
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir / "config.json") << "{}";
+    save_safetensors(dir / "model.safetensors", weights);
+    checkpoint = std::make_unique<Checkpoint>(dir);
+    parallel.tp = &mesh.tp();
+    parallel.policy = std::move(policy);
+    parallel.config.make_vocab_size_divisible_by = vocab_multiple;
+    full.emplace(*checkpoint, at::kFloat, at::kCPU);
+    sharded.emplace(*checkpoint, at::kFloat, at::kCPU, "", &parallel);
+  }
+  ~LayerRank() { std::filesystem::remove_all(dir); }
+
+  static distributed::MeshOptions options(int port) {
+    distributed::MeshOptions o;
+    o.master_port = port;
+    return o;
+  }
+  // The sharded parameter's gradient as the full tensor.
+  at::Tensor full_grad(const std::string& name, const at::Tensor& param) const {
+    const auto& plan = *sharded->plan();
+    const auto shard = plan.find(name);
+    return shard == plan.end() ? param.grad()
+                               : gather_shard(param.grad(), shard->second, mesh.tp());
+  }
+
+  std::filesystem::path dir;
+  distributed::ProcessMesh mesh;
+  std::unique_ptr<Checkpoint> checkpoint;
+  ParallelContext parallel;
+  std::optional<BuildContext> full, sharded;  // roots: the sharded one records the plan
+};
+
+at::Tensor param(const torch::nn::Module& module, const std::string& name) {
+  return module.named_parameters()[name];
+}
+
+// Runs x through the full and the sharded linear layer, backward with the same upstream
+// gradient, and compares output, input gradient and every weight gradient.
+void check_linear(int tp, ShardStyle style, layers::LinearOptions options, bool input_split) {
+  const int64_t in = 8 * tp, out = 12 * tp;
+  const bool conv1d = options.layout == layers::WeightLayout::kConv1D;
+  std::map<std::string, at::Tensor> weights{
+      {"fc.weight", seeded(1, conv1d ? at::IntArrayRef{in, out} : at::IntArrayRef{out, in})},
+      {"fc.bias", seeded(2, {out})}};
+  expect_all_ranks_passed(run_ranks(tp, [&](int rank, int port) {
+    LayerRank r(rank, tp, port, weights, Policy({{"fc", style}}));
+    const auto full = layers::make_linear(r.full->child("fc"), in, out, options);
+    const auto sharded = layers::make_linear(r.sharded->child("fc"), in, out, options);
+    const at::Tensor x_full = seeded(3, {2, 5, in}).requires_grad_(true);  // [batch, seq, in]
+    const at::Tensor x_local =
+        (input_split ? x_full.detach().chunk(tp, -1)[rank] : x_full.detach()).requires_grad_(true);
+    const at::Tensor y_full = full->forward(x_full);  // [batch, seq, out]
+    const at::Tensor y = sharded->forward(x_local);
+    // The output columns this rank holds: its slice of each fused block, or all of them.
+    at::Tensor columns = at::arange(out);
+    if (style.kind == ShardKind::kColumn && !style.gather_output) {
+      const int64_t block = out / style.fused_blocks, piece = block / tp;
+      std::vector<at::Tensor> pieces;
+      for (int64_t b = 0; b < style.fused_blocks; ++b) {
+        pieces.push_back(at::arange(b * block + rank * piece, b * block + (rank + 1) * piece));
+      }
+      columns = at::cat(pieces);
+    }
+    expect_equal(y, y_full.detach().index_select(-1, columns), "output", 1e-5);
+    const at::Tensor upstream = seeded(4, y_full.sizes());
+    (y_full * upstream).sum().backward();
+    (y * upstream.index_select(-1, columns)).sum().backward();
+    const at::Tensor expected_x_grad =
+        input_split ? x_full.grad().chunk(tp, -1)[rank] : x_full.grad();
+    expect_equal(x_local.grad(), expected_x_grad, "input grad");
+    for (const std::string leaf : {"weight", "bias"}) {
+      expect_equal(r.full_grad("fc." + leaf, param(*sharded, leaf)), param(*full, leaf).grad(),
+                   leaf + " grad");
+    }
+  }));
+}
+
+class ParallelLayers : public ::testing::TestWithParam<int> {};
+
+}  // namespace
+
+TEST_P(ParallelLayers, Linear1DColMatchesTheFullLayer) {
+  check_linear(GetParam(), {.kind = ShardKind::kColumn}, {}, false);
+}
+
+TEST_P(ParallelLayers, Linear1DColGatherOutputMatchesTheFullLayer) {
+  check_linear(GetParam(), {.kind = ShardKind::kColumn, .gather_output = true}, {}, false);
+}
+
+TEST_P(ParallelLayers, Linear1DColFusedConv1DMatchesTheFullLayer) {
+  check_linear(GetParam(), {.kind = ShardKind::kColumn, .fused_blocks = 3},
+               {.layout = layers::WeightLayout::kConv1D}, false);
+}
+
+TEST_P(ParallelLayers, Linear1DRowWithParallelInputMatchesTheFullLayer) {
+  check_linear(GetParam(), {.kind = ShardKind::kRow}, {}, true);
+}
+
+TEST_P(ParallelLayers, Linear1DRowSplittingItsInputMatchesTheFullLayer) {
+  check_linear(GetParam(), {.kind = ShardKind::kRow, .input_is_parallel = false},
+               {.layout = layers::WeightLayout::kConv1D}, false);
+}
+
+// Embeddings: a vocabulary of 13 (divisible by no tp) with ids covering every row, and the
+// tied LM head with vocab-parallel cross-entropy against the full loss.
+void check_embedding(int tp, ShardKind kind) {
+  const int64_t vocab = 13, dim = 4 * tp;
+  const std::map<std::string, at::Tensor> weights{{"wte.weight", seeded(5, {vocab, dim})}};
+  expect_all_ranks_passed(run_ranks(tp, [&](int rank, int port) {
+    LayerRank r(rank, tp, port, weights, Policy({{"wte", ShardStyle{.kind = kind}}}));
+    const auto full = layers::make_embedding(r.full->child("wte"), vocab, dim);
+    const auto sharded = layers::make_embedding(r.sharded->child("wte"), vocab, dim);
+    const at::Tensor ids = at::arange(vocab).view({1, vocab}).repeat({2, 1});  // [2, 13]
+    const at::Tensor hidden_full = seeded(6, {2, vocab, dim}).requires_grad_(true);
+    const at::Tensor hidden = hidden_full.detach().clone().requires_grad_(true);
+    expect_equal(sharded->forward(ids), full->forward(ids).detach(), "lookup", 1e-5);
+    const at::Tensor labels =
+        at::randint(0, vocab, {2, vocab}, at::make_generator<at::CPUGeneratorImpl>(7));
+    const at::Tensor loss_full = causal_lm_loss(full->lm_logits(hidden_full, true), labels);
+    const at::Tensor loss = causal_lm_loss(sharded->lm_logits(hidden, /*gather=*/false), labels);
+    expect_equal(loss.detach(), loss_full.detach(), "loss", 1e-5);
+    const at::Tensor upstream = seeded(8, {2, vocab, dim});
+    ((full->forward(ids) * upstream).sum() + loss_full).backward();
+    ((sharded->forward(ids) * upstream).sum() + loss).backward();
+    expect_equal(hidden.grad(), hidden_full.grad(), "hidden grad");
+    expect_equal(r.full_grad("wte.weight", param(*sharded, "weight")),
+                 param(*full, "weight").grad(), "weight grad");
+  }));
+}
+
+TEST_P(ParallelLayers, VocabParallelEmbeddingAndLossMatchTheFullLayer) {
+  check_embedding(GetParam(), ShardKind::kVocab);
+}
+
+TEST_P(ParallelLayers, Embedding1DAndItsHeadMatchTheFullLayer) {
+  check_embedding(GetParam(), ShardKind::kEmbeddingDim);
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, ParallelLayers, ::testing::Values(2, 4),
+                         [](const auto& info) { return "tp" + std::to_string(info.param); });
