@@ -27,6 +27,8 @@ GPT2Config GPT2Config::from(const HFConfig& c) {
   g.n_head = c.get_int("n_head");
   g.n_inner = c.get_optional_int("n_inner").value_or(4 * g.n_embd);
   g.layer_norm_epsilon = c.get_double("layer_norm_epsilon", 1e-5);
+  g.embd_pdrop = c.get_double("embd_pdrop", 0.1);
+  g.resid_pdrop = c.get_double("resid_pdrop", 0.1);
   g.activation = layers::parse_activation(c.get_string("activation_function", "gelu_new"),
                                           c.path().string() + ": activation_function");
   g.scale_attn_weights = c.get_bool("scale_attn_weights", true);
@@ -60,6 +62,10 @@ GPT2Attention::GPT2Attention(const BuildContext& ctx, const GPT2Config& config, 
                                                           3 * config.n_embd, kConv1D));
   c_proj_ = register_module(
       "c_proj", layers::make_linear(ctx.child("c_proj"), config.n_embd, config.n_embd, kConv1D));
+  // After the row-parallel all-reduce the activation is replicated: one mask on every rank.
+  resid_dropout_ = register_module(
+      "resid_dropout",
+      std::make_shared<layers::Dropout>(ctx.child("resid_dropout"), config.resid_pdrop, false));
   scale_ = config.scale_attn_weights ? 1.0 / std::sqrt(static_cast<double>(head_dim_)) : 1.0;
   if (config.scale_attn_by_inverse_layer_idx) scale_ /= static_cast<double>(layer_idx + 1);
 }
@@ -75,7 +81,8 @@ at::Tensor GPT2Attention::forward(const at::Tensor& x, const at::Tensor& mask, K
   at::Tensor q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);
   if (cache != nullptr) std::tie(k, v) = cache->append(layer_idx_, k, v);  // [.., past + seq, ..]
   const at::Tensor out = layers::scaled_dot_product_attention(q, k, v, mask, scale_);
-  return c_proj_->forward(out.transpose(1, 2).reshape({batch, seq, -1}));  // [batch, seq, hidden]
+  return resid_dropout_->forward(
+      c_proj_->forward(out.transpose(1, 2).reshape({batch, seq, -1})));  // [batch, seq, hidden]
 }
 
 GPT2MLP::GPT2MLP(const BuildContext& ctx, const GPT2Config& config)
@@ -87,11 +94,13 @@ GPT2MLP::GPT2MLP(const BuildContext& ctx, const GPT2Config& config)
       "c_fc", layers::make_linear(ctx.child("c_fc"), config.n_embd, config.n_inner, kConv1D));
   c_proj_ = register_module(
       "c_proj", layers::make_linear(ctx.child("c_proj"), config.n_inner, config.n_embd, kConv1D));
+  dropout_ = register_module("dropout", std::make_shared<layers::Dropout>(
+                                            ctx.child("dropout"), config.resid_pdrop, false));
 }
 
 at::Tensor GPT2MLP::forward(const at::Tensor& x) {  // [batch, seq, hidden]
   const at::Tensor h = layers::apply_activation(activation_, c_fc_->forward(x));  // [.., inner/tp]
-  return c_proj_->forward(h);                                                     // [.., hidden]
+  return dropout_->forward(c_proj_->forward(h));                                  // [.., hidden]
 }
 
 GPT2Block::GPT2Block(const BuildContext& ctx, const GPT2Config& config, int64_t layer_idx) {
@@ -113,6 +122,8 @@ GPT2Model::GPT2Model(const BuildContext& ctx, const GPT2Config& config) : config
       "wte", layers::make_embedding(ctx.child("wte"), config.vocab_size, config.n_embd));
   wpe_ = register_module(
       "wpe", layers::make_embedding(ctx.child("wpe"), config.n_positions, config.n_embd));
+  drop_ = register_module(
+      "drop", std::make_shared<layers::Dropout>(ctx.child("drop"), config.embd_pdrop, false));
   auto h = register_module("h", torch::nn::ModuleList());
   const BuildContext h_ctx = ctx.child("h");
   for (int64_t i = 0; i < config.n_layer; ++i) {
@@ -141,7 +152,7 @@ at::Tensor GPT2Model::forward(const ForwardInputs& inputs) {
   }
   const at::Tensor mask =
       layers::causal_attention_mask(inputs.attention_mask, batch, seq, past, ids.device());
-  at::Tensor x = wte_->forward(ids) + wpe_->forward(positions);  // [batch, seq, hidden]
+  at::Tensor x = drop_->forward(wte_->forward(ids) + wpe_->forward(positions));  // [b, s, hidden]
   for (const auto& block : blocks_) x = block->forward(x, mask, inputs.cache);
   return ln_f_->forward(x);
 }

@@ -6,6 +6,7 @@
 #include "shardformer/build_context.h"
 #include "shardformer/hf_config.h"
 #include "shardformer/layers/activation.h"
+#include "shardformer/layers/dropout.h"
 #include "shardformer/layers/embedding.h"
 #include "shardformer/layers/layer_norm.h"
 #include "shardformer/layers/linear.h"
@@ -22,6 +23,7 @@ namespace shardformer::gpt2 {
 struct GPT2Config {
   int64_t vocab_size, n_positions, n_embd, n_layer, n_head, n_inner;
   double layer_norm_epsilon;
+  double embd_pdrop, resid_pdrop;  // applied in training mode (attn_pdrop: not yet)
   layers::Activation activation;
   bool scale_attn_weights, scale_attn_by_inverse_layer_idx;
 
@@ -41,6 +43,7 @@ class GPT2Attention : public torch::nn::Module {
   int64_t layer_idx_, num_heads_, head_dim_;  // num_heads_: this rank's (n_head / tp)
   double scale_;
   std::shared_ptr<layers::Linear> c_attn_, c_proj_;
+  std::shared_ptr<layers::Dropout> resid_dropout_;
 };
 
 class GPT2MLP : public torch::nn::Module {
@@ -51,6 +54,7 @@ class GPT2MLP : public torch::nn::Module {
  private:
   layers::Activation activation_;
   std::shared_ptr<layers::Linear> c_fc_, c_proj_;
+  std::shared_ptr<layers::Dropout> dropout_;
 };
 
 class GPT2Block : public torch::nn::Module {
@@ -77,6 +81,7 @@ class GPT2Model : public Model {
  private:
   GPT2Config config_;
   std::shared_ptr<layers::Embedding> wte_, wpe_;
+  std::shared_ptr<layers::Dropout> drop_;
   std::vector<std::shared_ptr<GPT2Block>> blocks_;
   std::shared_ptr<layers::LayerNorm> ln_f_;
 };

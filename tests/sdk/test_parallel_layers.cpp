@@ -5,6 +5,7 @@
 #include "shardformer/build_context.h"
 #include "shardformer/checkpoint.h"
 #include "shardformer/distributed/process_mesh.h"
+#include "shardformer/layers/dropout.h"
 #include "shardformer/layers/embedding.h"
 #include "shardformer/layers/linear.h"
 #include "shardformer/losses.h"
@@ -182,6 +183,27 @@ TEST_P(ParallelLayers, VocabParallelEmbeddingAndLossMatchTheFullLayer) {
 
 TEST_P(ParallelLayers, Embedding1DAndItsHeadMatchTheFullLayer) {
   check_embedding(GetParam(), ShardKind::kEmbeddingDim);
+}
+
+TEST(ParallelDropout, ReplicatedInputsDropTheSameElementsParallelInputsDoNot) {
+  expect_all_ranks_passed(run_ranks(2, [&](int rank, int port) {
+    LayerRank r(rank, 2, port, {{"unused", at::zeros({1})}}, Policy());
+    layers::Dropout replicated(r.sharded->child("drop_a"), 0.25, /*parallel_input=*/false);
+    layers::Dropout parallel(r.sharded->child("drop_b"), 0.25, /*parallel_input=*/true);
+    layers::Dropout other(r.sharded->child("drop_c"), 0.25, /*parallel_input=*/false);
+    const at::Tensor x = at::ones({64, 64});
+    const at::Tensor a = replicated.forward(x), b = parallel.forward(x), c = other.forward(x);
+    const double dropped = (a == 0).to(at::kDouble).mean().item<double>();
+    EXPECT_NEAR(dropped, 0.25, 0.03);
+    EXPECT_TRUE(at::allclose(a.masked_select(a != 0), at::full({1}, 1.0 / 0.75)));
+    const at::Tensor a_all = r.mesh.tp().all_gather(a.unsqueeze(0), 0);  // [tp, 64, 64]
+    const at::Tensor b_all = r.mesh.tp().all_gather(b.unsqueeze(0), 0);
+    EXPECT_TRUE(at::equal(a_all[0], a_all[1])) << "replicated input: masks differ across ranks";
+    EXPECT_FALSE(at::equal(b_all[0], b_all[1])) << "parallel input: masks equal across ranks";
+    EXPECT_FALSE(at::equal(a, c)) << "two modules share one stream";
+    replicated.eval();
+    EXPECT_TRUE(at::equal(replicated.forward(x), x));
+  }));
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, ParallelLayers, ::testing::Values(2, 4),

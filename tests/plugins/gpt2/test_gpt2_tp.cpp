@@ -121,6 +121,20 @@ TEST(Gpt2TensorParallelComm, OneForwardAllReducesTwicePerBlockPlusTheEmbedding) 
   }));
 }
 
+TEST(Gpt2TensorParallelDropout, TrainingDropsTheSameElementsOnEveryRank) {
+  expect_all_ranks_passed(run_ranks(2, [&](int rank, int port) {
+    const shardformer::testing::Gpt2Fixture f;
+    Rank r(rank, 2, port);
+    const auto model = f.build("GPT2LMHeadModel", &r.parallel);
+    model->train();
+    const at::Tensor logits = f.forward(*model);  // [batch, seq, vocab], dropout active
+    EXPECT_FALSE(at::allclose(logits, f.ref("forward_logits"), 1e-3, 1e-3)) << "no dropout";
+    // Replicated activations must stay replicated: every rank ends with the same logits.
+    const at::Tensor all = r.mesh.tp().all_gather(logits.unsqueeze(0), 0);
+    EXPECT_TRUE(at::equal(all[0], all[1])) << "ranks drew different dropout masks";
+  }));
+}
+
 TEST(Gpt2TensorParallelPolicy, JobOverrideKeepingTheMlpReplicatedStillMatchesHF) {
   expect_all_ranks_passed(run_ranks(2, [&](int rank, int port) {
     const shardformer::testing::Gpt2Fixture f;

@@ -60,6 +60,7 @@ struct ShardConfig {
   bool enable_tensor_parallelism = true;      // false: tp ranks hold whole replicas
   int64_t make_vocab_size_divisible_by = 64;  // vocab padded to a multiple of this x tp
   bool parallel_output = true;  // the LM loss uses vocab-parallel cross-entropy on local logits
+  uint64_t seed = 1234;         // dropout streams derive from it (same on every rank)
 };
 
 // What a model is built with on one rank of a tensor-parallel group.
