@@ -13,6 +13,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
+#include <csignal>
 #include <cstdlib>
 #include <functional>
 #include <vector>
@@ -147,6 +148,9 @@ ProcessMesh::ProcessMesh(int rank, MeshShape shape, const MeshOptions& options)
     throw Error(str("rank ", rank, " is outside a mesh of ", shape.world_size(), " ranks"));
   }
   if (shape.world_size() == 1) return;
+  // A peer that dies closes its sockets; writing to one must fail the collective with an
+  // error, not kill this process with SIGPIPE (Python, PyTorch's usual host, ignores it too).
+  std::signal(SIGPIPE, SIG_IGN);
   Rendezvous r{rank, shape, options, connect_store(rank, shape, options), nullptr};
   r.device = gloo_device(options);
   std::vector<int64_t> everyone;
