@@ -16,6 +16,7 @@
 #include <sys/resource.h>
 #include <torch/cuda.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
@@ -57,6 +58,24 @@ void inject_test_failure(int rank) {
   const char* mode = std::getenv("SHARDFORMER_TEST_FAIL_MODE");
   if (mode != nullptr && std::string(mode) == "kill") std::raise(SIGKILL);
   throw Error(str("injected failure on rank ", rank, " (SHARDFORMER_TEST_FAIL_RANK)"));
+}
+
+// A [[shard.policy]] override that matches no module of the model is most likely a typo.
+void warn_unmatched_overrides(const JobConfig& config, const Model& model) {
+  std::vector<std::string> modules;
+  for (const auto& item : model.named_parameters()) {
+    const std::string& name = item.key();
+    modules.push_back(name.substr(0, name.rfind('.')));
+  }
+  for (const PolicyOverride& o : config.shard.policy) {
+    const bool used = std::any_of(modules.begin(), modules.end(), [&](const std::string& path) {
+      return Policy::matches(o.module, path);
+    });
+    if (!used) {
+      log::warn(str(config.source.string(), ": [[shard.policy]] module '", o.module,
+                    "' matches no module of the model"));
+    }
+  }
 }
 
 ParallelContext parallel_context(const JobConfig& config, const distributed::ProcessMesh& mesh) {
@@ -236,6 +255,7 @@ void run_job(const JobConfig& config, const PluginRegistry& registry,
     const std::shared_ptr<Model> model = registry.create_model(args);
     log::info(str("model built in ", seconds_since(start), " s (", c10::toString(dtype), ", ",
                   device.str(), ", tp ", world, "); RSS ", rss_mib().first, " MiB"));
+    if (parallel) warn_unmatched_overrides(config, *model);
     if (parallel && parallel->tensor_parallel() && model->sharding().empty()) {
       log::warn(
           str("plugin '", plugin.name, "' split no parameter: every rank holds the whole model"));
