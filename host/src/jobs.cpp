@@ -221,14 +221,13 @@ void run_job(const JobConfig& config, const PluginRegistry& registry,
     const int cores = static_cast<int>(std::thread::hardware_concurrency());
     at::set_num_threads(std::max(1, cores / std::max(1, rank_env->local_world_size)));
   }
-  const c10::Device device = job_device(config, rank_env ? rank_env->local_rank : 0);
-  const c10::ScalarType dtype =
-      parse_model_dtype(config.model.dtype, config.source.string() + ": model.dtype");
-
   // The mesh outlives the error handler below: a failing rank records its error before its
   // connections close, so the launcher can tell the cause from its peers' broken collectives.
   std::unique_ptr<distributed::ProcessMesh> mesh;
   try {
+    const c10::Device device = job_device(config, rank_env ? rank_env->local_rank : 0);
+    const c10::ScalarType dtype =
+        parse_model_dtype(config.model.dtype, config.source.string() + ": model.dtype");
     std::optional<ParallelContext> parallel;
     if (world > 1) {
       distributed::MeshOptions options;
