@@ -14,10 +14,6 @@
 #include <boost/dll/runtime_symbol_info.hpp>
 #include <boost/program_options.hpp>
 
-#include <unistd.h>
-
-#include <cstdlib>
-#include <fstream>
 #include <iostream>
 #include <optional>
 

@@ -26,7 +26,9 @@ struct ModelArgs {
   std::string architecture;  // one of the family's architectures()
   c10::ScalarType dtype = c10::kFloat;
   c10::Device device = c10::kCPU;
-  const ParallelContext* parallel = nullptr;  // null: one rank; outlives the model
+  // null: one rank. Needed during construction only; the process groups it points to must
+  // outlive the model (layers keep those pointers).
+  const ParallelContext* parallel = nullptr;
 };
 
 struct ForwardInputs {
