@@ -10,7 +10,8 @@ import torch
 from safetensors.torch import save_file
 from transformers import GPT2LMHeadModel, GPT2Model
 
-FORWARD_BATCH = [[5, 17, 301, 44, 9, 1000, 3], [7, 8, 9, 10], [42]]
+# Four rows, so pipeline tests can split the batch into 1 to 4 micro-batches.
+FORWARD_BATCH = [[5, 17, 301, 44, 9, 1000, 3], [7, 8, 9, 10], [42], [900, 901, 902, 903, 904, 905]]
 GENERATE_PROMPTS = [[11, 22, 33, 44, 55], [600, 7], [1, 2, 3]]
 MAX_NEW_TOKENS = 10
 

@@ -7,10 +7,11 @@ import pathlib
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 
-# Odd sizes on purpose: the vocabulary (1013) divides by no tensor-parallel size, and 3 layers
-# split unevenly over 2 pipeline stages. A wide init (0.2) makes greedy decoding vary from
-# step to step, so a wrong cache or position shows up in the generated tokens.
-TINY = dict(vocab_size=1013, n_positions=64, n_embd=64, n_layer=3, n_head=4,
+# Odd sizes on purpose: the vocabulary (1013) divides by no tensor-parallel size, and 8 layers
+# split evenly over 2, 4 and 8 pipeline pieces but unevenly over 3 or 6. A wide init (0.2)
+# makes greedy decoding vary from step to step, so a wrong cache or position shows up in the
+# generated tokens.
+TINY = dict(vocab_size=1013, n_positions=64, n_embd=64, n_layer=8, n_head=4,
             bos_token_id=1012, eos_token_id=1012, initializer_range=0.2)
 
 

@@ -27,8 +27,9 @@ constexpr int64_t kNoMax = std::numeric_limits<int64_t>::max();
 constexpr int64_t kMaxNewTokens = 1000000;
 constexpr int64_t kMaxRanks = 1024;  // per parallel axis
 constexpr size_t kMaxSuggestionEdits = 2;
-constexpr std::array<std::string_view, 8> kSections = {"model",   "parallel", "shard",   "job",
-                                                       "forward", "generate", "plugins", "log"};
+constexpr std::array<std::string_view, 9> kSections = {
+    "model", "parallel", "pipeline", "shard", "job", "forward", "generate", "plugins", "log"};
+const Names kSchedules = {"gpipe", "1f1b", "interleaved"};
 const Names kDtypes = {"float32", "float16", "bfloat16", "float64"};
 const Names kDevices = {"cpu", "cuda"};
 const Names kLogLevels = {"trace", "debug", "info", "warn", "error", "off"};
@@ -190,6 +191,18 @@ TokenLists checked_token_lists(const Source& source, const toml::node& node,
   return lists;
 }
 
+// Non-empty array of integers in [min, max].
+std::vector<int64_t> checked_integers(const Source& source, const toml::node& node,
+                                      const std::string& label, int64_t min, int64_t max) {
+  const auto& items = typed<toml::array>(source, node, label);
+  if (items.empty()) fail(source, node.source().begin, str(label, " must not be empty"));
+  std::vector<int64_t> values;
+  for (size_t i = 0; i < items.size(); ++i) {
+    values.push_back(checked_integer(source, items[i], str(label, "[", i, "]"), min, max));
+  }
+  return values;
+}
+
 // One [section]: checked for unknown keys on construction, then read key by key. A missing
 // section reads as an empty one.
 class SectionReader {
@@ -261,6 +274,12 @@ class SectionReader {
       return checked_paths(source_, node, label);
     });
   }
+  std::optional<std::vector<int64_t>> integers(std::string_view key, int64_t min,
+                                               int64_t max) const {
+    return read(key, [&](const toml::node& node, const std::string& label) {
+      return checked_integers(source_, node, label, min, max);
+    });
+  }
   std::optional<TokenLists> token_lists(std::string_view key) const {
     return read(key, [&](const toml::node& node, const std::string& label) {
       return checked_token_lists(source_, node, label);
@@ -318,13 +337,15 @@ void check_sections(const Source& source, const toml::table& root) {
 
 // Every section's reader; building them reports unknown keys before any value is read.
 struct Sections {
-  SectionReader model, parallel, shard, job, forward, generate, plugins, log;
+  SectionReader model, parallel, pipeline, shard, job, forward, generate, plugins, log;
 };
 
 Sections open_sections(const Source& source, const toml::table& root) {
   return Sections{
       SectionReader(source, root, "model", {"path", "dtype", "device"}),
       SectionReader(source, root, "parallel", {"tp_size", "pp_size", "dp_size", "timeout_seconds"}),
+      SectionReader(source, root, "pipeline",
+                    {"schedule", "num_microbatches", "num_model_chunks", "layers_per_stage"}),
       SectionReader(source, root, "shard",
                     {"enable_tensor_parallelism", "make_vocab_size_divisible_by", "parallel_output",
                      "policy"}),
@@ -353,6 +374,18 @@ ParallelSection read_parallel(const SectionReader& reader) {
   parallel.timeout_seconds =
       reader.integer("timeout_seconds", 1, 86400).value_or(parallel.timeout_seconds);
   return parallel;
+}
+
+PipelineSection read_pipeline(const SectionReader& reader) {
+  PipelineSection pipeline;
+  pipeline.schedule = reader.choice("schedule", kSchedules).value_or(pipeline.schedule);
+  pipeline.num_microbatches =
+      reader.integer("num_microbatches", 1, 1 << 20).value_or(pipeline.num_microbatches);
+  pipeline.num_model_chunks = reader.integer("num_model_chunks", 1, 64)
+                                  .value_or(pipeline.schedule == "interleaved" ? 2 : 1);
+  pipeline.layers_per_stage =
+      reader.integers("layers_per_stage", 1, 1 << 20).value_or(pipeline.layers_per_stage);
+  return pipeline;
 }
 
 ShardSection read_shard(const SectionReader& reader) {
@@ -461,6 +494,7 @@ JobConfig parse_job_config(const std::string& text, const std::filesystem::path&
   config.source = source;
   config.model = read_model(sections.model);
   config.parallel = read_parallel(sections.parallel);
+  config.pipeline = read_pipeline(sections.pipeline);
   config.shard = read_shard(sections.shard);
   config.mode = read_mode(sections.job);
   config.forward = read_forward(sections.forward);

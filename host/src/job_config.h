@@ -24,6 +24,17 @@ struct ParallelSection {
   int64_t timeout_seconds = 120;  // rendezvous and collective limit
 };
 
+// How a pipeline (pp_size > 1) splits the model and schedules micro-batches.
+struct PipelineSection {
+  std::string schedule = "1f1b";  // gpipe | 1f1b | interleaved
+  // Micro-batches per batch; 0: min(batch, pp_size) (interleaved: pp_size).
+  int64_t num_microbatches = 0;
+  int64_t num_model_chunks = 1;  // virtual stages per stage (interleaved: >= 2, default 2)
+  // Layers of each piece in model order (pp_size x num_model_chunks entries); empty: an even
+  // split with the remainder on the middle pieces.
+  std::vector<int64_t> layers_per_stage;
+};
+
 // One [[shard.policy]] entry: overrides the plugin's rule for the modules it matches.
 struct PolicyOverride {
   std::string module;               // dotted path pattern, "*" = one component
@@ -68,6 +79,7 @@ struct JobConfig {
   std::filesystem::path source;  // the file read, or a name such as "<embedded>"
   ModelSection model;
   ParallelSection parallel;
+  PipelineSection pipeline;
   ShardSection shard;
   JobMode mode = JobMode::kGenerate;
   ForwardSection forward;

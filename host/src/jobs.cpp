@@ -7,6 +7,8 @@
 #include "shardformer/error.h"
 #include "shardformer/generation.h"
 #include "shardformer/log.h"
+#include "shardformer/pipeline/pipeline_generate.h"
+#include "shardformer/pipeline/pipeline_runner.h"
 #include "shardformer/safetensors.h"
 #include "shardformer/strings.h"
 
@@ -116,6 +118,49 @@ std::string architecture_of(const Checkpoint& checkpoint) {
   return architectures.front();
 }
 
+// This rank's pipeline stage: the model's layers split as [pipeline] says. Errors name the
+// config file.
+PipelineStageManager stage_manager(const JobConfig& config, const Checkpoint& checkpoint,
+                                   int64_t stage) {
+  const PipelineSection& p = config.pipeline;
+  const std::optional<int64_t> layers = checkpoint.config().num_hidden_layers();
+  if (!layers) {
+    throw ConfigError(
+        str(checkpoint.config().path().string(),
+            ": no layer count (num_hidden_layers, n_layer, num_layers) to split over ",
+            "parallel.pp_size = ", config.parallel.pp_size, " stages"));
+  }
+  try {
+    std::optional<std::vector<int64_t>> list;
+    if (!p.layers_per_stage.empty()) list = p.layers_per_stage;
+    return PipelineStageManager(config.parallel.pp_size, stage, *layers, p.num_model_chunks, list);
+  } catch (const ConfigError& e) {
+    throw ConfigError(str(config.source.string(), ": [pipeline] ", e.what()));
+  }
+}
+
+// The runner options of [pipeline] for a batch of `batch` sequences.
+pipeline::PipelineOptions pipeline_options(const JobConfig& config, int64_t batch) {
+  const PipelineSection& p = config.pipeline;
+  pipeline::PipelineOptions options;
+  options.schedule = pipeline::parse_schedule(p.schedule);
+  const int64_t pp = config.parallel.pp_size;
+  options.num_microbatches = p.num_microbatches > 0 ? p.num_microbatches
+                             : options.schedule == pipeline::ScheduleKind::kInterleaved
+                                 ? pp
+                                 : std::min(batch, pp);
+  try {
+    pipeline::check_schedule(options.schedule, {pp, options.num_microbatches, p.num_model_chunks});
+  } catch (const ConfigError& e) {
+    throw ConfigError(str(config.source.string(), ": [pipeline] ", e.what()));
+  }
+  if (options.num_microbatches > batch) {
+    throw ConfigError(str(config.source.string(), ": [pipeline] num_microbatches = ",
+                          options.num_microbatches, " exceeds the batch of ", batch, " sequences"));
+  }
+  return options;
+}
+
 // Right-pads token-id lists into input_ids and attention_mask [batch, max_len].
 std::pair<at::Tensor, at::Tensor> right_pad(const std::vector<std::vector<int64_t>>& sequences,
                                             int64_t pad_token_id) {
@@ -145,7 +190,9 @@ void check_token_ids(const std::vector<std::vector<int64_t>>& sequences, int64_t
   }
 }
 
-void run_forward(const JobConfig& config, Model& model, bool writer, std::ostream& out) {
+// pp: the pipeline group when the model is a pipeline stage, else null.
+void run_forward(const JobConfig& config, Model& model, const distributed::ProcessGroup* pp,
+                 bool writer, std::ostream& out) {
   const ForwardSection& f = config.forward;
   check_token_ids(f.input_ids, model.shape().vocab_size, "forward.input_ids");
   size_t longest = 0;
@@ -158,10 +205,14 @@ void run_forward(const JobConfig& config, Model& model, bool writer, std::ostrea
   auto [ids, mask] = right_pad(f.input_ids, 0);
   const c10::Device device = model.parameters().front().device();
   const auto start = Clock::now();
+  const ForwardInputs inputs{.input_ids = ids.to(device), .attention_mask = mask.to(device)};
   at::Tensor output;
-  {
+  if (pp != nullptr) {
+    pipeline::PipelineRunner runner(model, *pp, pipeline_options(config, ids.size(0)));
+    output = runner.forward(inputs);  // defined on the last stage
+  } else {
     torch::NoGradGuard no_grad;
-    output = model.forward(ForwardInputs{ids.to(device), mask.to(device), {}, nullptr});
+    output = model.forward(inputs);
   }
   const double elapsed = seconds_since(start);
   if (!writer) return;
@@ -171,8 +222,8 @@ void run_forward(const JobConfig& config, Model& model, bool writer, std::ostrea
       << " written to " << f.output.string() << " (" << elapsed * 1e3 << " ms)\n";
 }
 
-void run_generate(const JobConfig& config, const Checkpoint& checkpoint, Model& model, bool writer,
-                  std::ostream& out) {
+void run_generate(const JobConfig& config, const Checkpoint& checkpoint, Model& model,
+                  const distributed::ProcessGroup* pp, bool writer, std::ostream& out) {
   const GenerateSection& g = config.generate;
   const HFConfig& hf = checkpoint.config();
   GenerationConfig generation;
@@ -185,7 +236,9 @@ void run_generate(const JobConfig& config, const Checkpoint& checkpoint, Model& 
       hf.get_optional_int("pad_token_id").value_or(generation.eos_token_id.value_or(0)));
 
   const auto start = Clock::now();
-  const GenerationResult result = greedy_generate(model, g.prompts, generation);
+  const GenerationResult result =
+      pp != nullptr ? pipeline::pipeline_greedy_generate(model, *pp, g.prompts, generation)
+                    : greedy_generate(model, g.prompts, generation);
   const double elapsed = seconds_since(start);
   int64_t produced = 0;
   for (size_t i = 0; i < result.new_tokens.size(); ++i) {
@@ -200,10 +253,10 @@ void run_generate(const JobConfig& config, const Checkpoint& checkpoint, Model& 
 
 int64_t job_world_size(const JobConfig& config) {
   const ParallelSection& p = config.parallel;
-  if (p.pp_size > 1 || p.dp_size > 1) {
-    throw ConfigError(str(config.source.string(), ": parallel.pp_size = ", p.pp_size,
-                          ", dp_size = ", p.dp_size,
-                          ": this version runs tensor parallelism only (pp_size = dp_size = 1)"));
+  if (p.dp_size > 1) {
+    throw ConfigError(
+        str(config.source.string(), ": parallel.dp_size = ", p.dp_size,
+            ": this version runs tensor and pipeline parallelism only (dp_size = 1)"));
   }
   return p.tp_size * p.pp_size * p.dp_size;
 }
@@ -214,8 +267,8 @@ void run_job(const JobConfig& config, const PluginRegistry& registry,
   const int rank = rank_env ? rank_env->rank : 0;
   if ((world > 1 && !rank_env) || (rank_env && rank_env->world_size != world)) {
     throw ConfigError(str(config.source.string(), ": the job needs ", world, " ranks (tp_size ",
-                          config.parallel.tp_size, ") but ", rank_env ? rank_env->world_size : 1,
-                          " were started"));
+                          config.parallel.tp_size, " x pp_size ", config.parallel.pp_size, ") but ",
+                          rank_env ? rank_env->world_size : 1, " were started"));
   }
   if (rank_env) {  // ranks of one machine share its cores
     const int cores = static_cast<int>(std::thread::hardware_concurrency());
@@ -236,7 +289,9 @@ void run_job(const JobConfig& config, const PluginRegistry& registry,
       options.timeout = std::chrono::seconds(config.parallel.timeout_seconds);
       options.cuda = device.is_cuda();
       mesh = std::make_unique<distributed::ProcessMesh>(
-          rank, distributed::MeshShape{.tp = config.parallel.tp_size}, options);
+          rank,
+          distributed::MeshShape{.pp = config.parallel.pp_size, .tp = config.parallel.tp_size},
+          options);
       parallel = parallel_context(config, *mesh);
     }
 
@@ -250,10 +305,23 @@ void run_job(const JobConfig& config, const PluginRegistry& registry,
                   checkpoint.total_numel(), " parameters in ", checkpoint.files().size(),
                   " file(s); served by plugin '", plugin.name, "' ", plugin.version));
 
+    std::optional<PipelineStageManager> stages;
+    const bool pipelined = config.parallel.pp_size > 1;
+    if (pipelined) {
+      stages = stage_manager(config, checkpoint, mesh->coordinate().pp);
+      parallel->pipeline = &*stages;
+      const LayerRange first = stages->layers(0);
+      log::info(str("pipeline stage ", stages->stage(), " of ", stages->num_stages(), ": layers [",
+                    first.begin, ", ", first.end, ")",
+                    stages->num_chunks() > 1
+                        ? str(" and ", stages->num_chunks() - 1, " more chunks")
+                        : std::string()));
+    }
     ModelArgs args{&checkpoint, architecture, dtype, device, parallel ? &*parallel : nullptr};
     const std::shared_ptr<Model> model = registry.create_model(args);
     log::info(str("model built in ", seconds_since(start), " s (", c10::toString(dtype), ", ",
-                  device.str(), ", tp ", world, "); RSS ", rss_mib().first, " MiB"));
+                  device.str(), ", tp ", config.parallel.tp_size, ", pp ", config.parallel.pp_size,
+                  "); RSS ", rss_mib().first, " MiB"));
     if (parallel) warn_unmatched_overrides(config, *model);
     if (parallel && parallel->tensor_parallel() && model->sharding().empty()) {
       log::warn(
@@ -261,10 +329,14 @@ void run_job(const JobConfig& config, const PluginRegistry& registry,
     }
     inject_test_failure(rank);
 
-    const bool writer = rank == 0;
+    // Every stage ends generation with the tokens; only the last one has forward's output.
+    const distributed::ProcessGroup* pp = pipelined ? &mesh->pp() : nullptr;
+    const bool first_tp_rank = !mesh || mesh->coordinate().tp == 0;
     switch (config.mode) {
-      case JobMode::kForward: run_forward(config, *model, writer, out); break;
-      case JobMode::kGenerate: run_generate(config, checkpoint, *model, writer, out); break;
+      case JobMode::kForward:
+        run_forward(config, *model, pp, first_tp_rank && (!stages || stages->is_last_stage()), out);
+        break;
+      case JobMode::kGenerate: run_generate(config, checkpoint, *model, pp, rank == 0, out); break;
     }
   } catch (const std::exception& e) {
     record_rank_error(e.what());

@@ -17,11 +17,13 @@
 #include <array>
 #include <cerrno>
 #include <charconv>
+#include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string_view>
@@ -522,22 +524,31 @@ RankErrorFolder::~RankErrorFolder() {
   std::filesystem::remove_all(path_, ignored);
 }
 
+// Each record is "<steady-clock ns> <message>": the machine-wide monotonic clock orders
+// records made milliseconds apart, which file modification times (kernel ticks) cannot.
 std::string RankErrorFolder::first_error() const {
-  std::optional<std::filesystem::directory_entry> first;
+  std::string first;
+  int64_t first_ns = std::numeric_limits<int64_t>::max();
   for (const auto& entry : std::filesystem::directory_iterator(path_)) {
-    if (!first || entry.last_write_time() < first->last_write_time()) first = entry;
+    std::ifstream in(entry.path());
+    int64_t ns = 0;
+    std::string message;
+    if (!(in >> ns) || !std::getline(in >> std::ws, message) || ns >= first_ns) continue;
+    first_ns = ns;
+    first = "rank " + entry.path().filename().string() + ": " + message;
   }
-  if (!first) return "";
-  std::string message;
-  std::getline(std::ifstream(first->path()), message);
-  return "rank " + first->path().filename().string() + ": " + message;
+  return first;
 }
 
 void record_rank_error(const std::string& message) {
   const char* dir = std::getenv(kErrorDirVariable);
   const char* rank = std::getenv("RANK");
   if (dir == nullptr || rank == nullptr) return;
-  std::ofstream(std::filesystem::path(dir) / rank) << message.substr(0, message.find('\n')) << "\n";
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::steady_clock::now().time_since_epoch())
+                      .count();
+  std::ofstream(std::filesystem::path(dir) / rank)
+      << ns << " " << message.substr(0, message.find('\n')) << "\n";
 }
 
 }  // namespace shardformer::host

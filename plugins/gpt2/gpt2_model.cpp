@@ -116,26 +116,36 @@ at::Tensor GPT2Block::forward(const at::Tensor& x, const at::Tensor& mask, KVCac
   return h + mlp_->forward(ln_2_->forward(h));
 }
 
-GPT2Model::GPT2Model(const BuildContext& ctx, const GPT2Config& config) : config_(config) {
-  set_sharding(ctx.plan());
-  wte_ = register_module(
-      "wte", layers::make_embedding(ctx.child("wte"), config.vocab_size, config.n_embd));
-  wpe_ = register_module(
-      "wpe", layers::make_embedding(ctx.child("wpe"), config.n_positions, config.n_embd));
-  drop_ = register_module(
-      "drop", std::make_shared<layers::Dropout>(ctx.child("drop"), config.embd_pdrop, false));
-  auto h = register_module("h", torch::nn::ModuleList());
-  const BuildContext h_ctx = ctx.child("h");
-  for (int64_t i = 0; i < config.n_layer; ++i) {
-    blocks_.push_back(std::make_shared<GPT2Block>(h_ctx.child(i), config, i));
-    h->push_back(blocks_.back());
+GPT2Model::GPT2Model(const BuildContext& ctx, const GPT2Config& config, bool tied_head)
+    : config_(config) {
+  bind(ctx);
+  const bool first = ctx.builds_first_piece(), last = ctx.builds_last_piece();
+  if (first || (tied_head && last)) {
+    wte_ = register_module(
+        "wte", layers::make_embedding(ctx.child("wte"), config.vocab_size, config.n_embd));
   }
-  ln_f_ = register_module("ln_f", layer_norm(ctx.child("ln_f"), config));
+  if (first) {
+    wpe_ = register_module(
+        "wpe", layers::make_embedding(ctx.child("wpe"), config.n_positions, config.n_embd));
+    drop_ = register_module(
+        "drop", std::make_shared<layers::Dropout>(ctx.child("drop"), config.embd_pdrop, false));
+  }
+  // Blocks keep their global index as their name (h.5 on a stage holding layers 4 to 7).
+  auto h = register_module("h", std::make_shared<torch::nn::Module>());
+  const BuildContext h_ctx = ctx.child("h");
+  for (const LayerRange& range : ctx.layer_ranges(config.n_layer)) {
+    auto& chunk = chunks_.emplace_back();
+    for (int64_t i = range.begin; i < range.end; ++i) {
+      chunk.push_back(h->register_module(std::to_string(i),
+                                         std::make_shared<GPT2Block>(h_ctx.child(i), config, i)));
+    }
+  }
+  if (last) ln_f_ = register_module("ln_f", layer_norm(ctx.child("ln_f"), config));
 }
 
 ModelShape GPT2Model::shape() const {
   return ModelShape{.num_layers = config_.n_layer,
-                    .num_heads = blocks_.front()->num_heads(),
+                    .num_heads = chunks_.front().front()->num_heads(),
                     .head_dim = config_.head_dim(),
                     .hidden_size = config_.n_embd,
                     .vocab_size = config_.vocab_size,
@@ -145,31 +155,41 @@ ModelShape GPT2Model::shape() const {
 at::Tensor GPT2Model::forward(const ForwardInputs& inputs) {
   const at::Tensor& ids = inputs.input_ids;  // [batch, seq]
   const int64_t batch = ids.size(0), seq = ids.size(1);
-  const int64_t past = inputs.cache ? inputs.cache->length() : 0;
+  const auto& blocks = chunks_.at(inputs.chunk);
+  const int64_t past = inputs.cache ? inputs.cache->length(blocks.front()->layer_idx()) : 0;
   at::Tensor positions = inputs.position_ids;
   if (!positions.defined()) {
     positions = at::arange(past, past + seq, ids.options()).unsqueeze(0);  // [1, seq]
   }
   const at::Tensor mask =
       layers::causal_attention_mask(inputs.attention_mask, batch, seq, past, ids.device());
-  at::Tensor x = drop_->forward(wte_->forward(ids) + wpe_->forward(positions));  // [b, s, hidden]
-  for (const auto& block : blocks_) x = block->forward(x, mask, inputs.cache);
-  return ln_f_->forward(x);
+  at::Tensor x;  // [batch, seq, hidden]
+  if (starts_model(inputs.chunk)) {
+    x = drop_->forward(wte_->forward(ids) + wpe_->forward(positions));
+  } else {
+    x = inputs.hidden_states;
+    if (!x.defined()) throw Error("GPT-2 pipeline stage: no hidden_states from the previous stage");
+  }
+  for (const auto& block : blocks) x = block->forward(x, mask, inputs.cache);
+  return ends_model(inputs.chunk) ? ln_f_->forward(x) : x;
 }
 
 GPT2LMHeadModel::GPT2LMHeadModel(const BuildContext& ctx, const GPT2Config& config)
     : parallel_output_(ctx.tensor_parallel() && ctx.parallel()->config.parallel_output) {
-  set_sharding(ctx.plan());
-  transformer_ =
-      register_module("transformer", std::make_shared<GPT2Model>(ctx.child("transformer"), config));
+  bind(ctx);
+  transformer_ = register_module(
+      "transformer",
+      std::make_shared<GPT2Model>(ctx.child("transformer"), config, /*tied_head=*/true));
 }
 
 at::Tensor GPT2LMHeadModel::forward(const ForwardInputs& inputs) {
   const at::Tensor hidden = transformer_->forward(inputs);  // [batch, seq, hidden]
+  if (!ends_model(inputs.chunk)) return hidden;
   return transformer_->token_embedding().lm_logits(hidden, /*gather=*/true).logits;
 }
 
 at::Tensor GPT2LMHeadModel::lm_loss(const ForwardInputs& inputs, const at::Tensor& labels) {
+  if (!ends_model(inputs.chunk)) throw Error("GPT-2: lm_loss runs on the last pipeline piece");
   if (!parallel_output_) return Model::lm_loss(inputs, labels);
   const at::Tensor hidden = transformer_->forward(inputs);  // [batch, seq, hidden]
   return causal_lm_loss(transformer_->token_embedding().lm_logits(hidden, /*gather=*/false),

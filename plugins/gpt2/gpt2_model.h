@@ -12,8 +12,6 @@
 #include "shardformer/layers/linear.h"
 #include "shardformer/model.h"
 
-#include <torch/nn/modules/container/modulelist.h>
-
 #include <memory>
 #include <vector>
 
@@ -38,6 +36,7 @@ class GPT2Attention : public torch::nn::Module {
   // x [batch, seq, hidden]; mask from layers::causal_attention_mask -> [batch, seq, hidden]
   at::Tensor forward(const at::Tensor& x, const at::Tensor& mask, KVCache* cache);
   int64_t num_heads() const { return num_heads_; }
+  int64_t layer_idx() const { return layer_idx_; }
 
  private:
   int64_t layer_idx_, num_heads_, head_dim_;  // num_heads_: this rank's (n_head / tp)
@@ -62,6 +61,7 @@ class GPT2Block : public torch::nn::Module {
   GPT2Block(const BuildContext& ctx, const GPT2Config& config, int64_t layer_idx);
   at::Tensor forward(const at::Tensor& x, const at::Tensor& mask, KVCache* cache);
   int64_t num_heads() const { return attn_->num_heads(); }
+  int64_t layer_idx() const { return attn_->layer_idx(); }
 
  private:
   std::shared_ptr<layers::LayerNorm> ln_1_, ln_2_;
@@ -69,10 +69,12 @@ class GPT2Block : public torch::nn::Module {
   std::shared_ptr<GPT2MLP> mlp_;
 };
 
-// HF GPT2Model: embeddings, blocks, final norm. Its output is the last hidden state.
+// HF GPT2Model: embeddings, blocks, final norm. Its output is the last hidden state. As a
+// pipeline stage it holds its chunks' blocks, the embeddings on the first stage and ln_f on
+// the last (with tied_head, wte there too, as the LM head).
 class GPT2Model : public Model {
  public:
-  GPT2Model(const BuildContext& ctx, const GPT2Config& config);
+  GPT2Model(const BuildContext& ctx, const GPT2Config& config, bool tied_head = false);
   at::Tensor forward(const ForwardInputs& inputs) override;  // [batch, seq, hidden]
   ModelShape shape() const override;
   std::string output_name() const override { return "last_hidden_state"; }
@@ -82,7 +84,7 @@ class GPT2Model : public Model {
   GPT2Config config_;
   std::shared_ptr<layers::Embedding> wte_, wpe_;
   std::shared_ptr<layers::Dropout> drop_;
-  std::vector<std::shared_ptr<GPT2Block>> blocks_;
+  std::vector<std::vector<std::shared_ptr<GPT2Block>>> chunks_;  // this stage's, per chunk
   std::shared_ptr<layers::LayerNorm> ln_f_;
 };
 

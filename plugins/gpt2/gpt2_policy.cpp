@@ -1,5 +1,6 @@
 // GPT-2's tensor-parallel policy (Megatron's split): per block two all-reduces in the forward
-// pass (attention output, MLP output), the vocabulary split across ranks with the tied head.
+// pass (attention output, MLP output), the vocabulary split across ranks with the tied head;
+// under pipeline parallelism the tied wte is shared by the first and the last stage.
 #include "gpt2_policy.h"
 
 namespace shardformer::gpt2 {
@@ -10,13 +11,16 @@ Policy gpt2_policy() {
   const ShardStyle fused_qkv{.kind = ShardKind::kColumn, .fused_blocks = 3};
   const ShardStyle row{.kind = ShardKind::kRow};
   // module pattern       style        (wpe, ln_1, ln_2, ln_f: replicated)
-  return Policy({
-      {"wte", vocab},                  // token embedding and the tied LM head
-      {"h.*.attn.c_attn", fused_qkv},  // [in, 3 * hidden]: each rank its heads' Q, K and V
-      {"h.*.attn.c_proj", row},
-      {"h.*.mlp.c_fc", column},
-      {"h.*.mlp.c_proj", row},
-  });
+  return Policy(
+      {
+          {"wte", vocab},                  // token embedding and the tied LM head
+          {"h.*.attn.c_attn", fused_qkv},  // [in, 3 * hidden]: each rank its heads' Q, K and V
+          {"h.*.attn.c_proj", row},
+          {"h.*.mlp.c_fc", column},
+          {"h.*.mlp.c_proj", row},
+      },
+      // held by the first pipeline stage (embedding) and the last (LM head)
+      {"wte.weight"});
 }
 
 }  // namespace shardformer::gpt2

@@ -57,6 +57,28 @@ int64_t BuildContext::divide_by_tp(int64_t n, std::string_view what) const {
   return n / tp_size();
 }
 
+std::vector<LayerRange> BuildContext::layer_ranges(int64_t num_layers) const {
+  const PipelineStageManager* stages = pipeline();
+  if (stages == nullptr) return {LayerRange{0, num_layers}};
+  if (stages->num_layers() != num_layers) {
+    throw ModelError(str(config().path().string(), ": the model has ", num_layers,
+                         " layers but the pipeline was split for ", stages->num_layers()));
+  }
+  std::vector<LayerRange> ranges;
+  for (int64_t chunk = 0; chunk < stages->num_chunks(); ++chunk) {
+    ranges.push_back(stages->layers(chunk));
+  }
+  return ranges;
+}
+
+bool BuildContext::builds_first_piece() const {
+  return pipeline() == nullptr || pipeline()->holds_first_piece(0);
+}
+
+bool BuildContext::builds_last_piece() const {
+  return pipeline() == nullptr || pipeline()->holds_last_piece(pipeline()->num_chunks() - 1);
+}
+
 at::Tensor BuildContext::load(std::string_view leaf, const std::vector<int64_t>& shape,
                               TensorShard shard) const {
   const std::string name = resolve(name_of(leaf));

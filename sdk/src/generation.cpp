@@ -73,6 +73,13 @@ void check_prompts(const Model& model, const std::vector<std::vector<int64_t>>& 
 
 GenerationResult greedy_generate(Model& model, const std::vector<std::vector<int64_t>>& prompts,
                                  const GenerationConfig& config) {
+  return greedy_generate(model, prompts, config, [&model](const ForwardInputs& inputs) {
+    return model.forward(inputs).select(1, -1).argmax(-1);  // [batch, seq, vocab] -> [batch]
+  });
+}
+
+GenerationResult greedy_generate(Model& model, const std::vector<std::vector<int64_t>>& prompts,
+                                 const GenerationConfig& config, const NextTokenFn& next_tokens) {
   check_prompts(model, prompts, config);
   torch::NoGradGuard no_grad;
   const ModelShape shape = model.shape();
@@ -93,9 +100,11 @@ GenerationResult greedy_generate(Model& model, const std::vector<std::vector<int
   at::Tensor unfinished = at::ones({batch}, at::TensorOptions().dtype(at::kBool).device(device));
   std::vector<at::Tensor> generated;
   for (int64_t step = 0; step < config.max_new_tokens; ++step) {
-    ForwardInputs inputs{step_ids, attention_mask, position_ids, &cache};
-    const at::Tensor logits = model.forward(inputs);    // [batch, seq, vocab]
-    at::Tensor next = logits.select(1, -1).argmax(-1);  // [batch]
+    const ForwardInputs inputs{.input_ids = step_ids,
+                               .attention_mask = attention_mask,
+                               .position_ids = position_ids,
+                               .cache = &cache};
+    at::Tensor next = next_tokens(inputs);  // [batch]
     next = at::where(unfinished, next, at::full_like(next, config.pad_token_id));
     generated.push_back(next);
     if (config.eos_token_id) unfinished = at::logical_and(unfinished, next != *config.eos_token_id);

@@ -204,4 +204,11 @@ std::optional<int64_t> HFConfig::get_optional_int(const std::string& key) const 
   return impl_->to_int(key, *value);
 }
 
+std::optional<int64_t> HFConfig::num_hidden_layers() const {
+  for (const char* key : {"num_hidden_layers", "n_layer", "num_layers", "n_layers"}) {
+    if (auto layers = get_optional_int(key)) return layers;
+  }
+  return std::nullopt;
+}
+
 }  // namespace shardformer

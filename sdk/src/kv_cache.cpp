@@ -6,15 +6,25 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+
 namespace shardformer {
 
 KVCache::KVCache(int64_t num_layers, int64_t batch, int64_t num_heads, int64_t max_length,
                  int64_t head_dim, at::TensorOptions options)
-    : lengths_(num_layers, 0), max_length_(max_length) {
-  for (int64_t layer = 0; layer < num_layers; ++layer) {
-    keys_.push_back(at::empty({batch, num_heads, max_length, head_dim}, options));
-    values_.push_back(at::empty({batch, num_heads, max_length, head_dim}, options));
-  }
+    : keys_(num_layers),
+      values_(num_layers),
+      lengths_(num_layers, 0),
+      batch_(batch),
+      num_heads_(num_heads),
+      max_length_(max_length),
+      head_dim_(head_dim),
+      options_(options) {}
+
+int64_t KVCache::length() const {
+  int64_t longest = 0;
+  for (int64_t length : lengths_) longest = std::max(longest, length);
+  return longest;
 }
 
 std::pair<at::Tensor, at::Tensor> KVCache::append(int64_t layer, const at::Tensor& keys,
@@ -27,6 +37,10 @@ std::pair<at::Tensor, at::Tensor> KVCache::append(int64_t layer, const at::Tenso
   if (length + added > max_length_) {
     throw Error(str("KV cache: ", length, " cached + ", added, " new tokens exceed its capacity ",
                     max_length_));
+  }
+  if (!keys_[layer].defined()) {
+    keys_[layer] = at::empty({batch_, num_heads_, max_length_, head_dim_}, options_);
+    values_[layer] = at::empty({batch_, num_heads_, max_length_, head_dim_}, options_);
   }
   keys_[layer].narrow(2, length, added).copy_(keys);
   values_[layer].narrow(2, length, added).copy_(values);

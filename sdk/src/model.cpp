@@ -1,6 +1,8 @@
-// Model defaults: the causal-LM loss through forward(), and gathering split parameters.
+// Model defaults: the causal-LM loss through forward(), what a model was built with, and
+// gathering split parameters.
 #include "shardformer/model.h"
 
+#include "shardformer/build_context.h"
 #include "shardformer/error.h"
 #include "shardformer/losses.h"
 
@@ -12,6 +14,21 @@ at::Tensor Model::lm_loss(const ForwardInputs& inputs, const at::Tensor& labels)
   if (!has_lm_head()) throw Error("lm_loss needs a model with a language-model head");
   const at::Tensor logits = forward(inputs);
   return causal_lm_loss(layers::VocabLogits{logits, false, 0, logits.size(-1), nullptr}, labels);
+}
+
+void Model::bind(const BuildContext& ctx) {
+  sharding_ = ctx.plan();
+  const ParallelContext* parallel = ctx.parallel();
+  if (parallel != nullptr && parallel->pipeline != nullptr) pipeline_ = *parallel->pipeline;
+  if (parallel != nullptr) shared_patterns_ = parallel->policy.shared_parameters();
+}
+
+std::vector<std::string> Model::shared_parameters(size_t pattern) const {
+  std::vector<std::string> names;
+  for (const auto& item : named_parameters()) {
+    if (Policy::matches(shared_patterns_.at(pattern), item.key())) names.push_back(item.key());
+  }
+  return names;
 }
 
 std::map<std::string, at::Tensor> gather_parameters(const Model& model,

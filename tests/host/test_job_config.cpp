@@ -118,6 +118,27 @@ level = "debug"
   EXPECT_EQ(config.log.level, "debug");
 }
 
+TEST(JobConfig, ReadsPipelineSection) {
+  const JobConfig config = parse(std::string(kMinimalGenerate) + R"(
+[parallel]
+pp_size = 2
+[pipeline]
+schedule = "interleaved"
+num_microbatches = 4
+layers_per_stage = [1, 2, 3, 2]
+)");
+  EXPECT_EQ(config.parallel.pp_size, 2);
+  EXPECT_EQ(config.pipeline.schedule, "interleaved");
+  EXPECT_EQ(config.pipeline.num_microbatches, 4);
+  EXPECT_EQ(config.pipeline.num_model_chunks, 2);  // interleaved's default
+  EXPECT_EQ(config.pipeline.layers_per_stage, (std::vector<int64_t>{1, 2, 3, 2}));
+  const JobConfig defaults = parse(kMinimalGenerate);
+  EXPECT_EQ(defaults.pipeline.schedule, "1f1b");
+  EXPECT_EQ(defaults.pipeline.num_microbatches, 0);
+  EXPECT_EQ(defaults.pipeline.num_model_chunks, 1);
+  EXPECT_TRUE(defaults.pipeline.layers_per_stage.empty());
+}
+
 TEST(JobConfig, AppliesDefaultsForAbsentKeys) {
   const JobConfig config = parse(kMinimalGenerate);
   EXPECT_EQ(config.mode, JobMode::kGenerate);
@@ -203,7 +224,28 @@ const ErrorCase kErrorCases[] = {
     {"UnknownSectionListsKnown",
      "[training]\nsteps = 2\n",
      "1:2",
-     {"unknown section [training]", "known: model, parallel, shard, job, forward, generate"}},
+     {"unknown section [training]",
+      "known: model, parallel, pipeline, shard, job, forward, generate"}},
+    {"PipelineUnknownSchedule",
+     "[pipeline]\nschedule = \"1f1f\"\n",
+     "2:12",
+     {"pipeline.schedule must be one of \"gpipe\", \"1f1b\", \"interleaved\", got \"1f1f\""}},
+    {"PipelineLayersNotAList",
+     "[pipeline]\nlayers_per_stage = 4\n",
+     "2:20",
+     {"pipeline.layers_per_stage must be an array, got integer"}},
+    {"PipelineLayersEmpty",
+     "[pipeline]\nlayers_per_stage = []\n",
+     "2:20",
+     {"pipeline.layers_per_stage must not be empty"}},
+    {"PipelineLayersZero",
+     "[pipeline]\nlayers_per_stage = [4, 0]\n",
+     "2:24",
+     {"pipeline.layers_per_stage[1] must be in [1, 1048576], got 0"}},
+    {"PipelineMicrobatchesZero",
+     "[pipeline]\nnum_microbatches = 0\n",
+     "2:20",
+     {"pipeline.num_microbatches"}},
     {"KeyOutsideSection", "# job\nmode = \"forward\"\n", "2:1", {"'mode' is outside any section"}},
     {"UnknownKeyWithSuggestion",
      "[model]\npath = \"m\"\n[parallel]\ntp_sise = 2\n",

@@ -3,6 +3,7 @@
 // tensor parallelism, its shard style from the policy and the tensor-parallel group.
 #pragma once
 
+#include "shardformer/parallel/pipeline_stage_manager.h"
 #include "shardformer/parallel/policy.h"
 #include "shardformer/parallel/tensor_shard.h"
 
@@ -52,6 +53,17 @@ class BuildContext {
   int tp_rank() const { return tensor_parallel() ? parallel_->tp_rank() : 0; }
   // n / tp_size(); throws ModelError naming `what` (a config key) when it does not divide.
   int64_t divide_by_tp(int64_t n, std::string_view what) const;
+
+  // Pipeline parallelism: the layers of a model of num_layers this stage builds, one range
+  // per chunk ({[0, num_layers)} without a pipeline; throws ModelError when the stage manager
+  // was made for another layer count), and whether it builds the model's first piece
+  // (embeddings) or last (final norm, head).
+  std::vector<LayerRange> layer_ranges(int64_t num_layers) const;
+  bool builds_first_piece() const;
+  bool builds_last_piece() const;
+  const PipelineStageManager* pipeline() const {
+    return parallel_ != nullptr ? parallel_->pipeline : nullptr;
+  }
 
   // Every split parameter loaded so far, by parameter name.
   const std::shared_ptr<ShardingPlan>& plan() const { return plan_; }

@@ -4,6 +4,7 @@
 
 #include "shardformer/model.h"
 
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -24,6 +25,13 @@ struct GenerationResult {
 // the model's max_positions.
 GenerationResult greedy_generate(Model& model, const std::vector<std::vector<int64_t>>& prompts,
                                  const GenerationConfig& config);
+
+// One decoding step: the greedy next token of every row [batch] int64 after running `inputs`
+// (which carry the KV cache), the same on every rank. greedy_generate's default is the argmax
+// of model.forward()'s last position; a pipeline runs the stages and broadcasts it.
+using NextTokenFn = std::function<at::Tensor(const ForwardInputs& inputs)>;
+GenerationResult greedy_generate(Model& model, const std::vector<std::vector<int64_t>>& prompts,
+                                 const GenerationConfig& config, const NextTokenFn& next_tokens);
 
 // Left-pads prompts into input_ids [batch, max_len] and attention_mask [batch, max_len].
 std::pair<at::Tensor, at::Tensor> left_pad(const std::vector<std::vector<int64_t>>& prompts,

@@ -40,6 +40,9 @@ class HFConfig {
   std::string get_string(const std::string& key, const std::string& fallback) const;
   // An integer that may be null or absent (e.g. GPT-2's n_inner).
   std::optional<int64_t> get_optional_int(const std::string& key) const;
+  // The transformer layer count under the names HF families use (num_hidden_layers, n_layer,
+  // num_layers, n_layers), as a pipeline needs it before the model is built.
+  std::optional<int64_t> num_hidden_layers() const;
 
  private:
   struct Impl;

@@ -1,5 +1,6 @@
-// Key/value cache for incremental decoding: one preallocated buffer per layer, filled in place
-// so a decoding step costs no reallocation.
+// Key/value cache for incremental decoding: one buffer per layer, allocated whole at the
+// layer's first append and filled in place after, so a decoding step costs no reallocation and
+// a pipeline stage holds buffers for its own layers only.
 #pragma once
 
 #include <ATen/Tensor.h>
@@ -20,15 +21,20 @@ class KVCache {
   std::pair<at::Tensor, at::Tensor> append(int64_t layer, const at::Tensor& keys,
                                            const at::Tensor& values);
 
-  // Tokens cached so far (the same for every layer once a forward pass has finished).
-  int64_t length() const { return lengths_.empty() ? 0 : lengths_.front(); }
+  // Tokens cached so far (the same for every layer this rank ran once a forward pass has
+  // finished).
+  int64_t length() const;
+  // Tokens cached for `layer`: a stage running several chunks in one step (interleaved) reads
+  // its past from its chunk's first layer, which the step has not appended to yet.
+  int64_t length(int64_t layer) const { return lengths_.at(layer); }
   int64_t max_length() const { return max_length_; }
   int64_t num_layers() const { return static_cast<int64_t>(keys_.size()); }
 
  private:
   std::vector<at::Tensor> keys_, values_;
   std::vector<int64_t> lengths_;
-  int64_t max_length_;
+  int64_t batch_, num_heads_, max_length_, head_dim_;
+  at::TensorOptions options_;
 };
 
 }  // namespace shardformer

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "shardformer/kv_cache.h"
+#include "shardformer/parallel/pipeline_stage_manager.h"
 #include "shardformer/parallel/policy.h"
 #include "shardformer/parallel/tensor_shard.h"
 
@@ -13,10 +14,13 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 namespace shardformer {
 
+class BuildContext;
 class Checkpoint;
 
 // What a model is built from. The checkpoint outlives the model's construction only: a model
@@ -36,6 +40,10 @@ struct ForwardInputs {
   at::Tensor attention_mask;  // [batch, past + seq], 1 = attend, 0 = padding; undefined = all 1
   at::Tensor position_ids;    // [batch, seq] int64; undefined = past + arange(seq)
   KVCache* cache = nullptr;   // when given, keys/values are appended and past = cache length
+  // Pipeline parallelism: every stage gets input_ids and attention_mask (for the batch's shape
+  // and mask); a piece that does not start the model also gets the previous piece's output.
+  at::Tensor hidden_states;  // [batch, seq, hidden]
+  int64_t chunk = 0;         // which of this stage's model chunks runs (interleaved schedule)
 };
 
 // Hyper-parameters the host needs to drive any model (generation, cache sizing, reporting).
@@ -49,7 +57,10 @@ struct ModelShape {
 };
 
 // A built model. forward() returns the model's main output: logits [batch, seq, vocab] for a
-// language-model head, the last hidden state [batch, seq, hidden] for a base model.
+// language-model head, the last hidden state [batch, seq, hidden] for a base model. Under
+// pipeline parallelism a model is one stage: forward(inputs) runs chunk inputs.chunk and
+// returns the model's output only when that chunk ends the model, else hidden states
+// [batch, seq, hidden] for the next stage.
 class Model : public torch::nn::Module {
  public:
   virtual at::Tensor forward(const ForwardInputs& inputs) = 0;
@@ -66,11 +77,29 @@ class Model : public torch::nn::Module {
   // The parameters split across tensor-parallel ranks, by name; the others are replicated.
   const ShardingPlan& sharding() const { return *sharding_; }
 
+  // The pipeline stage this model is; null when it is the whole model.
+  const PipelineStageManager* pipeline() const { return pipeline_ ? &*pipeline_ : nullptr; }
+  // Whether chunk `chunk` of this stage starts the model (takes input_ids) / ends it.
+  bool starts_model(int64_t chunk = 0) const {
+    return !pipeline_ || pipeline_->holds_first_piece(chunk);
+  }
+  bool ends_model(int64_t chunk = 0) const {
+    return !pipeline_ || pipeline_->holds_last_piece(chunk);
+  }
+  // The policy's shared-parameter patterns, and this stage's parameters matching pattern i
+  // (e.g. GPT-2's tied wte, held by the first and the last stage).
+  const std::vector<std::string>& shared_patterns() const { return shared_patterns_; }
+  std::vector<std::string> shared_parameters(size_t pattern) const;
+
  protected:
-  void set_sharding(std::shared_ptr<ShardingPlan> plan) { sharding_ = std::move(plan); }
+  // Records what the model was built with: the sharding plan, the pipeline stage and the
+  // policy's shared parameters. Every model calls it in its constructor.
+  void bind(const BuildContext& ctx);
 
  private:
   std::shared_ptr<ShardingPlan> sharding_ = std::make_shared<ShardingPlan>();
+  std::optional<PipelineStageManager> pipeline_;
+  std::vector<std::string> shared_patterns_;
 };
 
 // Every parameter of `model` as the full HF tensor (gathered over `group` when split); with

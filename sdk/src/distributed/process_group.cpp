@@ -10,15 +10,28 @@
 namespace shardformer::distributed {
 namespace {
 
-// Waits for a collective, turning a c10d failure (peer gone, timeout) into an Error that
-// names the group and this rank.
-void wait(const ProcessGroup::Impl& impl, const char* op,
-          const c10::intrusive_ptr<c10d::Work>& work) {
+// The Error that names the group and this rank for a c10d failure (peer gone, timeout).
+Error group_error(const ProcessGroup::Impl& impl, const char* op, const std::exception& e) {
+  return Error(str(op, " on group '", impl.name, "' failed at group rank ", impl.rank, " of ",
+                   impl.size, ": ", e.what()));
+}
+
+// Issues an operation (which may already fail, e.g. on a closed connection).
+template <typename Issue>
+c10::intrusive_ptr<c10d::Work> issue(const ProcessGroup::Impl& impl, const char* op, Issue start) {
+  try {
+    return start();
+  } catch (const std::exception& e) {
+    throw group_error(impl, op, e);
+  }
+}
+
+void wait_for(const ProcessGroup::Impl& impl, const char* op,
+              const c10::intrusive_ptr<c10d::Work>& work) {
   try {
     work->wait();
   } catch (const std::exception& e) {
-    throw Error(str(op, " on group '", impl.name, "' failed at group rank ", impl.rank, " of ",
-                    impl.size, ": ", e.what()));
+    throw group_error(impl, op, e);
   }
 }
 
@@ -37,7 +50,9 @@ void ProcessGroup::all_reduce_(at::Tensor& tensor, ReduceOp op) const {
   std::vector<at::Tensor> tensors{tensor};
   c10d::AllreduceOptions options;
   options.reduceOp = op == ReduceOp::kMax ? c10d::ReduceOp::MAX : c10d::ReduceOp::SUM;
-  wait(*impl_, "all_reduce", impl_->backend->allreduce(tensors, options));
+  wait_for(*impl_, "all_reduce", issue(*impl_, "all_reduce", [&] {
+    return impl_->backend->allreduce(tensors, options);
+  }));
 }
 
 at::Tensor ProcessGroup::all_gather(const at::Tensor& tensor, int64_t dim) const {
@@ -48,7 +63,8 @@ at::Tensor ProcessGroup::all_gather(const at::Tensor& tensor, int64_t dim) const
   std::vector<std::vector<at::Tensor>> outputs(1);
   for (int i = 0; i < impl_->size; ++i) outputs[0].push_back(at::empty_like(input));
   std::vector<at::Tensor> inputs{input};
-  wait(*impl_, "all_gather", impl_->backend->allgather(outputs, inputs));
+  wait_for(*impl_, "all_gather",
+           issue(*impl_, "all_gather", [&] { return impl_->backend->allgather(outputs, inputs); }));
   return at::cat(outputs[0], dim);
 }
 
@@ -58,18 +74,34 @@ void ProcessGroup::broadcast_(at::Tensor& tensor, int root) const {
   std::vector<at::Tensor> tensors{tensor};
   c10d::BroadcastOptions options;
   options.rootRank = root;
-  wait(*impl_, "broadcast", impl_->backend->broadcast(tensors, options));
+  wait_for(*impl_, "broadcast",
+           issue(*impl_, "broadcast", [&] { return impl_->backend->broadcast(tensors, options); }));
 }
 
 void ProcessGroup::send(const at::Tensor& tensor, int dst, int tag) const {
+  isend(tensor, dst, tag).wait();
+}
+
+SendHandle ProcessGroup::isend(const at::Tensor& tensor, int dst, int tag) const {
   if (dst == impl_->rank || dst < 0 || dst >= impl_->size) {
     throw Error(str("send on group '", impl_->name, "': destination ", dst,
                     " is not another rank of ", impl_->size));
   }
   impl_->stats.sends += 1;
   impl_->stats.send_elements += tensor.numel();
-  std::vector<at::Tensor> tensors{tensor.contiguous()};
-  wait(*impl_, "send", impl_->backend->send(tensors, dst, tag));
+  auto state = std::make_shared<SendHandle::State>();
+  state->group = impl_;
+  state->tensor = tensor.contiguous();
+  std::vector<at::Tensor> tensors{state->tensor};
+  state->work = issue(*impl_, "send", [&] { return impl_->backend->send(tensors, dst, tag); });
+  return SendHandle(std::move(state));
+}
+
+void SendHandle::wait() {
+  if (state_ == nullptr || state_->done) return;
+  state_->done = true;
+  wait_for(*state_->group, "send", state_->work);
+  state_->tensor = at::Tensor();
 }
 
 void ProcessGroup::recv_(at::Tensor& tensor, int src, int tag) const {
@@ -79,13 +111,14 @@ void ProcessGroup::recv_(at::Tensor& tensor, int src, int tag) const {
   }
   impl_->stats.recvs += 1;
   std::vector<at::Tensor> tensors{tensor};
-  wait(*impl_, "recv", impl_->backend->recv(tensors, src, tag));
+  wait_for(*impl_, "recv",
+           issue(*impl_, "recv", [&] { return impl_->backend->recv(tensors, src, tag); }));
 }
 
 void ProcessGroup::barrier() const {
   if (impl_->size == 1) return;
   impl_->stats.barriers += 1;
-  wait(*impl_, "barrier", impl_->backend->barrier());
+  wait_for(*impl_, "barrier", issue(*impl_, "barrier", [&] { return impl_->backend->barrier(); }));
 }
 
 CommStats ProcessGroup::stats() const { return impl_->stats; }

@@ -16,4 +16,11 @@ struct ProcessGroup::Impl {
   CommStats stats;
 };
 
+struct SendHandle::State {
+  std::shared_ptr<ProcessGroup::Impl> group;
+  c10::intrusive_ptr<c10d::Work> work;
+  at::Tensor tensor;  // alive until the send completes
+  bool done = false;
+};
+
 }  // namespace shardformer::distributed

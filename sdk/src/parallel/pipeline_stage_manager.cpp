@@ -60,4 +60,15 @@ LayerRange PipelineStageManager::layers_of(int64_t stage, int64_t chunk) const {
   return {piece_begin_[piece], piece_begin_[piece + 1]};
 }
 
+PieceLocation PipelineStageManager::next_piece(int64_t chunk) const {
+  if (holds_last_piece(chunk)) throw Error("pipeline: the last piece has no next piece");
+  return is_last_stage() ? PieceLocation{0, chunk + 1} : PieceLocation{stage_ + 1, chunk};
+}
+
+PieceLocation PipelineStageManager::prev_piece(int64_t chunk) const {
+  if (holds_first_piece(chunk)) throw Error("pipeline: the first piece has no previous piece");
+  return is_first_stage() ? PieceLocation{num_stages_ - 1, chunk - 1}
+                          : PieceLocation{stage_ - 1, chunk};
+}
+
 }  // namespace shardformer

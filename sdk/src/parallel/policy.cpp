@@ -56,6 +56,7 @@ ParallelContext with_family_policy(const ParallelContext* job, const Policy& fam
   result.policy = family_policy;
   if (job != nullptr) {
     result.tp = job->tp;
+    result.pipeline = job->pipeline;
     result.config = job->config;
     for (const auto& rule : job->policy.rules()) result.policy.add(rule);
   }

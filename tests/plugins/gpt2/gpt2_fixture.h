@@ -33,6 +33,14 @@ class Gpt2Fixture {
   }
 
   at::Tensor ref(const std::string& name) const { return reference.read(name); }
+  // Every parameter HF computed a gradient for ("grad.<name>" in the reference), by name.
+  std::vector<std::string> grad_names() const {
+    std::vector<std::string> names;
+    for (const TensorInfo& t : reference.tensors()) {
+      if (t.name.starts_with("grad.")) names.push_back(t.name.substr(5));
+    }
+    return names;
+  }
   int64_t ref_scalar(const std::string& name) const { return ref(name).item<int64_t>(); }
 
   // Prompts recovered from HF's left-padded generation inputs.
@@ -49,7 +57,7 @@ class Gpt2Fixture {
   }
 
   ForwardInputs forward_inputs() const {
-    return {ref("forward_input_ids"), ref("forward_attention_mask"), {}, nullptr};
+    return {.input_ids = ref("forward_input_ids"), .attention_mask = ref("forward_attention_mask")};
   }
   at::Tensor forward(Model& model) const {
     at::NoGradGuard no_grad;

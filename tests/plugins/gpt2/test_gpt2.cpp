@@ -194,37 +194,63 @@ TEST_F(GPT2Test, MissingTensorIsNamed) {
   }
 }
 
-// `shardformer-host run` at tp_size 1 and 2 (the host starts the ranks) prints HF's tokens.
-class GPT2HostRun : public GPT2Test, public ::testing::WithParamInterface<int> {};
+// `shardformer-host run` (the host starts the ranks) at several layouts: the generate job
+// prints HF's tokens and the forward job writes HF's logits.
+struct HostLayout {
+  std::string name;
+  std::string parallel_toml;  // the [parallel] keys, and any later sections
+};
 
-TEST_P(GPT2HostRun, PrintsHFGreedyTokens) {
-  const fs::path dir = fs::path(::testing::TempDir()) /
-                       ("shardformer_gpt2_host_run_tp" + std::to_string(GetParam()));
-  fs::create_directories(dir);
-  std::ostringstream toml;
-  toml << "[model]\npath = \"" << (shardformer::testing::models_dir() / "tiny-gpt2").string()
-       << "\"\n[parallel]\ntp_size = " << GetParam()
-       << "\n[job]\nmode = \"generate\"\n[generate]\nprompts = [";
-  const auto p = prompts();
-  for (size_t i = 0; i < p.size(); ++i) {
-    toml << (i ? ", [" : "[");
-    for (size_t j = 0; j < p[i].size(); ++j) toml << (j ? ", " : "") << p[i][j];
-    toml << "]";
+void PrintTo(const HostLayout& layout, std::ostream* os) { *os << layout.name; }
+
+class GPT2HostRun : public GPT2Test, public ::testing::WithParamInterface<HostLayout> {
+ protected:
+  // Runs the host on a job config of `job_toml` and the layout; returns its stdout.
+  std::string run_host(const std::string& job_toml) {
+    const fs::path dir = fs::path(::testing::TempDir()) / ("shardformer_gpt2_" + GetParam().name);
+    fs::create_directories(dir);
+    std::ofstream(dir / "job.toml")
+        << "[model]\npath = \"" << (shardformer::testing::models_dir() / "tiny-gpt2").string()
+        << "\"\n"
+        << job_toml << "[parallel]\n"
+        << GetParam().parallel_toml << "\n";
+    const std::string command = shardformer::testing::host_binary().string() + " run " +
+                                (dir / "job.toml").string() + " --plugin-dir " +
+                                shardformer::testing::plugin_dir().string() + " 2>/dev/null";
+    FILE* pipe = popen(command.c_str(), "r");
+    EXPECT_NE(pipe, nullptr);
+    std::string output;
+    char buffer[4096];
+    while (size_t n = fread(buffer, 1, sizeof(buffer), pipe)) output.append(buffer, n);
+    EXPECT_EQ(pclose(pipe), 0) << output;
+    return output;
   }
-  toml << "]\nmax_new_tokens = " << ref_scalar("generate_max_new_tokens")
-       << "\neos_token_id = " << ref_scalar("generate_eos_token_id")
-       << "\npad_token_id = " << ref_scalar("generate_pad_token_id") << "\n";
-  std::ofstream(dir / "job.toml") << toml.str();
+  static std::string token_lists(const at::Tensor& ids, const at::Tensor& mask) {
+    std::ostringstream out;
+    out << "[";
+    for (int64_t row = 0; row < ids.size(0); ++row) {
+      out << (row ? ", [" : "[");
+      bool first = true;
+      for (int64_t col = 0; col < ids.size(1); ++col) {
+        if (mask[row][col].item<int64_t>() == 0) continue;
+        out << (first ? "" : ", ") << ids[row][col].item<int64_t>();
+        first = false;
+      }
+      out << "]";
+    }
+    out << "]";
+    return out.str();
+  }
+};
 
-  const std::string command = shardformer::testing::host_binary().string() + " run " +
-                              (dir / "job.toml").string() + " --plugin-dir " +
-                              shardformer::testing::plugin_dir().string() + " 2>/dev/null";
-  FILE* pipe = popen(command.c_str(), "r");
-  ASSERT_NE(pipe, nullptr);
-  std::string output;
-  char buffer[4096];
-  while (size_t n = fread(buffer, 1, sizeof(buffer), pipe)) output.append(buffer, n);
-  ASSERT_EQ(pclose(pipe), 0) << output;
+TEST_P(GPT2HostRun, GeneratePrintsHFGreedyTokens) {
+  std::ostringstream job;
+  job << "[job]\nmode = \"generate\"\n[generate]\nprompts = "
+      << token_lists(ref("generate_input_ids"), ref("generate_attention_mask"))
+      << "\nmax_new_tokens = " << ref_scalar("generate_max_new_tokens")
+      << "\neos_token_id = " << ref_scalar("generate_eos_token_id")
+      << "\npad_token_id = " << ref_scalar("generate_pad_token_id") << "\n";
+  const std::string output = run_host(job.str());
 
   // Expected lines: HF's new tokens per row, up to and including the eos.
   const at::Tensor sequences = ref("generate_eos_sequences");
@@ -243,5 +269,30 @@ TEST_P(GPT2HostRun, PrintsHFGreedyTokens) {
   EXPECT_EQ(output, expected.str());
 }
 
-INSTANTIATE_TEST_SUITE_P(TensorParallel, GPT2HostRun, ::testing::Values(1, 2),
-                         [](const auto& info) { return "tp" + std::to_string(info.param); });
+TEST_P(GPT2HostRun, ForwardWritesHFLogits) {
+  const fs::path written =
+      fs::path(::testing::TempDir()) / ("shardformer_gpt2_" + GetParam().name + "_logits.st");
+  fs::remove(written);
+  std::ostringstream job;
+  job << "[job]\nmode = \"forward\"\n[forward]\ninput_ids = "
+      << token_lists(ref("forward_input_ids"), ref("forward_attention_mask")) << "\noutput = \""
+      << written.string() << "\"\n";
+  const std::string output = run_host(job.str());
+  EXPECT_NE(output.find("forward: logits [4, 7, 1013] written to"), std::string::npos) << output;
+  ASSERT_TRUE(fs::exists(written)) << output;
+  const SafetensorsFile file(written);
+  shardformer::testing::expect_close(file.read("logits"), ref("forward_logits"), 1e-5, 0.0,
+                                     "logits");
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, GPT2HostRun,
+    ::testing::Values(HostLayout{"tp1", "tp_size = 1"}, HostLayout{"tp2", "tp_size = 2"},
+                      HostLayout{"pp2", "pp_size = 2"},
+                      HostLayout{"pp2_gpipe_layers5and3",
+                                 "pp_size = 2\n[pipeline]\nschedule = \"gpipe\"\n"
+                                 "layers_per_stage = [5, 3]"},
+                      HostLayout{"pp2_tp2_interleaved",
+                                 "pp_size = 2\ntp_size = 2\n[pipeline]\n"
+                                 "schedule = \"interleaved\"\nnum_microbatches = 2"}),
+    [](const auto& info) { return info.param.name; });

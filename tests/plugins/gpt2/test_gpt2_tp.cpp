@@ -43,7 +43,7 @@ void expect_loss_and_grads_match_hf(const shardformer::testing::Gpt2Fixture& f, 
   expect_close(loss.detach().reshape({1}), f.ref("train_loss"), 1e-5, 1e-3, "loss");
   loss.backward();
   const auto grads = gather_parameters(model, tp, /*grads=*/true);
-  EXPECT_EQ(grads.size(), 40u);
+  EXPECT_EQ(grads.size(), f.grad_names().size());
   for (const auto& [name, grad] : grads) {
     expect_close(grad, f.ref("grad." + name), 1e-6, 1e-4, "grad of " + name);
   }
@@ -114,7 +114,7 @@ TEST(Gpt2TensorParallelComm, OneForwardAllReducesTwicePerBlockPlusTheEmbedding) 
     f.forward(*model);
     const auto stats = r.mesh.tp().stats();
     const at::Tensor ids = f.ref("forward_input_ids");
-    const int64_t layers = 3, hidden = 64, tokens = ids.numel();
+    const int64_t layers = model->shape().num_layers, hidden = 64, tokens = ids.numel();
     EXPECT_EQ(stats.all_reduces, 2 * layers + 1);
     EXPECT_EQ(stats.all_reduce_elements, (2 * layers + 1) * tokens * hidden);
     EXPECT_EQ(stats.all_gathers, 1);  // the logits, for the caller

@@ -21,6 +21,18 @@ struct CommStats {
 
 enum class ReduceOp { kSum, kMax };
 
+// A send in flight: wait() returns once the tensor has left (it is kept alive until then) and
+// throws Error naming the group when the send failed. Destroying a handle does not wait.
+class SendHandle {
+ public:
+  struct State;
+  explicit SendHandle(std::shared_ptr<State> state) : state_(std::move(state)) {}
+  void wait();
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
 class ProcessGroup {
  public:
   struct Impl;
@@ -38,6 +50,8 @@ class ProcessGroup {
   // Point-to-point (pipeline stages): `dst` / `src` are ranks within the group; `tensor` must
   // be contiguous, and recv_ fills a tensor of the sender's shape and dtype.
   void send(const at::Tensor& tensor, int dst, int tag = 0) const;
+  // send() without waiting: the pipeline posts its sends and blocks on receives only.
+  SendHandle isend(const at::Tensor& tensor, int dst, int tag = 0) const;
   void recv_(at::Tensor& tensor, int src, int tag = 0) const;
   void barrier() const;
 

@@ -16,6 +16,10 @@ struct LayerRange {
   bool operator==(const LayerRange&) const = default;
 };
 
+struct PieceLocation {
+  int64_t stage = 0, chunk = 0;
+};
+
 class PipelineStageManager {
  public:
   // num_chunks > 1 is the interleaved schedule's virtual stages: the model is cut into
@@ -45,6 +49,12 @@ class PipelineStageManager {
   bool holds_last_piece(int64_t chunk = 0) const {
     return is_last_stage() && chunk == num_chunks_ - 1;
   }
+  int64_t num_layers() const { return piece_begin_.back(); }
+
+  // The piece after / before this stage's chunk `chunk` in model order: the stage holding it
+  // and its chunk there. Not defined past the last piece or before the first.
+  PieceLocation next_piece(int64_t chunk) const;
+  PieceLocation prev_piece(int64_t chunk) const;
 
   // Layer counts of the even split: [quotient] * pieces, +1 on `remainder` middle pieces.
   static std::vector<int64_t> distribute_layers(int64_t num_layers, int64_t num_pieces);

@@ -13,6 +13,7 @@ namespace shardformer {
 namespace distributed {
 class ProcessGroup;
 }
+class PipelineStageManager;
 
 enum class ShardKind {
   kReplicate,     // every rank holds the whole module
@@ -41,18 +42,24 @@ struct PolicyRule {
 class Policy {
  public:
   Policy() = default;
-  explicit Policy(std::vector<PolicyRule> rules) : rules_(std::move(rules)) {}
+  // shared: parameters that several pipeline stages hold a copy of (names or patterns as in
+  // rules, e.g. "wte.weight" for a head tied to the input embedding). Their gradients are
+  // summed over the stages that hold them.
+  explicit Policy(std::vector<PolicyRule> rules, std::vector<std::string> shared = {})
+      : rules_(std::move(rules)), shared_(std::move(shared)) {}
 
   // The style of the module at `path`: the last matching rule's, replicate when none matches.
   ShardStyle style_for(std::string_view path) const;
   // Appends a rule; later rules win, so overrides go last.
   void add(PolicyRule rule) { rules_.push_back(std::move(rule)); }
   const std::vector<PolicyRule>& rules() const { return rules_; }
+  const std::vector<std::string>& shared_parameters() const { return shared_; }
 
   static bool matches(std::string_view pattern, std::string_view path);
 
  private:
   std::vector<PolicyRule> rules_;
+  std::vector<std::string> shared_;
 };
 
 // The names of ColossalAI's ShardConfig for what this SDK implements.
@@ -63,9 +70,12 @@ struct ShardConfig {
   uint64_t seed = 1234;         // dropout streams derive from it (same on every rank)
 };
 
-// What a model is built with on one rank of a tensor-parallel group.
+// What a model is built with on one rank of a tensor- and pipeline-parallel mesh.
 struct ParallelContext {
   const distributed::ProcessGroup* tp = nullptr;  // null: one rank
+  // null: the whole model on every rank. Otherwise the stage this rank builds (only its
+  // layers, embeddings on the first stage, final norm and head on the last).
+  const PipelineStageManager* pipeline = nullptr;
   Policy policy;
   ShardConfig config;
 

@@ -1,0 +1,46 @@
+// Pipelined decoding steps on top of greedy_generate().
+#include "shardformer/pipeline/pipeline_generate.h"
+
+#include "shardformer/pipeline/stage_channel.h"
+
+#include <ATen/ATen.h>
+
+namespace shardformer::pipeline {
+
+GenerationResult pipeline_greedy_generate(Model& model, const distributed::ProcessGroup& pp,
+                                          const std::vector<std::vector<int64_t>>& prompts,
+                                          const GenerationConfig& config) {
+  const PipelineStageManager* stages = model.pipeline();
+  if (stages == nullptr) return greedy_generate(model, prompts, config);
+  StageChannel channel(pp);
+  int64_t step = 0;
+  const auto next_tokens = [&](const ForwardInputs& step_inputs) {
+    const at::Tensor& ids = step_inputs.input_ids;  // [batch, seq]
+    const c10::Device device = ids.device();
+    at::Tensor out;
+    for (int64_t chunk = 0; chunk < stages->num_chunks(); ++chunk) {
+      ForwardInputs inputs = step_inputs;
+      inputs.chunk = chunk;
+      if (!model.starts_model(chunk)) {
+        const PieceLocation prev = stages->prev_piece(chunk);
+        inputs.hidden_states = channel.recv(
+            prev.stage, {Direction::kForward, prev.chunk, ids.sizes().vec()}, step, device);
+      }
+      out = model.forward(inputs);  // hidden [batch, seq, hidden], or logits on the last piece
+      if (!model.ends_model(chunk)) {
+        const PieceLocation next = stages->next_piece(chunk);
+        channel.send(out, next.stage, {Direction::kForward, chunk, ids.sizes().vec()}, step);
+      }
+    }
+    at::Tensor tokens = stages->is_last_stage()
+                            ? out.select(1, -1).argmax(-1).contiguous()  // [batch]
+                            : at::empty({ids.size(0)}, ids.options());
+    pp.broadcast_(tokens, static_cast<int>(stages->num_stages() - 1));
+    channel.wait_sends();
+    ++step;
+    return tokens;
+  };
+  return greedy_generate(model, prompts, config, next_tokens);
+}
+
+}  // namespace shardformer::pipeline

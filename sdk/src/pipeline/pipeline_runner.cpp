@@ -1,0 +1,253 @@
+// Executes a stage's schedule: blocking receives, posted sends, one autograd graph per live
+// micro-batch and chunk.
+#include "shardformer/pipeline/pipeline_runner.h"
+
+#include "shardformer/error.h"
+#include "shardformer/losses.h"
+#include "shardformer/strings.h"
+
+#include <ATen/ATen.h>
+#include <torch/autograd.h>
+
+#include <chrono>
+
+namespace shardformer::pipeline {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+// Tags of the shared-gradient exchange: above every activation tag.
+constexpr int kSharedGradientTag = 1 << 30;
+
+// Tokens whose label counts in HF's shifted causal-LM loss: labels[:, 1:] != ignore.
+int64_t counted_tokens(const at::Tensor& labels) {
+  if (labels.size(1) < 2) return 0;
+  return (labels.narrow(1, 1, labels.size(1) - 1) != kIgnoreIndex).sum().item<int64_t>();
+}
+
+at::Tensor split_part(const at::Tensor& t, int64_t index, int64_t parts) {
+  return t.defined() ? at::tensor_split(t, parts, 0)[index] : at::Tensor();
+}
+
+}  // namespace
+
+PipelineRunner::PipelineRunner(Model& model, const distributed::ProcessGroup& pp,
+                               PipelineOptions options)
+    : model_(&model),
+      pp_(&pp),
+      stages_(model.pipeline()),
+      options_(options),
+      channel_(pp),
+      device_(model.parameters().empty() ? c10::Device(c10::kCPU)
+                                         : model.parameters().front().device()) {
+  if (stages_ == nullptr) {
+    throw ConfigError("pipeline: the model was built without a pipeline stage");
+  }
+  if (stages_->num_stages() != pp.size() || stages_->stage() != pp.rank()) {
+    throw ConfigError(str("pipeline: the model is stage ", stages_->stage(), " of ",
+                          stages_->num_stages(), " but the pp group puts this rank at ", pp.rank(),
+                          " of ", pp.size()));
+  }
+  check_schedule(options.schedule,
+                 {stages_->num_stages(), options.num_microbatches, stages_->num_chunks()});
+}
+
+ChannelKey PipelineRunner::key(Direction direction, int64_t chunk, const MicroBatch& mb) const {
+  return {direction, chunk, mb.inputs.input_ids.sizes().vec()};
+}
+
+std::vector<PipelineRunner::MicroBatch> PipelineRunner::split(const ForwardInputs& batch,
+                                                              const at::Tensor& labels) const {
+  const int64_t m = options_.num_microbatches;
+  if (!batch.input_ids.defined() || batch.input_ids.dim() != 2) {
+    throw Error("pipeline: input_ids must be [batch, seq]");
+  }
+  if (batch.input_ids.size(0) < m) {
+    throw ConfigError(str("pipeline: a batch of ", batch.input_ids.size(0),
+                          " sequences cannot be split into ", m, " micro-batches"));
+  }
+  if (batch.cache != nullptr || batch.hidden_states.defined()) {
+    throw Error("pipeline: a scheduled batch takes no KV cache and no hidden states");
+  }
+  std::vector<MicroBatch> result(m);
+  for (int64_t i = 0; i < m; ++i) {
+    result[i].inputs.input_ids = split_part(batch.input_ids, i, m);
+    result[i].inputs.attention_mask = split_part(batch.attention_mask, i, m);
+    result[i].inputs.position_ids = split_part(batch.position_ids, i, m);
+    result[i].labels = split_part(labels, i, m);
+  }
+  if (labels.defined()) {
+    const int64_t total = counted_tokens(labels);
+    if (total == 0) throw Error("pipeline: every label is ignored; the loss is undefined");
+    for (auto& mb : result) {
+      mb.loss_weight = static_cast<double>(counted_tokens(mb.labels)) / static_cast<double>(total);
+    }
+  }
+  return result;
+}
+
+void PipelineRunner::run_forward(const MicroBatch& mb, int64_t index, int64_t chunk, bool train) {
+  ForwardInputs inputs = mb.inputs;
+  inputs.chunk = chunk;
+  Live live;
+  if (!model_->starts_model(chunk)) {
+    const PieceLocation prev = stages_->prev_piece(chunk);
+    live.input =
+        channel_.recv(prev.stage, key(Direction::kForward, prev.chunk, mb), index, device_);
+    if (train) live.input.requires_grad_(true);
+    inputs.hidden_states = live.input;  // [batch, seq, hidden]
+  }
+  const auto start = Clock::now();
+  if (model_->ends_model(chunk)) {
+    if (!train) {
+      outputs_[index] = model_->forward(inputs);
+    } else if (mb.loss_weight > 0) {
+      live.output = model_->lm_loss(inputs, mb.labels) * mb.loss_weight;
+    } else {  // no counted token: nothing to learn, but the backward pass still runs
+      live.output = model_->forward(inputs).sum() * 0.0;
+    }
+    if (train) loss_ = loss_.defined() ? loss_ + live.output.detach() : live.output.detach();
+  } else {
+    live.output = model_->forward(inputs);  // [batch, seq, hidden]
+    const PieceLocation next = stages_->next_piece(chunk);
+    channel_.send(live.output, next.stage, key(Direction::kForward, chunk, mb), index);
+  }
+  stats_.busy_seconds += seconds(Clock::now() - start);
+  stats_.forwards += 1;
+  if (train) {
+    live_[{index, chunk}] = std::move(live);
+    stats_.max_live_microbatches =
+        std::max<int64_t>(stats_.max_live_microbatches, static_cast<int64_t>(live_.size()));
+  }
+}
+
+void PipelineRunner::run_backward(const MicroBatch& mb, int64_t index, int64_t chunk) {
+  const auto found = live_.find({index, chunk});
+  if (found == live_.end()) {
+    throw Error(
+        str("pipeline: backward of micro-batch ", index, " chunk ", chunk, " before its forward"));
+  }
+  Live live = std::move(found->second);
+  live_.erase(found);
+  at::Tensor grad;
+  if (!model_->ends_model(chunk)) {
+    const PieceLocation next = stages_->next_piece(chunk);
+    grad = channel_.recv(next.stage, key(Direction::kBackward, next.chunk, mb), index, device_);
+  }
+  const auto start = Clock::now();
+  if (grad.defined()) {
+    torch::autograd::backward({live.output}, {grad});
+  } else {
+    torch::autograd::backward({live.output});
+  }
+  stats_.busy_seconds += seconds(Clock::now() - start);
+  stats_.backwards += 1;
+  if (!model_->starts_model(chunk)) {
+    const PieceLocation prev = stages_->prev_piece(chunk);
+    at::Tensor input_grad = live.input.grad();
+    if (!input_grad.defined()) input_grad = at::zeros_like(live.input);
+    channel_.send(input_grad, prev.stage, key(Direction::kBackward, chunk, mb), index);
+  }
+}
+
+void PipelineRunner::run(const std::vector<MicroBatch>& microbatches, bool train) {
+  stats_ = StageStats{};
+  const auto start = Clock::now();
+  const ScheduleShape shape{stages_->num_stages(), options_.num_microbatches,
+                            stages_->num_chunks()};
+  for (const PipelineAction& action :
+       schedule_actions(options_.schedule, shape, stages_->stage(), !train)) {
+    const MicroBatch& mb = microbatches.at(action.microbatch);
+    if (action.kind == PipelineAction::Kind::kForward) {
+      run_forward(mb, action.microbatch, action.chunk, train);
+    } else {
+      run_backward(mb, action.microbatch, action.chunk);
+    }
+  }
+  channel_.wait_sends();
+  stats_.total_seconds = seconds(Clock::now() - start);
+}
+
+at::Tensor PipelineRunner::train_step(const ForwardInputs& batch, const at::Tensor& labels) {
+  if (!labels.defined() || !labels.sizes().equals(batch.input_ids.sizes())) {
+    throw Error("pipeline: train_step needs labels shaped like input_ids");
+  }
+  if (!model_->has_lm_head()) {
+    throw Error(
+        "pipeline: train_step needs a model with a language-model head; this one "
+        "outputs " +
+        model_->output_name());
+  }
+  const std::vector<MicroBatch> microbatches = split(batch, labels);
+  loss_ = at::Tensor();
+  try {
+    run(microbatches, /*train=*/true);
+  } catch (...) {
+    live_.clear();
+    throw;
+  }
+  sum_shared_gradients();
+  return stages_->is_last_stage() ? loss_ : at::Tensor();
+}
+
+at::Tensor PipelineRunner::forward(const ForwardInputs& batch) {
+  const std::vector<MicroBatch> microbatches = split(batch, at::Tensor());
+  torch::NoGradGuard no_grad;
+  outputs_.assign(microbatches.size(), at::Tensor());
+  run(microbatches, /*train=*/false);
+  if (!stages_->is_last_stage()) return at::Tensor();
+  at::Tensor output = at::cat(outputs_, 0);  // [batch, seq, ...]
+  outputs_.clear();
+  return output;
+}
+
+void PipelineRunner::sum_shared_gradients() {
+  const auto& patterns = model_->shared_patterns();
+  if (patterns.empty() || stages_->num_stages() == 1) return;
+  const auto n = static_cast<int64_t>(patterns.size());
+  if (!shared_holders_) {
+    at::Tensor holds = at::zeros({1, n}, at::kLong);  // [1, patterns]: 1 where held here
+    for (int64_t i = 0; i < n; ++i) holds[0][i] = model_->shared_parameters(i).empty() ? 0 : 1;
+    const at::Tensor all = pp_->all_gather(holds, 0);  // [stages, patterns]
+    shared_holders_.emplace(n);
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t s = 0; s < all.size(0); ++s) {
+        if (all[s][i].item<int64_t>() != 0) (*shared_holders_)[i].push_back(s);
+      }
+    }
+  }
+  const auto params = model_->named_parameters();
+  for (int64_t i = 0; i < n; ++i) {
+    const std::vector<int64_t>& holders = (*shared_holders_)[i];
+    const std::vector<std::string> names = model_->shared_parameters(i);
+    if (holders.size() < 2 || names.empty()) continue;
+    if (names.size() != 1) {
+      throw ModelError(str("pipeline: shared parameter pattern '", patterns[i], "' matches ",
+                           names.size(), " parameters (", join(names, ", "),
+                           "); it must name one"));
+    }
+    at::Tensor param = params[names.front()];
+    if (!param.grad().defined()) param.mutable_grad() = at::zeros_like(param);
+    at::Tensor grad = param.mutable_grad();
+    const int tag = kSharedGradientTag + static_cast<int>(i);
+    const auto root = static_cast<int>(holders.front());
+    if (pp_->rank() == root) {  // sum the holders' gradients here, then send the sum back
+      for (size_t h = 1; h < holders.size(); ++h) {
+        at::Tensor other = at::empty_like(grad);
+        pp_->recv_(other, static_cast<int>(holders[h]), tag);
+        grad.add_(other);
+      }
+      for (size_t h = 1; h < holders.size(); ++h)
+        pp_->send(grad, static_cast<int>(holders[h]), tag);
+    } else {
+      pp_->send(grad, root, tag);
+      at::Tensor sum = at::empty_like(grad);
+      pp_->recv_(sum, root, tag);
+      grad.copy_(sum);
+    }
+  }
+}
+
+}  // namespace shardformer::pipeline

@@ -1,0 +1,225 @@
+// GPT-2 under pipeline parallelism (pp = 2, 3, 4, with tp = 2; Gloo, one process per rank)
+// against HF transformers: logits, the LM loss, every parameter's gradient (the tied wte summed
+// over the first and last stage) and greedy generation, for GPipe, 1F1B and interleaved 1F1B,
+// even and uneven layer splits; schedules agreeing with each other; a failing stage.
+#include "gpt2_fixture.h"
+#include "multiprocess.h"
+#include "shardformer/distributed/process_mesh.h"
+#include "shardformer/error.h"
+#include "shardformer/pipeline/pipeline_generate.h"
+#include "shardformer/pipeline/pipeline_runner.h"
+
+#include <ATen/Parallel.h>
+
+#include <chrono>
+#include <optional>
+#include <set>
+
+using namespace shardformer;
+using namespace shardformer::pipeline;
+using shardformer::testing::expect_all_ranks_passed;
+using shardformer::testing::expect_close;
+using shardformer::testing::Gpt2Fixture;
+using shardformer::testing::run_ranks;
+
+namespace {
+
+struct Layout {
+  int pp = 2, tp = 1;
+  ScheduleKind schedule = ScheduleKind::kOneFOneB;
+  int64_t chunks = 1, microbatches = 2;
+  std::optional<std::vector<int64_t>> layers_per_piece;
+  std::string name;
+};
+
+void PrintTo(const Layout& layout, std::ostream* os) { *os << layout.name; }
+
+// One rank's view: its mesh, its stage and the parallel context a job hands the plugin.
+struct PipelineRank {
+  PipelineRank(int rank, const Layout& layout, int port, const Gpt2Fixture& f)
+      : mesh(rank, {.pp = layout.pp, .tp = layout.tp}, options(port)),
+        stages(layout.pp, mesh.coordinate().pp, f.checkpoint.config().get_int("n_layer"),
+               layout.chunks, layout.layers_per_piece) {
+    at::set_num_threads(1);  // several ranks share this machine's cores
+    parallel.tp = &mesh.tp();
+    parallel.pipeline = &stages;
+  }
+  static distributed::MeshOptions options(int port) {
+    distributed::MeshOptions o;
+    o.master_port = port;
+    o.timeout = std::chrono::seconds(60);
+    return o;
+  }
+  distributed::ProcessMesh mesh;
+  PipelineStageManager stages;
+  ParallelContext parallel;
+};
+
+// The HF parameter names a stage must hold: embeddings on the first, the tied wte and ln_f on
+// the last, and the blocks of its chunks.
+std::set<std::string> expected_names(const Gpt2Fixture& f, const PipelineStageManager& stages) {
+  std::vector<LayerRange> ranges;
+  for (int64_t c = 0; c < stages.num_chunks(); ++c) ranges.push_back(stages.layers(c));
+  std::set<std::string> names;
+  for (const std::string& name : f.grad_names()) {
+    const std::string block = "transformer.h.";
+    if (name.starts_with(block)) {
+      const int64_t layer = std::stoll(name.substr(block.size()));
+      for (const LayerRange& r : ranges) {
+        if (layer >= r.begin && layer < r.end) names.insert(name);
+      }
+    } else if (name.starts_with("transformer.wpe")) {
+      if (stages.holds_first_piece()) names.insert(name);
+    } else if (name.starts_with("transformer.ln_f")) {
+      if (stages.holds_last_piece(stages.num_chunks() - 1)) names.insert(name);
+    } else if (name == "transformer.wte.weight") {
+      if (stages.holds_first_piece() || stages.holds_last_piece(stages.num_chunks() - 1)) {
+        names.insert(name);
+      }
+    } else {
+      ADD_FAILURE() << "unexpected reference parameter " << name;
+    }
+  }
+  return names;
+}
+
+class Gpt2Pipeline : public ::testing::TestWithParam<Layout> {};
+
+}  // namespace
+
+TEST_P(Gpt2Pipeline, LogitsLossGradientsAndGenerationMatchHF) {
+  const Layout layout = GetParam();
+  expect_all_ranks_passed(run_ranks(layout.pp * layout.tp, [&](int rank, int port) {
+    const Gpt2Fixture f;
+    PipelineRank r(rank, layout, port, f);
+    const auto model = f.build("GPT2LMHeadModel", &r.parallel);
+    PipelineRunner runner(*model, r.mesh.pp(),
+                          {.schedule = layout.schedule, .num_microbatches = layout.microbatches});
+    const bool last = r.stages.is_last_stage();
+
+    const at::Tensor logits = runner.forward(f.forward_inputs());
+    EXPECT_EQ(logits.defined(), last);
+    if (last) expect_close(logits, f.ref("forward_logits"), 1e-5, 0.0, "logits");
+
+    const at::Tensor loss = runner.train_step(f.forward_inputs(), f.ref("train_labels"));
+    EXPECT_EQ(loss.defined(), last);
+    if (last) expect_close(loss.reshape({1}), f.ref("train_loss"), 1e-5, 1e-5, "loss");
+    const auto grads = gather_parameters(*model, &r.mesh.tp(), /*grads=*/true);
+    std::set<std::string> held;
+    for (const auto& [name, grad] : grads) {
+      held.insert(name);
+      expect_close(grad, f.ref("grad." + name), 1e-6, 1e-4, "grad of " + name);
+    }
+    EXPECT_EQ(held, expected_names(f, r.stages)) << "stage " << r.stages.stage();
+
+    GenerationConfig config;
+    config.max_new_tokens = f.ref_scalar("generate_max_new_tokens");
+    config.pad_token_id = f.ref_scalar("generate_pad_token_id");
+    config.eos_token_id = f.ref_scalar("generate_eos_token_id");
+    const GenerationResult eos = pipeline_greedy_generate(*model, r.mesh.pp(), f.prompts(), config);
+    EXPECT_TRUE(at::equal(eos.sequences, f.ref("generate_eos_sequences"))) << eos.sequences;
+    config.eos_token_id.reset();
+    const GenerationResult full =
+        pipeline_greedy_generate(*model, r.mesh.pp(), f.prompts(), config);
+    EXPECT_TRUE(at::equal(full.sequences, f.ref("generate_sequences"))) << full.sequences;
+  }));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, Gpt2Pipeline,
+    ::testing::Values(Layout{.pp = 2, .microbatches = 2, .name = "pp2_1f1b_m2"},
+                      Layout{.pp = 2,
+                             .schedule = ScheduleKind::kGPipe,
+                             .microbatches = 4,
+                             .name = "pp2_gpipe_m4"},
+                      Layout{.pp = 2,
+                             .schedule = ScheduleKind::kInterleaved,
+                             .chunks = 2,
+                             .microbatches = 4,
+                             .name = "pp2_interleaved_v2_m4"},
+                      Layout{.pp = 2,
+                             .microbatches = 4,
+                             .layers_per_piece = std::vector<int64_t>{5, 3},
+                             .name = "pp2_1f1b_layers5and3"},
+                      Layout{.pp = 3, .microbatches = 3, .name = "pp3_1f1b_m3_uneven"},
+                      Layout{.pp = 4, .microbatches = 4, .name = "pp4_1f1b_m4"},
+                      Layout{.pp = 4,
+                             .schedule = ScheduleKind::kGPipe,
+                             .microbatches = 3,
+                             .name = "pp4_gpipe_m3_uneven_microbatches"},
+                      Layout{.pp = 4,
+                             .schedule = ScheduleKind::kInterleaved,
+                             .chunks = 2,
+                             .microbatches = 4,
+                             .name = "pp4_interleaved_v2_m4"},
+                      Layout{.pp = 2, .tp = 2, .microbatches = 2, .name = "pp2_tp2_1f1b_m2"},
+                      Layout{.pp = 2,
+                             .tp = 2,
+                             .schedule = ScheduleKind::kInterleaved,
+                             .chunks = 2,
+                             .microbatches = 2,
+                             .name = "pp2_tp2_interleaved_v2_m2"}),
+    [](const auto& info) { return info.param.name; });
+
+// GPipe and 1F1B on the same split accumulate the micro-batches in the same order, so their
+// gradients are bitwise equal; interleaved (another split) agrees to rounding. Every stage
+// compares the whole model's gradients, assembled over the pp group.
+TEST(Gpt2PipelineSchedules, GiveTheSameGradients) {
+  expect_all_ranks_passed(run_ranks(2, [&](int rank, int port) {
+    const Gpt2Fixture f;
+    at::set_num_threads(1);
+    distributed::ProcessMesh mesh(rank, {.pp = 2}, PipelineRank::options(port));
+    const auto all_grads = [&](ScheduleKind kind, int64_t chunks) {
+      PipelineStageManager stages(2, mesh.coordinate().pp, f.checkpoint.config().get_int("n_layer"),
+                                  chunks);
+      ParallelContext parallel;
+      parallel.tp = &mesh.tp();
+      parallel.pipeline = &stages;
+      const auto model = f.build("GPT2LMHeadModel", &parallel);
+      PipelineRunner runner(*model, mesh.pp(), {.schedule = kind, .num_microbatches = 4});
+      runner.train_step(f.forward_inputs(), f.ref("train_labels"));
+      const auto held = gather_parameters(*model, nullptr, /*grads=*/true);
+      std::map<std::string, at::Tensor> whole;  // held ones summed, divided by their holders
+      for (const std::string& name : f.grad_names()) {
+        const auto found = held.find(name);
+        at::Tensor grad =
+            found != held.end() ? found->second.clone() : at::zeros_like(f.ref("grad." + name));
+        at::Tensor holders = at::full({1}, found != held.end() ? 1.0 : 0.0);
+        mesh.pp().all_reduce_(grad);
+        mesh.pp().all_reduce_(holders);
+        whole[name] = grad / holders;
+      }
+      return whole;
+    };
+    const auto gpipe = all_grads(ScheduleKind::kGPipe, 1);
+    const auto one_f_one_b = all_grads(ScheduleKind::kOneFOneB, 1);
+    const auto interleaved = all_grads(ScheduleKind::kInterleaved, 2);
+    for (const auto& [name, grad] : gpipe) {
+      EXPECT_TRUE(at::equal(grad, one_f_one_b.at(name))) << name << ": gpipe != 1f1b";
+      expect_close(interleaved.at(name), grad, 1e-7, 1e-5, name + ": interleaved vs gpipe");
+    }
+  }));
+}
+
+// A stage that fails mid-run ends its peers' step with an error within seconds, not a hang.
+TEST(Gpt2PipelineFailure, AStageThatDiesFailsItsPeerQuickly) {
+  const Layout layout{.pp = 2, .microbatches = 4};
+  const auto statuses = run_ranks(2, [&](int rank, int port) {
+    const Gpt2Fixture f;
+    PipelineRank r(rank, layout, port, f);
+    const auto model = f.build("GPT2LMHeadModel", &r.parallel);
+    PipelineRunner runner(*model, r.mesh.pp(), {.num_microbatches = layout.microbatches});
+    if (rank == 1) throw Error("stage 1 fails on purpose");
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      runner.train_step(f.forward_inputs(), f.ref("train_labels"));
+      ADD_FAILURE() << "stage 0 finished a step without stage 1";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("group 'pp'"), std::string::npos) << e.what();
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+  });
+  ASSERT_EQ(statuses.size(), 2u);
+  EXPECT_TRUE(WIFEXITED(statuses[0]) && WEXITSTATUS(statuses[0]) == 0) << "stage 0";
+  EXPECT_TRUE(WIFEXITED(statuses[1]) && WEXITSTATUS(statuses[1]) == 1) << "stage 1";
+}
