@@ -16,9 +16,10 @@ at::Tensor Model::lm_loss(const ForwardInputs& inputs, const at::Tensor& labels)
   return causal_lm_loss(layers::VocabLogits{logits, false, 0, logits.size(-1), nullptr}, labels);
 }
 
-void Model::bind(const BuildContext& ctx) {
-  sharding_ = ctx.plan();
-  const ParallelContext* parallel = ctx.parallel();
+void Model::bind(const BuildContext& ctx) { bind(ctx.plan(), ctx.parallel()); }
+
+void Model::bind(std::shared_ptr<ShardingPlan> plan, const ParallelContext* parallel) {
+  sharding_ = std::move(plan);
   if (parallel != nullptr && parallel->pipeline != nullptr) pipeline_ = *parallel->pipeline;
   if (parallel != nullptr) shared_patterns_ = parallel->policy.shared_parameters();
 }

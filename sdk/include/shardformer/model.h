@@ -95,6 +95,8 @@ class Model : public torch::nn::Module {
   // Records what the model was built with: the sharding plan, the pipeline stage and the
   // policy's shared parameters. Every model calls it in its constructor.
   void bind(const BuildContext& ctx);
+  // The same for a model built without a BuildContext (no checkpoint: benchmarks, tests).
+  void bind(std::shared_ptr<ShardingPlan> plan, const ParallelContext* parallel);
 
  private:
   std::shared_ptr<ShardingPlan> sharding_ = std::make_shared<ShardingPlan>();

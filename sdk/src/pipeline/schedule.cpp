@@ -6,6 +6,9 @@
 #include "shardformer/strings.h"
 
 #include <algorithm>
+#include <map>
+#include <optional>
+#include <tuple>
 
 namespace shardformer::pipeline {
 namespace {
@@ -97,6 +100,71 @@ std::vector<PipelineAction> schedule_actions(ScheduleKind kind, const ScheduleSh
     actions.push_back(interleaved_action(s, k, Kind::kBackward));
   }
   return actions;
+}
+
+double theoretical_bubble(const ScheduleShape& s) {
+  const auto p = static_cast<double>(s.num_stages);
+  return (p - 1) / (static_cast<double>(s.num_chunks * s.num_microbatches) + p - 1);
+}
+
+ScheduleSimulation simulate_schedule(ScheduleKind kind, const ScheduleShape& s, double forward_time,
+                                     double backward_time) {
+  const int64_t p = s.num_stages, v = s.num_chunks;
+  std::vector<std::vector<PipelineAction>> actions;
+  for (int64_t stage = 0; stage < p; ++stage) {
+    actions.push_back(schedule_actions(kind, s, stage, /*forward_only=*/false));
+  }
+  // Piece k = chunk * p + stage. When each (kind, micro-batch, piece) finished, once it has.
+  std::map<std::tuple<int, int64_t, int64_t>, double> done;
+  const auto finished = [&](Kind kind, int64_t mb, int64_t piece) -> std::optional<double> {
+    const auto it = done.find({static_cast<int>(kind), mb, piece});
+    return it == done.end() ? std::nullopt : std::optional<double>(it->second);
+  };
+  const int64_t last_piece = p * v - 1;
+  std::vector<size_t> next(p, 0);
+  std::vector<double> clock(p, 0), busy(p, 0);
+  std::vector<int64_t> live(p, 0);
+  ScheduleSimulation result;
+  result.max_live.assign(p, 0);
+  for (bool progressed = true; progressed;) {
+    progressed = false;
+    for (int64_t stage = 0; stage < p; ++stage) {
+      while (next[stage] < actions[stage].size()) {
+        const PipelineAction& a = actions[stage][next[stage]];
+        const int64_t piece = a.chunk * p + stage;
+        // What this action waits for: the previous piece's forward or the next one's backward.
+        std::optional<double> ready = 0.0;
+        if (a.kind == Kind::kForward && piece > 0)
+          ready = finished(Kind::kForward, a.microbatch, piece - 1);
+        if (a.kind == Kind::kBackward && piece < last_piece) {
+          ready = finished(Kind::kBackward, a.microbatch, piece + 1);
+        }
+        if (!ready) break;
+        const double cost = a.kind == Kind::kForward ? forward_time : backward_time;
+        clock[stage] = std::max(clock[stage], *ready) + cost;
+        busy[stage] += cost;
+        done[{static_cast<int>(a.kind), a.microbatch, piece}] = clock[stage];
+        live[stage] += a.kind == Kind::kForward ? 1 : -1;
+        result.max_live[stage] = std::max(result.max_live[stage], live[stage]);
+        ++next[stage];
+        progressed = true;
+      }
+    }
+  }
+  std::vector<int64_t> stalled;
+  for (int64_t stage = 0; stage < p; ++stage) {
+    if (next[stage] < actions[stage].size()) stalled.push_back(stage);
+  }
+  if (!stalled.empty()) {
+    throw Error(str("pipeline: the ", schedule_name(kind), " schedule deadlocks at ", p,
+                    " stages, ", s.num_microbatches, " micro-batches, ", v, " chunks (stages ",
+                    join(stalled, ", "), " wait)"));
+  }
+  result.makespan = *std::max_element(clock.begin(), clock.end());
+  for (int64_t stage = 0; stage < p; ++stage) {
+    result.idle_fraction.push_back(1.0 - busy[stage] / result.makespan);
+  }
+  return result;
 }
 
 }  // namespace shardformer::pipeline

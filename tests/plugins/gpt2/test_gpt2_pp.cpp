@@ -223,3 +223,28 @@ TEST(Gpt2PipelineFailure, AStageThatDiesFailsItsPeerQuickly) {
   EXPECT_TRUE(WIFEXITED(statuses[0]) && WEXITSTATUS(statuses[0]) == 0) << "stage 0";
   EXPECT_TRUE(WIFEXITED(statuses[1]) && WEXITSTATUS(statuses[1]) == 1) << "stage 1";
 }
+
+// Shapes and dtypes cross once per micro-batch input shape, not with every tensor: four
+// micro-batches of one row share one key each way, three (2 + 1 + 1 rows) have two, and a
+// second step sends none.
+TEST(Gpt2PipelineChannel, SendsShapesOncePerInputShape) {
+  for (const int64_t microbatches : {4, 3}) {
+    expect_all_ranks_passed(run_ranks(2, [&](int rank, int port) {
+      const Gpt2Fixture f;
+      const Layout layout{.pp = 2, .microbatches = microbatches};
+      PipelineRank r(rank, layout, port, f);
+      const auto model = f.build("GPT2LMHeadModel", &r.parallel);
+      PipelineRunner runner(*model, r.mesh.pp(), {.num_microbatches = microbatches});
+      const int64_t keys = microbatches == 4 ? 1 : 2;
+      for (int step = 0; step < 2; ++step) {
+        runner.train_step(f.forward_inputs(), f.ref("train_labels"));
+        EXPECT_EQ(runner.channel().metadata_sent(), keys) << "step " << step;
+        EXPECT_EQ(runner.channel().metadata_received(), keys) << "step " << step;
+      }
+      r.mesh.pp().reset_stats();
+      runner.train_step(f.forward_inputs(), f.ref("train_labels"));
+      // Per micro-batch one activation or gradient each way, plus the tied wte's gradient.
+      EXPECT_EQ(r.mesh.pp().stats().sends, microbatches + 1);
+    }));
+  }
+}

@@ -44,4 +44,19 @@ void check_schedule(ScheduleKind kind, const ScheduleShape& shape);
 std::vector<PipelineAction> schedule_actions(ScheduleKind kind, const ScheduleShape& shape,
                                              int64_t stage, bool forward_only);
 
+// What a schedule costs on an ideal machine: every stage's actions replayed with a fixed time
+// per forward and backward of one chunk and instant communication. Throws Error naming the
+// stalled stages when the schedule deadlocks (never, for the three schedules above).
+struct ScheduleSimulation {
+  double makespan = 0;                // time until the last stage finishes
+  std::vector<double> idle_fraction;  // per stage: 1 - busy / makespan
+  std::vector<int64_t> max_live;      // per stage: most (micro-batch, chunk) activations alive
+};
+ScheduleSimulation simulate_schedule(ScheduleKind kind, const ScheduleShape& shape,
+                                     double forward_time, double backward_time);
+
+// The textbook bubble of 1F1B and GPipe, (p - 1) / (m + p - 1), and of interleaved 1F1B with
+// v chunks, (p - 1) / (v m + p - 1): the idle fraction of every stage.
+double theoretical_bubble(const ScheduleShape& shape);
+
 }  // namespace shardformer::pipeline
