@@ -4,6 +4,8 @@
 
 #include "plugin_registry.h"
 #include "shardformer/checkpoint.h"
+#include "shardformer/distributed/process_mesh.h"
+#include "shardformer/generation.h"
 #include "shardformer/safetensors.h"
 #include "test_env.h"
 
@@ -43,6 +45,15 @@ class Gpt2Fixture {
   }
   int64_t ref_scalar(const std::string& name) const { return ref(name).item<int64_t>(); }
 
+  // HF's generation settings; with_eos: stop at the reference's eos as HF did.
+  GenerationConfig generation_config(bool with_eos) const {
+    GenerationConfig config;
+    config.max_new_tokens = ref_scalar("generate_max_new_tokens");
+    config.pad_token_id = ref_scalar("generate_pad_token_id");
+    if (with_eos) config.eos_token_id = ref_scalar("generate_eos_token_id");
+    return config;
+  }
+
   // Prompts recovered from HF's left-padded generation inputs.
   std::vector<std::vector<int64_t>> prompts() const {
     const at::Tensor ids = ref("generate_input_ids"), mask = ref("generate_attention_mask");
@@ -57,7 +68,10 @@ class Gpt2Fixture {
   }
 
   ForwardInputs forward_inputs() const {
-    return {.input_ids = ref("forward_input_ids"), .attention_mask = ref("forward_attention_mask")};
+    ForwardInputs inputs;
+    inputs.input_ids = ref("forward_input_ids");            // [batch, seq]
+    inputs.attention_mask = ref("forward_attention_mask");  // [batch, seq]
+    return inputs;
   }
   at::Tensor forward(Model& model) const {
     at::NoGradGuard no_grad;
@@ -68,6 +82,14 @@ class Gpt2Fixture {
   Checkpoint checkpoint;
   SafetensorsFile reference;
 };
+
+// A mesh of forked local ranks on `port`, failing within a minute when a peer is gone.
+inline distributed::MeshOptions local_mesh_options(int port) {
+  distributed::MeshOptions options;
+  options.master_port = port;
+  options.timeout = std::chrono::seconds(60);
+  return options;
+}
 
 // |actual - expected| <= atol + rtol * |expected| everywhere, reporting the worst element.
 inline void expect_close(const at::Tensor& actual, const at::Tensor& expected, double atol,

@@ -47,6 +47,9 @@ class GPT2Test : public ::testing::Test {
   static at::Tensor ref(const std::string& name) { return fixture_->ref(name); }
   static int64_t ref_scalar(const std::string& name) { return fixture_->ref_scalar(name); }
   static std::vector<std::vector<int64_t>> prompts() { return fixture_->prompts(); }
+  static GenerationConfig generation_config(bool with_eos) {
+    return fixture_->generation_config(with_eos);
+  }
   static at::Tensor forward(Model& model) { return fixture_->forward(model); }
   static void expect_close(const at::Tensor& actual, const at::Tensor& expected, double atol) {
     shardformer::testing::expect_close(actual, expected, atol, 0.0, "output");
@@ -112,10 +115,8 @@ TEST_F(GPT2Test, ParameterNamesAreHFNames) {
 
 TEST_F(GPT2Test, GreedyGenerationMatchesHF) {
   const auto model = build("GPT2LMHeadModel");
-  GenerationConfig config;
-  config.max_new_tokens = ref_scalar("generate_max_new_tokens");
-  config.pad_token_id = ref_scalar("generate_pad_token_id");
-  const GenerationResult result = greedy_generate(*model, prompts(), config);
+  const GenerationResult result =
+      greedy_generate(*model, prompts(), generation_config(/*with_eos=*/false));
   EXPECT_TRUE(at::equal(result.sequences, ref("generate_sequences")))
       << "ours:\n"
       << result.sequences << "\nHF:\n"
@@ -124,17 +125,14 @@ TEST_F(GPT2Test, GreedyGenerationMatchesHF) {
 
 TEST_F(GPT2Test, GreedyGenerationStopsAtEosLikeHF) {
   const auto model = build("GPT2LMHeadModel");
-  GenerationConfig config;
-  config.max_new_tokens = ref_scalar("generate_max_new_tokens");
-  config.pad_token_id = ref_scalar("generate_pad_token_id");
-  config.eos_token_id = ref_scalar("generate_eos_token_id");
-  const GenerationResult result = greedy_generate(*model, prompts(), config);
+  const GenerationResult result =
+      greedy_generate(*model, prompts(), generation_config(/*with_eos=*/true));
   EXPECT_TRUE(at::equal(result.sequences, ref("generate_eos_sequences")))
       << "ours:\n"
       << result.sequences << "\nHF:\n"
       << ref("generate_eos_sequences");
   ASSERT_FALSE(result.new_tokens[0].empty());
-  EXPECT_EQ(result.new_tokens[0].back(), *config.eos_token_id);
+  EXPECT_EQ(result.new_tokens[0].back(), ref_scalar("generate_eos_token_id"));
 }
 
 TEST_F(GPT2Test, GenerationRefusesTooLongRequests) {

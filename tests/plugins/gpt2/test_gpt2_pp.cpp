@@ -28,8 +28,8 @@ struct Layout {
   int pp = 2, tp = 1;
   ScheduleKind schedule = ScheduleKind::kOneFOneB;
   int64_t chunks = 1, microbatches = 2;
-  std::optional<std::vector<int64_t>> layers_per_piece;
-  std::string name;
+  std::optional<std::vector<int64_t>> layers_per_piece = std::nullopt;
+  std::string name = "";
 };
 
 void PrintTo(const Layout& layout, std::ostream* os) { *os << layout.name; }
@@ -37,18 +37,13 @@ void PrintTo(const Layout& layout, std::ostream* os) { *os << layout.name; }
 // One rank's view: its mesh, its stage and the parallel context a job hands the plugin.
 struct PipelineRank {
   PipelineRank(int rank, const Layout& layout, int port, const Gpt2Fixture& f)
-      : mesh(rank, {.pp = layout.pp, .tp = layout.tp}, options(port)),
+      : mesh(rank, {.pp = layout.pp, .tp = layout.tp},
+             shardformer::testing::local_mesh_options(port)),
         stages(layout.pp, mesh.coordinate().pp, f.checkpoint.config().get_int("n_layer"),
                layout.chunks, layout.layers_per_piece) {
     at::set_num_threads(1);  // several ranks share this machine's cores
     parallel.tp = &mesh.tp();
     parallel.pipeline = &stages;
-  }
-  static distributed::MeshOptions options(int port) {
-    distributed::MeshOptions o;
-    o.master_port = port;
-    o.timeout = std::chrono::seconds(60);
-    return o;
   }
   distributed::ProcessMesh mesh;
   PipelineStageManager stages;
@@ -112,15 +107,11 @@ TEST_P(Gpt2Pipeline, LogitsLossGradientsAndGenerationMatchHF) {
     }
     EXPECT_EQ(held, expected_names(f, r.stages)) << "stage " << r.stages.stage();
 
-    GenerationConfig config;
-    config.max_new_tokens = f.ref_scalar("generate_max_new_tokens");
-    config.pad_token_id = f.ref_scalar("generate_pad_token_id");
-    config.eos_token_id = f.ref_scalar("generate_eos_token_id");
-    const GenerationResult eos = pipeline_greedy_generate(*model, r.mesh.pp(), f.prompts(), config);
+    const GenerationResult eos =
+        pipeline_greedy_generate(*model, r.mesh.pp(), f.prompts(), f.generation_config(true));
     EXPECT_TRUE(at::equal(eos.sequences, f.ref("generate_eos_sequences"))) << eos.sequences;
-    config.eos_token_id.reset();
     const GenerationResult full =
-        pipeline_greedy_generate(*model, r.mesh.pp(), f.prompts(), config);
+        pipeline_greedy_generate(*model, r.mesh.pp(), f.prompts(), f.generation_config(false));
     EXPECT_TRUE(at::equal(full.sequences, f.ref("generate_sequences"))) << full.sequences;
   }));
 }
@@ -168,7 +159,7 @@ TEST(Gpt2PipelineSchedules, GiveTheSameGradients) {
   expect_all_ranks_passed(run_ranks(2, [&](int rank, int port) {
     const Gpt2Fixture f;
     at::set_num_threads(1);
-    distributed::ProcessMesh mesh(rank, {.pp = 2}, PipelineRank::options(port));
+    distributed::ProcessMesh mesh(rank, {.pp = 2}, shardformer::testing::local_mesh_options(port));
     const auto all_grads = [&](ScheduleKind kind, int64_t chunks) {
       PipelineStageManager stages(2, mesh.coordinate().pp, f.checkpoint.config().get_int("n_layer"),
                                   chunks);

@@ -20,17 +20,11 @@ namespace {
 // One rank's view: its mesh and the parallel context a job would hand the plugin.
 struct Rank {
   Rank(int rank, int tp, int port, ShardConfig config = {}, Policy overrides = {})
-      : mesh(rank, {.tp = tp}, options(port)) {
+      : mesh(rank, {.tp = tp}, shardformer::testing::local_mesh_options(port)) {
     at::set_num_threads(1);  // several ranks share this machine's cores
     parallel.tp = &mesh.tp();
     parallel.config = config;
     parallel.policy = std::move(overrides);
-  }
-  static distributed::MeshOptions options(int port) {
-    distributed::MeshOptions o;
-    o.master_port = port;
-    o.timeout = std::chrono::seconds(60);
-    return o;
   }
   distributed::ProcessMesh mesh;
   ParallelContext parallel;
@@ -81,11 +75,8 @@ TEST_P(Gpt2TensorParallel, GreedyGenerationMatchesHF) {
     Rank r(rank, tp, port);
     const auto model = f.build("GPT2LMHeadModel", &r.parallel);
     EXPECT_EQ(model->shape().num_heads, 4 / tp);
-    GenerationConfig config;
-    config.max_new_tokens = f.ref_scalar("generate_max_new_tokens");
-    config.pad_token_id = f.ref_scalar("generate_pad_token_id");
-    config.eos_token_id = f.ref_scalar("generate_eos_token_id");
-    const GenerationResult result = greedy_generate(*model, f.prompts(), config);
+    const GenerationResult result =
+        greedy_generate(*model, f.prompts(), f.generation_config(/*with_eos=*/true));
     EXPECT_TRUE(at::equal(result.sequences, f.ref("generate_eos_sequences")))
         << "rank " << rank << " ours:\n"
         << result.sequences;
