@@ -239,3 +239,21 @@ TEST(Gpt2PipelineChannel, SendsShapesOncePerInputShape) {
     }));
   }
 }
+
+// What 1F1B buys over GPipe: a stage keeps at most (stages - stage) micro-batches' activations
+// alive, where GPipe keeps all of them until the backward passes start.
+TEST(Gpt2PipelineMemory, OneFOneBBoundsTheLiveMicroBatches) {
+  expect_all_ranks_passed(run_ranks(2, [&](int rank, int port) {
+    const Gpt2Fixture f;
+    PipelineRank r(rank, Layout{.pp = 2, .microbatches = 4}, port, f);
+    const auto model = f.build("GPT2LMHeadModel", &r.parallel);
+    const int64_t stage = r.stages.stage();
+    for (const auto& [kind, expected] : {std::pair{ScheduleKind::kGPipe, int64_t{4}},
+                                         std::pair{ScheduleKind::kOneFOneB, 2 - stage}}) {
+      PipelineRunner runner(*model, r.mesh.pp(), {.schedule = kind, .num_microbatches = 4});
+      runner.train_step(f.forward_inputs(), f.ref("train_labels"));
+      EXPECT_EQ(runner.stats().max_live_microbatches, expected)
+          << schedule_name(kind) << " stage " << stage;
+    }
+  }));
+}
