@@ -83,11 +83,12 @@ class Gpt2Fixture {
   SafetensorsFile reference;
 };
 
-// A mesh of forked local ranks on `port`, failing within a minute when a peer is gone.
-inline distributed::MeshOptions local_mesh_options(int port) {
+// A mesh of forked local ranks on `port`; a collective or receive fails after `timeout`.
+inline distributed::MeshOptions local_mesh_options(
+    int port, std::chrono::milliseconds timeout = std::chrono::seconds(60)) {
   distributed::MeshOptions options;
   options.master_port = port;
-  options.timeout = std::chrono::seconds(60);
+  options.timeout = timeout;
   return options;
 }
 

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <optional>
 #include <set>
+#include <thread>
 
 using namespace shardformer;
 using namespace shardformer::pipeline;
@@ -36,9 +37,10 @@ void PrintTo(const Layout& layout, std::ostream* os) { *os << layout.name; }
 
 // One rank's view: its mesh, its stage and the parallel context a job hands the plugin.
 struct PipelineRank {
-  PipelineRank(int rank, const Layout& layout, int port, const Gpt2Fixture& f)
+  PipelineRank(int rank, const Layout& layout, int port, const Gpt2Fixture& f,
+               std::chrono::milliseconds timeout = std::chrono::seconds(60))
       : mesh(rank, {.pp = layout.pp, .tp = layout.tp},
-             shardformer::testing::local_mesh_options(port)),
+             shardformer::testing::local_mesh_options(port, timeout)),
         stages(layout.pp, mesh.coordinate().pp, f.checkpoint.config().get_int("n_layer"),
                layout.chunks, layout.layers_per_piece) {
     at::set_num_threads(1);  // several ranks share this machine's cores
@@ -213,6 +215,36 @@ TEST(Gpt2PipelineFailure, AStageThatDiesFailsItsPeerQuickly) {
   ASSERT_EQ(statuses.size(), 2u);
   EXPECT_TRUE(WIFEXITED(statuses[0]) && WEXITSTATUS(statuses[0]) == 0) << "stage 0";
   EXPECT_TRUE(WIFEXITED(statuses[1]) && WEXITSTATUS(statuses[1]) == 1) << "stage 1";
+}
+
+// A stage that stalls (alive, connections open, sending nothing) fails its peer's receive
+// after the mesh timeout instead of hanging it.
+TEST(Gpt2PipelineFailure, AStallingStageTimesOutItsPeer) {
+  const Layout layout{.pp = 2, .microbatches = 2};
+  const auto timeout = std::chrono::seconds(2);
+  const auto statuses = run_ranks(2, [&](int rank, int port) {
+    const Gpt2Fixture f;
+    PipelineRank r(rank, layout, port, f, timeout);
+    const auto model = f.build("GPT2LMHeadModel", &r.parallel);
+    PipelineRunner runner(*model, r.mesh.pp(), {.num_microbatches = layout.microbatches});
+    if (rank == 1) {
+      std::this_thread::sleep_for(std::chrono::seconds(5));
+      return;
+    }
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      runner.train_step(f.forward_inputs(), f.ref("train_labels"));
+      ADD_FAILURE() << "stage 0 finished a step without stage 1";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("on group 'pp' failed"), std::string::npos) << e.what();
+    }
+    const auto waited = std::chrono::steady_clock::now() - start;
+    EXPECT_GE(waited, timeout);
+    EXPECT_LT(waited, std::chrono::seconds(6));
+    std::_Exit(::testing::Test::HasFailure() ? 1 : 0);  // no teardown barrier with stage 1
+  });
+  ASSERT_EQ(statuses.size(), 2u);
+  EXPECT_TRUE(WIFEXITED(statuses[0]) && WEXITSTATUS(statuses[0]) == 0) << "stage 0";
 }
 
 // Shapes and dtypes cross once per micro-batch input shape, not with every tensor: four
