@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Runs HF transformers' GPT-2 on a checkpoint and writes what the C++ tests compare against:
 logits and hidden states of a right-padded batch, the LM loss of that batch and every
-parameter's gradient after its backward pass, and greedy generations of a left-padded batch
-(with and without an early end-of-sequence token). HF is the oracle, never our code."""
+parameter's gradient after its backward pass, the losses of a few SGD steps on it, and greedy
+generations of a left-padded batch (with and without an early end-of-sequence token). HF is
+the oracle, never our code."""
 import argparse
 import pathlib
 
@@ -14,6 +15,7 @@ from transformers import GPT2LMHeadModel, GPT2Model
 FORWARD_BATCH = [[5, 17, 301, 44, 9, 1000, 3], [7, 8, 9, 10], [42], [900, 901, 902, 903, 904, 905]]
 GENERATE_PROMPTS = [[11, 22, 33, 44, 55], [600, 7], [1, 2, 3]]
 MAX_NEW_TOKENS = 10
+SGD_STEPS, SGD_LR = 3, 0.1
 
 
 def pad(sequences, pad_id, left):
@@ -57,6 +59,18 @@ def main() -> None:
     out["train_labels"], out["train_loss"] = labels, loss.detach().reshape(1)
     for name, param in lm.named_parameters():  # the tied lm_head appears once, as wte
         out["grad." + name] = param.grad.detach()
+
+    # A few plain SGD steps on that batch, from a fresh copy: the loss before each step.
+    trained = GPT2LMHeadModel.from_pretrained(args.checkpoint, dtype=torch.float32).eval()
+    sgd = torch.optim.SGD(trained.parameters(), lr=SGD_LR)
+    losses = []
+    for _ in range(SGD_STEPS):
+        sgd.zero_grad()
+        step_loss = trained(input_ids=ids, attention_mask=mask, labels=labels).loss
+        step_loss.backward()
+        sgd.step()
+        losses.append(step_loss.detach())
+    out["sgd_losses"], out["sgd_lr"] = torch.stack(losses), torch.tensor([SGD_LR])
 
     with torch.no_grad():
         ids, mask = pad(GENERATE_PROMPTS, pad_id, left=True)
