@@ -247,6 +247,15 @@ class SectionReader {
     return readers;
   }
 
+  // Throws "what" at the key's value (the section's header when the key is absent).
+  [[noreturn]] void fail_at(std::string_view key, const std::string& what) const {
+    const toml::node* node = find(key);
+    const toml::source_position at = node     ? node->source().begin
+                                     : table_ ? table_->source().begin
+                                              : toml::source_position{};
+    fail(source_, at, str(label(key), ": ", what));
+  }
+
   // Throws at the section (1:1 when it is missing) unless `key` is present.
   void require(std::string_view key, std::string_view why = {}) const {
     if (find(key) != nullptr) return;
@@ -446,6 +455,32 @@ LogSection read_log(const SectionReader& reader) {
   return log;
 }
 
+// [pipeline] keys that contradict each other or [parallel]: refused at the key, before any
+// rank starts (the stage split against the model's layer count is checked once it is known).
+void check_pipeline(const SectionReader& reader, const PipelineSection& p, int64_t pp_size) {
+  const bool interleaved = p.schedule == "interleaved";
+  if (!interleaved && p.num_model_chunks != 1) {
+    reader.fail_at("num_model_chunks",
+                   str(p.num_model_chunks, " model chunks per stage need ",
+                       "schedule = \"interleaved\" (the schedule is \"", p.schedule, "\")"));
+  }
+  if (interleaved && p.num_model_chunks < 2) {
+    reader.fail_at("num_model_chunks", "the interleaved schedule needs at least 2 model chunks");
+  }
+  if (interleaved && p.num_microbatches > 0 && p.num_microbatches % pp_size != 0) {
+    reader.fail_at("num_microbatches",
+                   str(p.num_microbatches, " is not a multiple of parallel.pp_size = ", pp_size,
+                       " (the interleaved schedule sends micro-batches in groups of pp_size)"));
+  }
+  const auto pieces = static_cast<size_t>(pp_size * p.num_model_chunks);
+  if (!p.layers_per_stage.empty() && p.layers_per_stage.size() != pieces) {
+    reader.fail_at(
+        "layers_per_stage",
+        str("lists ", p.layers_per_stage.size(), " entries but the pipeline has ", pieces,
+            " pieces (pp_size ", pp_size, " x num_model_chunks ", p.num_model_chunks, ")"));
+  }
+}
+
 // Required keys are checked once every present value is known to be valid.
 void require_keys(const Sections& sections, JobMode mode) {
   sections.model.require("path");
@@ -495,6 +530,7 @@ JobConfig parse_job_config(const std::string& text, const std::filesystem::path&
   config.model = read_model(sections.model);
   config.parallel = read_parallel(sections.parallel);
   config.pipeline = read_pipeline(sections.pipeline);
+  check_pipeline(sections.pipeline, config.pipeline, config.parallel.pp_size);
   config.shard = read_shard(sections.shard);
   config.mode = read_mode(sections.job);
   config.forward = read_forward(sections.forward);

@@ -135,7 +135,7 @@ PipelineStageManager stage_manager(const JobConfig& config, const Checkpoint& ch
     if (!p.layers_per_stage.empty()) list = p.layers_per_stage;
     return PipelineStageManager(config.parallel.pp_size, stage, *layers, p.num_model_chunks, list);
   } catch (const ConfigError& e) {
-    throw ConfigError(str(config.source.string(), ": [pipeline] ", e.what()));
+    throw ConfigError(str(config.source.string(), ": ", e.what()));
   }
 }
 
@@ -152,10 +152,10 @@ pipeline::PipelineOptions pipeline_options(const JobConfig& config, int64_t batc
   try {
     pipeline::check_schedule(options.schedule, {pp, options.num_microbatches, p.num_model_chunks});
   } catch (const ConfigError& e) {
-    throw ConfigError(str(config.source.string(), ": [pipeline] ", e.what()));
+    throw ConfigError(str(config.source.string(), ": ", e.what()));
   }
   if (options.num_microbatches > batch) {
-    throw ConfigError(str(config.source.string(), ": [pipeline] num_microbatches = ",
+    throw ConfigError(str(config.source.string(), ": pipeline.num_microbatches = ",
                           options.num_microbatches, " exceeds the batch of ", batch, " sequences"));
   }
   return options;
