@@ -1,7 +1,6 @@
-// Measures the pipeline bubble of GPipe, 1F1B and interleaved 1F1B: the real PipelineRunner,
-// StageChannel and Gloo between forked local ranks, with stages whose forward and backward
-// take a fixed time (sleeps, so the 2-core machine's load does not distort the schedule).
-// Prints each stage's idle fraction next to the theory and the ideal-machine simulation.
+// Measures each pipeline schedule's bubble (idle fraction per stage) and live activations with
+// the real runner and Gloo between forked ranks, on sleep-timed stages (so 2 cores do not
+// distort it), next to the theory and the ideal-machine simulation.
 #include "shardformer/distributed/process_mesh.h"
 #include "shardformer/model.h"
 #include "shardformer/pipeline/pipeline_runner.h"
@@ -92,7 +91,14 @@ struct Case {
   ScheduleShape shape;
 };
 
-// One rank: a warm-up step, then `steps` measured ones; writes its mean idle fraction to fd.
+// What a rank measured: its mean idle fraction and the most (micro-batch, chunk) activations
+// it kept alive.
+struct RankReport {
+  double idle = -1;
+  int64_t max_live = -1;
+};
+
+// One rank: a warm-up step, then `steps` measured ones; writes its RankReport to fd.
 void run_rank(int rank, int port, const Case& c, double forward_s, int steps, int fd) {
   at::set_num_threads(1);
   distributed::MeshOptions options;
@@ -114,12 +120,12 @@ void run_rank(int rank, int port, const Case& c, double forward_s, int steps, in
     runner.train_step(batch, ids);
     if (step > 0) idle += runner.stats().idle_fraction();
   }
-  const double mean = idle / steps;
-  if (write(fd, &mean, sizeof(mean)) != sizeof(mean)) _exit(2);
+  const RankReport report{idle / steps, runner.stats().max_live_microbatches};
+  if (write(fd, &report, sizeof(report)) != sizeof(report)) _exit(2);
 }
 
-// Forks the case's ranks and returns each one's idle fraction.
-std::vector<double> measure(const Case& c, double forward_s, int steps) {
+// Forks the case's ranks and returns each one's report.
+std::vector<RankReport> measure(const Case& c, double forward_s, int steps) {
   const int port = free_port();
   const auto p = static_cast<int>(c.shape.num_stages);
   std::vector<int> read_fds;
@@ -143,13 +149,15 @@ std::vector<double> measure(const Case& c, double forward_s, int steps) {
     read_fds.push_back(fds[0]);
     pids.push_back(pid);
   }
-  std::vector<double> idle(p, -1);
+  std::vector<RankReport> reports(p);
   for (int rank = 0; rank < p; ++rank) {
-    if (read(read_fds[rank], &idle[rank], sizeof(double)) != sizeof(double)) idle[rank] = -1;
+    if (read(read_fds[rank], &reports[rank], sizeof(RankReport)) != sizeof(RankReport)) {
+      reports[rank] = RankReport{};
+    }
     close(read_fds[rank]);
     waitpid(pids[rank], nullptr, 0);
   }
-  return idle;
+  return reports;
 }
 
 std::vector<int64_t> parse_list(const std::string& text) {
@@ -190,7 +198,7 @@ int main(int argc, char** argv) {
   }
   std::printf(
       "| schedule | p | m | v | idle, mean of stages | idle, worst stage | theory | "
-      "ideal simulation |\n|---|---|---|---|---|---|---|---|\n");
+      "ideal simulation | live activations, stage 0 |\n|---|---|---|---|---|---|---|---|---|\n");
   for (int64_t p : parse_list(stages_list)) {
     for (int64_t m : parse_list(microbatch_list)) {
       for (ScheduleKind kind :
@@ -198,15 +206,19 @@ int main(int argc, char** argv) {
         const int64_t v = kind == ScheduleKind::kInterleaved ? chunks : 1;
         const Case c{kind, {p, m, v}};
         if (kind == ScheduleKind::kInterleaved && m % p != 0) continue;
-        const std::vector<double> idle = measure(c, forward_ms / 1e3, steps);
-        const double mean = std::accumulate(idle.begin(), idle.end(), 0.0) / idle.size();
-        const double worst = *std::max_element(idle.begin(), idle.end());
+        const std::vector<RankReport> reports = measure(c, forward_ms / 1e3, steps);
+        double mean = 0, worst = 0;
+        for (const RankReport& r : reports) {
+          mean += r.idle / static_cast<double>(p);
+          worst = std::max(worst, r.idle);
+        }
         const auto sim = simulate_schedule(kind, c.shape, 1.0 / v, 2.0 / v);
         const double sim_mean =
             std::accumulate(sim.idle_fraction.begin(), sim.idle_fraction.end(), 0.0) / p;
-        std::printf("| %s | %ld | %ld | %ld | %.3f | %.3f | %.3f | %.3f |\n", schedule_name(kind),
-                    static_cast<long>(p), static_cast<long>(m), static_cast<long>(v), mean, worst,
-                    theoretical_bubble(c.shape), sim_mean);
+        std::printf("| %s | %ld | %ld | %ld | %.3f | %.3f | %.3f | %.3f | %ld |\n",
+                    schedule_name(kind), static_cast<long>(p), static_cast<long>(m),
+                    static_cast<long>(v), mean, worst, theoretical_bubble(c.shape), sim_mean,
+                    static_cast<long>(reports.front().max_live));
         std::fflush(stdout);
       }
     }
