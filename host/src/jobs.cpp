@@ -307,6 +307,11 @@ void run_job(const JobConfig& config, const PluginRegistry& registry,
 
     std::optional<PipelineStageManager> stages;
     const bool pipelined = config.parallel.pp_size > 1;
+    if (pipelined && device.is_cuda()) {
+      throw ConfigError(str(config.source.string(), ": model.device = \"cuda\" with parallel.",
+                            "pp_size = ", config.parallel.pp_size,
+                            ": pipelines run on CPU ranks (Gloo) only in this version"));
+    }
     if (pipelined) {
       stages = stage_manager(config, checkpoint, mesh->coordinate().pp);
       parallel->pipeline = &*stages;
@@ -322,7 +327,8 @@ void run_job(const JobConfig& config, const PluginRegistry& registry,
     log::info(str("model built in ", seconds_since(start), " s (", c10::toString(dtype), ", ",
                   device.str(), ", tp ", config.parallel.tp_size, ", pp ", config.parallel.pp_size,
                   "); RSS ", rss_mib().first, " MiB"));
-    if (parallel) warn_unmatched_overrides(config, *model);
+    // A stage holds only some modules: an override may match another stage's.
+    if (parallel && !pipelined) warn_unmatched_overrides(config, *model);
     if (parallel && parallel->tensor_parallel() && model->sharding().empty()) {
       log::warn(
           str("plugin '", plugin.name, "' split no parameter: every rank holds the whole model"));

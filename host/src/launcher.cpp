@@ -548,7 +548,9 @@ void record_rank_error(const std::string& message) {
                       std::chrono::steady_clock::now().time_since_epoch())
                       .count();
   std::ofstream(std::filesystem::path(dir) / rank)
-      << ns << " " << message.substr(0, message.find('\n')) << "\n";
+      << ns << " "
+      << (message.empty() ? "(an error without a message)" : message.substr(0, message.find('\n')))
+      << "\n";
 }
 
 }  // namespace shardformer::host

@@ -155,7 +155,11 @@ ModelShape GPT2Model::shape() const {
 at::Tensor GPT2Model::forward(const ForwardInputs& inputs) {
   const at::Tensor& ids = inputs.input_ids;  // [batch, seq]
   const int64_t batch = ids.size(0), seq = ids.size(1);
-  const auto& blocks = chunks_.at(inputs.chunk);
+  if (inputs.chunk < 0 || inputs.chunk >= static_cast<int64_t>(chunks_.size())) {
+    throw Error(str("GPT-2: chunk ", inputs.chunk, " requested from a stage of ", chunks_.size(),
+                    " chunks"));
+  }
+  const auto& blocks = chunks_[inputs.chunk];
   const int64_t past = inputs.cache ? inputs.cache->length(blocks.front()->layer_idx()) : 0;
   at::Tensor positions = inputs.position_ids;
   if (!positions.defined()) {

@@ -27,11 +27,24 @@ int64_t KVCache::length() const {
   return longest;
 }
 
+namespace {
+
+void check_layer(int64_t layer, int64_t num_layers) {
+  if (layer < 0 || layer >= num_layers) {
+    throw Error(str("KV cache: layer ", layer, " out of range [0, ", num_layers, ")"));
+  }
+}
+
+}  // namespace
+
+int64_t KVCache::length(int64_t layer) const {
+  check_layer(layer, num_layers());
+  return lengths_[layer];
+}
+
 std::pair<at::Tensor, at::Tensor> KVCache::append(int64_t layer, const at::Tensor& keys,
                                                   const at::Tensor& values) {
-  if (layer < 0 || layer >= num_layers()) {
-    throw Error(str("KV cache: layer ", layer, " out of range [0, ", num_layers(), ")"));
-  }
+  check_layer(layer, num_layers());
   int64_t& length = lengths_[layer];
   const int64_t added = keys.size(2);
   if (length + added > max_length_) {

@@ -26,7 +26,7 @@ class KVCache {
   int64_t length() const;
   // Tokens cached for `layer`: a stage running several chunks in one step (interleaved) reads
   // its past from its chunk's first layer, which the step has not appended to yet.
-  int64_t length(int64_t layer) const { return lengths_.at(layer); }
+  int64_t length(int64_t layer) const;
   int64_t max_length() const { return max_length_; }
   int64_t num_layers() const { return static_cast<int64_t>(keys_.size()); }
 

@@ -39,11 +39,11 @@ struct ForwardInputs {
   at::Tensor input_ids{};       // [batch, seq] int64
   at::Tensor attention_mask{};  // [batch, past + seq], 1 = attend, 0 = padding; undefined = all 1
   at::Tensor position_ids{};    // [batch, seq] int64; undefined = past + arange(seq)
-  KVCache* cache = nullptr;   // when given, keys/values are appended and past = cache length
+  KVCache* cache = nullptr;     // when given, keys/values are appended and past = cache length
   // Pipeline parallelism: every stage gets input_ids and attention_mask (for the batch's shape
   // and mask); a piece that does not start the model also gets the previous piece's output.
   at::Tensor hidden_states{};  // [batch, seq, hidden]
-  int64_t chunk = 0;         // which of this stage's model chunks runs (interleaved schedule)
+  int64_t chunk = 0;           // which of this stage's model chunks runs (interleaved schedule)
 };
 
 // Hyper-parameters the host needs to drive any model (generation, cache sizing, reporting).

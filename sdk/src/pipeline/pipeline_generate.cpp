@@ -12,6 +12,7 @@ GenerationResult pipeline_greedy_generate(Model& model, const distributed::Proce
                                           const GenerationConfig& config) {
   const PipelineStageManager* stages = model.pipeline();
   if (stages == nullptr) return greedy_generate(model, prompts, config);
+  check_stage_group(*stages, pp);
   StageChannel channel(pp);
   int64_t step = 0;
   const auto next_tokens = [&](const ForwardInputs& step_inputs) {

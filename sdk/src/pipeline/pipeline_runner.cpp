@@ -18,9 +18,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
-// Tags of the shared-gradient exchange: above every activation tag.
-constexpr int kSharedGradientTag = 1 << 30;
-
 // Tokens whose label counts in HF's shifted causal-LM loss: labels[:, 1:] != ignore.
 int64_t counted_tokens(const at::Tensor& labels) {
   if (labels.size(1) < 2) return 0;
@@ -45,11 +42,7 @@ PipelineRunner::PipelineRunner(Model& model, const distributed::ProcessGroup& pp
   if (stages_ == nullptr) {
     throw ConfigError("pipeline: the model was built without a pipeline stage");
   }
-  if (stages_->num_stages() != pp.size() || stages_->stage() != pp.rank()) {
-    throw ConfigError(str("pipeline: the model is stage ", stages_->stage(), " of ",
-                          stages_->num_stages(), " but the pp group puts this rank at ", pp.rank(),
-                          " of ", pp.size()));
-  }
+  check_stage_group(*stages_, pp);
   check_schedule(options.schedule,
                  {stages_->num_stages(), options.num_microbatches, stages_->num_chunks()});
 }
@@ -71,8 +64,18 @@ std::vector<PipelineRunner::MicroBatch> PipelineRunner::split(const ForwardInput
   if (batch.cache != nullptr || batch.hidden_states.defined()) {
     throw Error("pipeline: a scheduled batch takes no KV cache and no hidden states");
   }
+  const int64_t rows = batch.input_ids.size(0);
+  const auto check_rows = [&](const at::Tensor& t, const char* what) {
+    if (t.defined() && (t.dim() < 1 || t.size(0) != rows)) {
+      throw Error(str("pipeline: ", what, " has shape ", shape_str(t.sizes().vec()),
+                      " but input_ids has ", rows, " rows (each tensor is split by rows)"));
+    }
+  };
+  check_rows(batch.attention_mask, "attention_mask");
+  check_rows(batch.position_ids, "position_ids");
+  check_rows(labels, "labels");
   std::vector<MicroBatch> result(m);
-  for (int64_t i = 0; i < m; ++i) {
+  for (int64_t i = 0; i < m; ++i) {  // parts of [rows / m (+1), seq]
     result[i].inputs.input_ids = split_part(batch.input_ids, i, m);
     result[i].inputs.attention_mask = split_part(batch.attention_mask, i, m);
     result[i].inputs.position_ids = split_part(batch.position_ids, i, m);
@@ -181,72 +184,99 @@ at::Tensor PipelineRunner::train_step(const ForwardInputs& batch, const at::Tens
         model_->output_name());
   }
   const std::vector<MicroBatch> microbatches = split(batch, labels);
+  check_usable();
+  find_shared_parameters();
+  // Gradients already accumulated (identical on every holder): only this step's part of a
+  // shared parameter's gradient is exchanged.
+  std::vector<at::Tensor> before;
+  for (const SharedParameter& s : *shared_) {
+    before.push_back(s.param.grad().defined() ? s.param.grad().clone() : at::Tensor());
+  }
   loss_ = at::Tensor();
   try {
     run(microbatches, /*train=*/true);
+    sum_shared_gradients(before);
   } catch (...) {
     live_.clear();
+    failed_ = true;
     throw;
   }
-  sum_shared_gradients();
   return stages_->is_last_stage() ? loss_ : at::Tensor();
 }
 
 at::Tensor PipelineRunner::forward(const ForwardInputs& batch) {
   const std::vector<MicroBatch> microbatches = split(batch, at::Tensor());
+  check_usable();
   torch::NoGradGuard no_grad;
   outputs_.assign(microbatches.size(), at::Tensor());
-  run(microbatches, /*train=*/false);
+  try {
+    run(microbatches, /*train=*/false);
+  } catch (...) {
+    failed_ = true;
+    throw;
+  }
   if (!stages_->is_last_stage()) return at::Tensor();
   at::Tensor output = at::cat(outputs_, 0);  // [batch, seq, ...]
   outputs_.clear();
   return output;
 }
 
-void PipelineRunner::sum_shared_gradients() {
+void PipelineRunner::check_usable() const {
+  if (failed_) {
+    throw Error(
+        "pipeline: a previous step of this runner failed; its peers' messages are out of step "
+        "with it, so it cannot run again (the job should end)");
+  }
+}
+
+void PipelineRunner::find_shared_parameters() {
+  if (shared_) return;
+  shared_.emplace();
   const auto& patterns = model_->shared_patterns();
   if (patterns.empty() || stages_->num_stages() == 1) return;
   const auto n = static_cast<int64_t>(patterns.size());
-  if (!shared_holders_) {
-    at::Tensor holds = at::zeros({1, n}, at::kLong);  // [1, patterns]: 1 where held here
-    for (int64_t i = 0; i < n; ++i) holds[0][i] = model_->shared_parameters(i).empty() ? 0 : 1;
-    const at::Tensor all = pp_->all_gather(holds, 0);  // [stages, patterns]
-    shared_holders_.emplace(n);
-    for (int64_t i = 0; i < n; ++i) {
-      for (int64_t s = 0; s < all.size(0); ++s) {
-        if (all[s][i].item<int64_t>() != 0) (*shared_holders_)[i].push_back(s);
-      }
-    }
-  }
-  const auto params = model_->named_parameters();
+  at::Tensor holds = at::zeros({1, n}, at::kLong);  // [1, patterns]: 1 where held here
+  for (int64_t i = 0; i < n; ++i) holds[0][i] = model_->shared_parameters(i).empty() ? 0 : 1;
+  const at::Tensor all = pp_->all_gather(holds, 0);  // [stages, patterns]
+  auto params = model_->named_parameters();
   for (int64_t i = 0; i < n; ++i) {
-    const std::vector<int64_t>& holders = (*shared_holders_)[i];
     const std::vector<std::string> names = model_->shared_parameters(i);
-    if (holders.size() < 2 || names.empty()) continue;
-    if (names.size() != 1) {
+    if (names.size() > 1) {
       throw ModelError(str("pipeline: shared parameter pattern '", patterns[i], "' matches ",
                            names.size(), " parameters (", join(names, ", "),
                            "); it must name one"));
     }
-    at::Tensor param = params[names.front()];
-    if (!param.grad().defined()) param.mutable_grad() = at::zeros_like(param);
-    at::Tensor grad = param.mutable_grad();
-    const int tag = kSharedGradientTag + static_cast<int>(i);
-    const auto root = static_cast<int>(holders.front());
-    if (pp_->rank() == root) {  // sum the holders' gradients here, then send the sum back
-      for (size_t h = 1; h < holders.size(); ++h) {
-        at::Tensor other = at::empty_like(grad);
-        pp_->recv_(other, static_cast<int>(holders[h]), tag);
-        grad.add_(other);
-      }
-      for (size_t h = 1; h < holders.size(); ++h)
-        pp_->send(grad, static_cast<int>(holders[h]), tag);
-    } else {
-      pp_->send(grad, root, tag);
-      at::Tensor sum = at::empty_like(grad);
-      pp_->recv_(sum, root, tag);
-      grad.copy_(sum);
+    std::vector<int64_t> holders;
+    for (int64_t s = 0; s < all.size(0); ++s) {
+      if (all[s][i].item<int64_t>() != 0) holders.push_back(s);
     }
+    if (names.empty() || holders.size() < 2) continue;
+    shared_->push_back({params[names.front()], holders, kFirstFreeTag + static_cast<int>(i)});
+  }
+}
+
+void PipelineRunner::sum_shared_gradients(const std::vector<at::Tensor>& before) {
+  for (size_t k = 0; k < shared_->size(); ++k) {
+    const SharedParameter& s = (*shared_)[k];
+    at::Tensor param = s.param;
+    if (!param.grad().defined()) param.mutable_grad() = at::zeros_like(param);
+    at::Tensor grad = param.mutable_grad();  // shaped like the parameter
+    at::Tensor step = before[k].defined() ? grad - before[k] : grad.clone();  // this step's part
+    const auto root = static_cast<int>(s.holders.front());
+    if (pp_->rank() == root) {  // sum the holders' parts here, then send the sum back
+      for (size_t h = 1; h < s.holders.size(); ++h) {
+        at::Tensor other = at::empty_like(step);
+        pp_->recv_(other, static_cast<int>(s.holders[h]), s.tag);
+        step.add_(other);
+      }
+      for (size_t h = 1; h < s.holders.size(); ++h) {
+        pp_->send(step, static_cast<int>(s.holders[h]), s.tag);
+      }
+    } else {
+      pp_->send(step, root, s.tag);
+      pp_->recv_(step, root, s.tag);
+    }
+    grad.copy_(before[k].defined() ? before[k] + step : step);
   }
 }
 

@@ -1,11 +1,14 @@
 // Stage-to-stage transfers with cached shape/dtype metadata. Every message has its own tag
-// (direction, chunk, micro-batch, metadata or data), so receives match regardless of order.
+// (direction, chunk, micro-batch, metadata or data), so Gloo matches receives whatever order
+// messages arrive in (NCCL ignores tags: the host refuses pipelines on CUDA for now).
 #include "shardformer/pipeline/stage_channel.h"
 
 #include "shardformer/error.h"
 #include "shardformer/strings.h"
 
 #include <ATen/ATen.h>
+
+#include <exception>
 
 namespace shardformer::pipeline {
 namespace {
@@ -16,7 +19,7 @@ constexpr int64_t kMaxChunks = 64;
 int tag(const ChannelKey& key, int64_t microbatch, bool meta) {
   const int64_t direction = key.direction == Direction::kForward ? 0 : 1;
   const int64_t t = ((microbatch * kMaxChunks + key.chunk) * 2 + direction) * 2 + (meta ? 1 : 0);
-  if (key.chunk >= kMaxChunks || t > std::numeric_limits<int32_t>::max()) {
+  if (key.chunk >= kMaxChunks || t >= kFirstFreeTag) {
     throw Error(str("pipeline: micro-batch ", microbatch, " / chunk ", key.chunk,
                     " is beyond the message tags"));
   }
@@ -89,7 +92,23 @@ at::Tensor StageChannel::recv(int64_t src, const ChannelKey& key, int64_t microb
 void StageChannel::wait_sends() {
   std::vector<distributed::SendHandle> pending;
   pending.swap(pending_);
-  for (auto& handle : pending) handle.wait();
+  std::exception_ptr first;
+  for (auto& handle : pending) {
+    try {
+      handle.wait();
+    } catch (...) {
+      if (!first) first = std::current_exception();
+    }
+  }
+  if (first) std::rethrow_exception(first);
+}
+
+void check_stage_group(const PipelineStageManager& stages, const distributed::ProcessGroup& pp) {
+  if (stages.num_stages() != pp.size() || stages.stage() != pp.rank()) {
+    throw ConfigError(str("pipeline: the model is stage ", stages.stage(), " of ",
+                          stages.num_stages(), " but the pp group puts this rank at ", pp.rank(),
+                          " of ", pp.size()));
+  }
 }
 
 }  // namespace shardformer::pipeline

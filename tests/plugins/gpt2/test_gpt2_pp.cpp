@@ -195,6 +195,22 @@ TEST(Gpt2PipelineSchedules, GiveTheSameGradients) {
   }));
 }
 
+// Two steps without zeroing accumulate twice HF's gradients everywhere, the tied wte included:
+// each step exchanges only its own part of a shared gradient.
+TEST(Gpt2PipelineTraining, StepsWithoutZeroingAccumulateLikeAutograd) {
+  expect_all_ranks_passed(run_ranks(2, [&](int rank, int port) {
+    const Gpt2Fixture f;
+    PipelineRank r(rank, Layout{.pp = 2, .microbatches = 2}, port, f);
+    const auto model = f.build("GPT2LMHeadModel", &r.parallel);
+    PipelineRunner runner(*model, r.mesh.pp(), {.num_microbatches = 2});
+    runner.train_step(f.forward_inputs(), f.ref("train_labels"));
+    runner.train_step(f.forward_inputs(), f.ref("train_labels"));
+    for (const auto& [name, grad] : gather_parameters(*model, nullptr, /*grads=*/true)) {
+      expect_close(grad, 2 * f.ref("grad." + name), 2e-6, 1e-4, "twice the grad of " + name);
+    }
+  }));
+}
+
 // Training through the pipeline with an optimizer: the tied wte, updated on the first and the
 // last stage from the same summed gradient, stays bitwise identical, and the loss before each
 // SGD step follows HF's (one tied parameter there).

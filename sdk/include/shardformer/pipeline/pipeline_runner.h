@@ -41,17 +41,14 @@ class PipelineRunner {
   PipelineRunner(Model& model, const distributed::ProcessGroup& pp, PipelineOptions options);
 
   // Forward and backward of every micro-batch of `batch` (input_ids [batch, seq] and the
-  // optional attention_mask / position_ids) with causal-LM labels [batch, seq]. Gradients
-  // accumulate into the parameters; shared parameters' gradients are summed over the stages
-  // holding them. Returns the batch's mean loss on the last stage, undefined elsewhere.
+  // optional attention_mask / position_ids, [batch, seq] each) with causal-LM labels
+  // [batch, seq]. Gradients accumulate into the parameters; this step's gradients of shared
+  // parameters are summed over the stages holding them. Returns the batch's mean loss on the
+  // last stage, undefined elsewhere. After a step throws, the runner refuses further steps.
   at::Tensor train_step(const ForwardInputs& batch, const at::Tensor& labels);
   // Inference: the model's output for the whole batch [batch, seq, ...] on the last stage,
   // undefined elsewhere.
   at::Tensor forward(const ForwardInputs& batch);
-
-  // Sums the gradients of the policy's shared parameters over the stages that hold them
-  // (train_step calls it; exposed for callers that run their own backward).
-  void sum_shared_gradients();
 
   const StageStats& stats() const { return stats_; }
   const StageChannel& channel() const { return channel_; }
@@ -61,6 +58,11 @@ class PipelineRunner {
     ForwardInputs inputs;
     at::Tensor labels;
     double loss_weight = 0;  // valid tokens of this micro-batch / of the batch
+  };
+  struct SharedParameter {
+    at::Tensor param;              // this stage's copy
+    std::vector<int64_t> holders;  // stages holding a copy, in order
+    int tag;
   };
   struct Live {
     at::Tensor input;   // the received activation (a leaf needing grad), undefined on chunk 0
@@ -72,6 +74,11 @@ class PipelineRunner {
   void run_forward(const MicroBatch& mb, int64_t index, int64_t chunk, bool train);
   void run_backward(const MicroBatch& mb, int64_t index, int64_t chunk);
   ChannelKey key(Direction direction, int64_t chunk, const MicroBatch& mb) const;
+  void check_usable() const;
+  // Finds, once, the policy's shared parameters held here and by which stages (collective).
+  void find_shared_parameters();
+  // Adds to each shared gradient what the other holders added this step (grad - before).
+  void sum_shared_gradients(const std::vector<at::Tensor>& before);
 
   Model* model_;
   const distributed::ProcessGroup* pp_;
@@ -83,8 +90,8 @@ class PipelineRunner {
   std::vector<at::Tensor> outputs_;                   // forward(): the last piece's, per mb
   at::Tensor loss_;
   StageStats stats_;
-  // Per shared pattern: the stages holding it (discovered at the first sum).
-  std::optional<std::vector<std::vector<int64_t>>> shared_holders_;
+  std::optional<std::vector<SharedParameter>> shared_;  // held here and elsewhere
+  bool failed_ = false;
 };
 
 }  // namespace shardformer::pipeline
