@@ -6,8 +6,6 @@
 
 #include <ATen/ATen.h>
 
-#include <algorithm>
-
 namespace shardformer {
 
 KVCache::KVCache(int64_t num_layers, int64_t batch, int64_t num_heads, int64_t max_length,
@@ -20,12 +18,6 @@ KVCache::KVCache(int64_t num_layers, int64_t batch, int64_t num_heads, int64_t m
       max_length_(max_length),
       head_dim_(head_dim),
       options_(options) {}
-
-int64_t KVCache::length() const {
-  int64_t longest = 0;
-  for (int64_t length : lengths_) longest = std::max(longest, length);
-  return longest;
-}
 
 namespace {
 

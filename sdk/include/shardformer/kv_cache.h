@@ -21,11 +21,8 @@ class KVCache {
   std::pair<at::Tensor, at::Tensor> append(int64_t layer, const at::Tensor& keys,
                                            const at::Tensor& values);
 
-  // Tokens cached so far (the same for every layer this rank ran once a forward pass has
-  // finished).
-  int64_t length() const;
-  // Tokens cached for `layer`: a stage running several chunks in one step (interleaved) reads
-  // its past from its chunk's first layer, which the step has not appended to yet.
+  // Tokens cached for `layer`: the past length a forward pass reads from its first layer
+  // (a pipeline stage holds some layers only, and an interleaved step runs several chunks).
   int64_t length(int64_t layer) const;
   int64_t max_length() const { return max_length_; }
   int64_t num_layers() const { return static_cast<int64_t>(keys_.size()); }

@@ -12,8 +12,7 @@ GenerationResult pipeline_greedy_generate(Model& model, const distributed::Proce
                                           const GenerationConfig& config) {
   const PipelineStageManager* stages = model.pipeline();
   if (stages == nullptr) return greedy_generate(model, prompts, config);
-  check_stage_group(*stages, pp);
-  StageChannel channel(pp);
+  StageChannel channel(pp, *stages);
   int64_t step = 0;
   const auto next_tokens = [&](const ForwardInputs& step_inputs) {
     const at::Tensor& ids = step_inputs.input_ids;  // [batch, seq]
@@ -23,14 +22,12 @@ GenerationResult pipeline_greedy_generate(Model& model, const distributed::Proce
       ForwardInputs inputs = step_inputs;
       inputs.chunk = chunk;
       if (!model.starts_model(chunk)) {
-        const PieceLocation prev = stages->prev_piece(chunk);
-        inputs.hidden_states = channel.recv(
-            prev.stage, {Direction::kForward, prev.chunk, ids.sizes().vec()}, step, device);
+        inputs.hidden_states =
+            channel.recv(Direction::kForward, chunk, ids.sizes().vec(), step, device);
       }
       out = model.forward(inputs);  // hidden [batch, seq, hidden], or logits on the last piece
       if (!model.ends_model(chunk)) {
-        const PieceLocation next = stages->next_piece(chunk);
-        channel.send(out, next.stage, {Direction::kForward, chunk, ids.sizes().vec()}, step);
+        channel.send(out, Direction::kForward, chunk, ids.sizes().vec(), step);
       }
     }
     at::Tensor tokens = stages->is_last_stage()

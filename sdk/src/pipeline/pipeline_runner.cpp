@@ -28,27 +28,27 @@ at::Tensor split_part(const at::Tensor& t, int64_t index, int64_t parts) {
   return t.defined() ? at::tensor_split(t, parts, 0)[index] : at::Tensor();
 }
 
+// The model's stage; throws ConfigError when it was built as a whole model.
+const PipelineStageManager& stage_of(const Model& model) {
+  if (model.pipeline() == nullptr) {
+    throw ConfigError("pipeline: the model was built without a pipeline stage");
+  }
+  return *model.pipeline();
+}
+
 }  // namespace
 
 PipelineRunner::PipelineRunner(Model& model, const distributed::ProcessGroup& pp,
                                PipelineOptions options)
     : model_(&model),
       pp_(&pp),
-      stages_(model.pipeline()),
+      stages_(&stage_of(model)),
       options_(options),
-      channel_(pp),
+      channel_(pp, *stages_),
       device_(model.parameters().empty() ? c10::Device(c10::kCPU)
                                          : model.parameters().front().device()) {
-  if (stages_ == nullptr) {
-    throw ConfigError("pipeline: the model was built without a pipeline stage");
-  }
-  check_stage_group(*stages_, pp);
   check_schedule(options.schedule,
                  {stages_->num_stages(), options.num_microbatches, stages_->num_chunks()});
-}
-
-ChannelKey PipelineRunner::key(Direction direction, int64_t chunk, const MicroBatch& mb) const {
-  return {direction, chunk, mb.inputs.input_ids.sizes().vec()};
 }
 
 std::vector<PipelineRunner::MicroBatch> PipelineRunner::split(const ForwardInputs& batch,
@@ -96,9 +96,7 @@ void PipelineRunner::run_forward(const MicroBatch& mb, int64_t index, int64_t ch
   inputs.chunk = chunk;
   Live live;
   if (!model_->starts_model(chunk)) {
-    const PieceLocation prev = stages_->prev_piece(chunk);
-    live.input =
-        channel_.recv(prev.stage, key(Direction::kForward, prev.chunk, mb), index, device_);
+    live.input = channel_.recv(Direction::kForward, chunk, mb.input_shape(), index, device_);
     if (train) live.input.requires_grad_(true);
     inputs.hidden_states = live.input;  // [batch, seq, hidden]
   }
@@ -114,8 +112,7 @@ void PipelineRunner::run_forward(const MicroBatch& mb, int64_t index, int64_t ch
     if (train) loss_ = loss_.defined() ? loss_ + live.output.detach() : live.output.detach();
   } else {
     live.output = model_->forward(inputs);  // [batch, seq, hidden]
-    const PieceLocation next = stages_->next_piece(chunk);
-    channel_.send(live.output, next.stage, key(Direction::kForward, chunk, mb), index);
+    channel_.send(live.output, Direction::kForward, chunk, mb.input_shape(), index);
   }
   stats_.busy_seconds += seconds(Clock::now() - start);
   stats_.forwards += 1;
@@ -136,8 +133,7 @@ void PipelineRunner::run_backward(const MicroBatch& mb, int64_t index, int64_t c
   live_.erase(found);
   at::Tensor grad;
   if (!model_->ends_model(chunk)) {
-    const PieceLocation next = stages_->next_piece(chunk);
-    grad = channel_.recv(next.stage, key(Direction::kBackward, next.chunk, mb), index, device_);
+    grad = channel_.recv(Direction::kBackward, chunk, mb.input_shape(), index, device_);
   }
   const auto start = Clock::now();
   if (grad.defined()) {
@@ -148,10 +144,9 @@ void PipelineRunner::run_backward(const MicroBatch& mb, int64_t index, int64_t c
   stats_.busy_seconds += seconds(Clock::now() - start);
   stats_.backwards += 1;
   if (!model_->starts_model(chunk)) {
-    const PieceLocation prev = stages_->prev_piece(chunk);
-    at::Tensor input_grad = live.input.grad();
+    at::Tensor input_grad = live.input.grad();  // [batch, seq, hidden]
     if (!input_grad.defined()) input_grad = at::zeros_like(live.input);
-    channel_.send(input_grad, prev.stage, key(Direction::kBackward, chunk, mb), index);
+    channel_.send(input_grad, Direction::kBackward, chunk, mb.input_shape(), index);
   }
 }
 

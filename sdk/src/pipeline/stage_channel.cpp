@@ -16,7 +16,22 @@ namespace {
 constexpr int64_t kMaxDims = 8;
 constexpr int64_t kMaxChunks = 64;
 
-int tag(const ChannelKey& key, int64_t microbatch, bool meta) {
+const char* direction_name(Direction d) {
+  return d == Direction::kForward ? "activation" : "gradient";
+}
+
+}  // namespace
+
+StageChannel::StageChannel(const distributed::ProcessGroup& pp, const PipelineStageManager& stages)
+    : pp_(&pp), stages_(&stages) {
+  if (stages.num_stages() != pp.size() || stages.stage() != pp.rank()) {
+    throw ConfigError(str("pipeline: the model is stage ", stages.stage(), " of ",
+                          stages.num_stages(), " but the pp group puts this rank at ", pp.rank(),
+                          " of ", pp.size()));
+  }
+}
+
+int StageChannel::tag(const Key& key, int64_t microbatch, bool meta) {
   const int64_t direction = key.direction == Direction::kForward ? 0 : 1;
   const int64_t t = ((microbatch * kMaxChunks + key.chunk) * 2 + direction) * 2 + (meta ? 1 : 0);
   if (key.chunk >= kMaxChunks || t >= kFirstFreeTag) {
@@ -26,12 +41,6 @@ int tag(const ChannelKey& key, int64_t microbatch, bool meta) {
   return static_cast<int>(t);
 }
 
-const char* direction_name(Direction d) {
-  return d == Direction::kForward ? "activation" : "gradient";
-}
-
-}  // namespace
-
 StageChannel::~StageChannel() {
   try {
     wait_sends();
@@ -40,9 +49,12 @@ StageChannel::~StageChannel() {
   }
 }
 
-void StageChannel::send(const at::Tensor& tensor, int64_t dst, const ChannelKey& key,
-                        int64_t microbatch) {
-  const auto dst_rank = static_cast<int>(dst);
+void StageChannel::send(const at::Tensor& tensor, Direction direction, int64_t chunk,
+                        const std::vector<int64_t>& input_shape, int64_t microbatch) {
+  const PieceLocation to =
+      direction == Direction::kForward ? stages_->next_piece(chunk) : stages_->prev_piece(chunk);
+  const auto dst_rank = static_cast<int>(to.stage);
+  const Key key{direction, chunk, input_shape};
   const auto found = sent_.find(key);
   if (found == sent_.end()) {
     if (tensor.dim() > kMaxDims) {
@@ -68,16 +80,20 @@ void StageChannel::send(const at::Tensor& tensor, int64_t dst, const ChannelKey&
   pending_.push_back(pp_->isend(tensor.detach(), dst_rank, tag(key, microbatch, false)));
 }
 
-at::Tensor StageChannel::recv(int64_t src, const ChannelKey& key, int64_t microbatch,
+at::Tensor StageChannel::recv(Direction direction, int64_t chunk,
+                              const std::vector<int64_t>& input_shape, int64_t microbatch,
                               c10::Device device) {
-  const auto src_rank = static_cast<int>(src);
+  const PieceLocation from =
+      direction == Direction::kForward ? stages_->prev_piece(chunk) : stages_->next_piece(chunk);
+  const auto src_rank = static_cast<int>(from.stage);
+  const Key key{direction, from.chunk, input_shape};
   auto found = received_.find(key);
   if (found == received_.end()) {
     at::Tensor meta = at::empty({kMaxDims + 2}, at::kLong);
     pp_->recv_(meta, src_rank, tag(key, microbatch, true));
     const auto* m = meta.data_ptr<int64_t>();
     if (m[1] < 0 || m[1] > kMaxDims) {
-      throw Error(str("pipeline: stage ", src, " sent metadata for a ", m[1], "-d tensor"));
+      throw Error(str("pipeline: stage ", from.stage, " sent metadata for a ", m[1], "-d tensor"));
     }
     Meta received{static_cast<c10::ScalarType>(m[0]), std::vector<int64_t>(m + 2, m + 2 + m[1])};
     found = received_.emplace(key, std::move(received)).first;
@@ -101,14 +117,6 @@ void StageChannel::wait_sends() {
     }
   }
   if (first) std::rethrow_exception(first);
-}
-
-void check_stage_group(const PipelineStageManager& stages, const distributed::ProcessGroup& pp) {
-  if (stages.num_stages() != pp.size() || stages.stage() != pp.rank()) {
-    throw ConfigError(str("pipeline: the model is stage ", stages.stage(), " of ",
-                          stages.num_stages(), " but the pp group puts this rank at ", pp.rank(),
-                          " of ", pp.size()));
-  }
 }
 
 }  // namespace shardformer::pipeline

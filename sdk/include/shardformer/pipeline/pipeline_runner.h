@@ -58,6 +58,7 @@ class PipelineRunner {
     ForwardInputs inputs;
     at::Tensor labels;
     double loss_weight = 0;  // valid tokens of this micro-batch / of the batch
+    std::vector<int64_t> input_shape() const { return inputs.input_ids.sizes().vec(); }
   };
   struct SharedParameter {
     at::Tensor param;              // this stage's copy
@@ -73,7 +74,6 @@ class PipelineRunner {
   void run(const std::vector<MicroBatch>& microbatches, bool train);
   void run_forward(const MicroBatch& mb, int64_t index, int64_t chunk, bool train);
   void run_backward(const MicroBatch& mb, int64_t index, int64_t chunk);
-  ChannelKey key(Direction direction, int64_t chunk, const MicroBatch& mb) const;
   void check_usable() const;
   // Finds, once, the policy's shared parameters held here and by which stages (collective).
   void find_shared_parameters();
