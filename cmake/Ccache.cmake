@@ -7,5 +7,7 @@ if(SHARDFORMER_CCACHE AND NOT CMAKE_CXX_COMPILER_LAUNCHER)
       CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime
       CCACHE_BASEDIR=${PROJECT_SOURCE_DIR} CCACHE_NOHASHDIR=1
       ${SHARDFORMER_CCACHE})
+  # ccache caches compiles that use the precompiled header only with this flag.
+  add_compile_options(-fpch-preprocess)
   message(STATUS "ccache: ${SHARDFORMER_CCACHE}")
 endif()

@@ -11,6 +11,10 @@ function(shardformer_add_plugin name)
     PREFIX "libshardformer_"
     CXX_VISIBILITY_PRESET hidden
     VISIBILITY_INLINES_HIDDEN ON)
+  if(COMMAND shardformer_use_pch)  # in-tree builds share the project's precompiled header
+    target_compile_options(${name} PRIVATE -Wall -Wextra)
+    shardformer_use_pch(${name})
+  endif()
   if(SHARDFORMER_PLUGIN_OUTPUT_DIR)
     set_target_properties(${name} PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${SHARDFORMER_PLUGIN_OUTPUT_DIR})
   endif()
