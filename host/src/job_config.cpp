@@ -32,6 +32,7 @@ constexpr std::array<std::string_view, 9> kSections = {
 const Names kSchedules = {"gpipe", "1f1b", "interleaved"};
 const Names kDtypes = {"float32", "float16", "bfloat16", "float64"};
 const Names kDevices = {"cpu", "cuda"};
+const Names kUnusedActions = {"error", "warn"};
 const Names kLogLevels = {"trace", "debug", "info", "warn", "error", "off"};
 const Names kShardStyles = {"replicate", "column", "row", "vocab", "embedding_dim"};
 
@@ -351,7 +352,8 @@ struct Sections {
 
 Sections open_sections(const Source& source, const toml::table& root) {
   return Sections{
-      SectionReader(source, root, "model", {"path", "dtype", "device"}),
+      SectionReader(source, root, "model",
+                    {"path", "dtype", "device", "unused_tensors", "unused_config_keys"}),
       SectionReader(source, root, "parallel", {"tp_size", "pp_size", "dp_size", "timeout_seconds"}),
       SectionReader(source, root, "pipeline",
                     {"schedule", "num_microbatches", "num_model_chunks", "layers_per_stage"}),
@@ -359,7 +361,7 @@ Sections open_sections(const Source& source, const toml::table& root) {
                     {"enable_tensor_parallelism", "make_vocab_size_divisible_by", "parallel_output",
                      "policy"}),
       SectionReader(source, root, "job", {"mode"}),
-      SectionReader(source, root, "forward", {"input_ids", "output"}),
+      SectionReader(source, root, "forward", {"input_ids", "output", "loss"}),
       SectionReader(source, root, "generate",
                     {"prompts", "max_new_tokens", "eos_token_id", "pad_token_id"}),
       SectionReader(source, root, "plugins", {"paths"}),
@@ -372,6 +374,9 @@ ModelSection read_model(const SectionReader& reader) {
   model.path = reader.path("path").value_or(model.path);
   model.dtype = reader.choice("dtype", kDtypes).value_or(model.dtype);
   model.device = reader.choice("device", kDevices).value_or(model.device);
+  model.unused_tensors = reader.choice("unused_tensors", kUnusedActions).value_or(model.unused_tensors);
+  model.unused_config_keys =
+      reader.choice("unused_config_keys", kUnusedActions).value_or(model.unused_config_keys);
   return model;
 }
 
@@ -430,6 +435,7 @@ ForwardSection read_forward(const SectionReader& reader) {
   ForwardSection forward;
   forward.input_ids = reader.token_lists("input_ids").value_or(forward.input_ids);
   forward.output = reader.path("output").value_or(forward.output);
+  forward.loss = reader.boolean("loss").value_or(forward.loss);
   return forward;
 }
 
@@ -478,6 +484,15 @@ void check_pipeline(const SectionReader& reader, const PipelineSection& p, int64
         "layers_per_stage",
         str("lists ", p.layers_per_stage.size(), " entries but the pipeline has ", pieces,
             " pieces (pp_size ", pp_size, " x num_model_chunks ", p.num_model_chunks, ")"));
+  }
+}
+
+// Pipelines pair their messages by tag, which NCCL does not honour: refused before any rank
+// starts.
+void check_device(const SectionReader& reader, const ModelSection& model, int64_t pp_size) {
+  if (model.device == "cuda" && pp_size > 1) {
+    reader.fail_at("device", str("\"cuda\" with parallel.pp_size = ", pp_size,
+                                 ": pipelines run on CPU ranks (Gloo) only in this version"));
   }
 }
 
@@ -531,6 +546,7 @@ JobConfig parse_job_config(const std::string& text, const std::filesystem::path&
   config.parallel = read_parallel(sections.parallel);
   config.pipeline = read_pipeline(sections.pipeline);
   check_pipeline(sections.pipeline, config.pipeline, config.parallel.pp_size);
+  check_device(sections.model, config.model, config.parallel.pp_size);
   config.shard = read_shard(sections.shard);
   config.mode = read_mode(sections.job);
   config.forward = read_forward(sections.forward);

@@ -15,6 +15,10 @@ struct ModelSection {
       path;  // checkpoint folder; relative paths are resolved against the config's folder
   std::string dtype = "float32";  // float32 | float16 | bfloat16 | float64
   std::string device = "cpu";     // cpu | cuda
+  // A checkpoint tensor no module reads / a config.json key the model does not implement:
+  // "error" stops the job (the default), "warn" logs it and runs.
+  std::string unused_tensors = "error";
+  std::string unused_config_keys = "error";
 };
 
 struct ParallelSection {
@@ -57,6 +61,7 @@ enum class JobMode { kForward, kGenerate };
 struct ForwardSection {
   std::vector<std::vector<int64_t>> input_ids;  // one token-id list per sequence (right-padded)
   std::filesystem::path output;                 // safetensors file written with the outputs
+  bool loss = false;  // also the causal-LM loss of the batch (labels: the ids, padding ignored)
 };
 
 struct GenerateSection {

@@ -1,4 +1,5 @@
-// Forward and generate jobs: load the checkpoint, build the model through its plugin, run.
+// Forward and generate jobs: the rank's mesh and session (checkpoint, model built through its
+// plugin, pipeline), then the job's mode.
 #include "jobs.h"
 
 #include "shardformer/checkpoint.h"
@@ -7,8 +8,9 @@
 #include "shardformer/error.h"
 #include "shardformer/generation.h"
 #include "shardformer/log.h"
-#include "shardformer/pipeline/pipeline_generate.h"
-#include "shardformer/pipeline/pipeline_runner.h"
+#include "shardformer/losses.h"
+#include "shardformer/padding.h"
+#include "shardformer/runtime/session.h"
 #include "shardformer/safetensors.h"
 #include "shardformer/strings.h"
 
@@ -62,37 +64,33 @@ void inject_test_failure(int rank) {
   throw Error(str("injected failure on rank ", rank, " (SHARDFORMER_TEST_FAIL_RANK)"));
 }
 
-// A [[shard.policy]] override that matches no module of the model is most likely a typo.
-void warn_unmatched_overrides(const JobConfig& config, const Model& model) {
-  std::vector<std::string> modules;
-  for (const auto& item : model.named_parameters()) {
-    const std::string& name = item.key();
-    modules.push_back(name.substr(0, name.rfind('.')));
-  }
+// The session options a job config describes.
+SessionOptions session_options(const JobConfig& config, c10::ScalarType dtype,
+                               c10::Device device) {
+  SessionOptions options;
+  options.checkpoint = config.model.path;
+  options.dtype = dtype;
+  options.device = device;
+  options.origin = config.source.string();
+  options.shard.enable_tensor_parallelism = config.shard.enable_tensor_parallelism;
+  options.shard.make_vocab_size_divisible_by = config.shard.make_vocab_size_divisible_by;
+  options.shard.parallel_output = config.shard.parallel_output;
   for (const PolicyOverride& o : config.shard.policy) {
-    const bool used = std::any_of(modules.begin(), modules.end(), [&](const std::string& path) {
-      return Policy::matches(o.module, path);
-    });
-    if (!used) {
-      log::warn(str(config.source.string(), ": [[shard.policy]] module '", o.module,
-                    "' matches no module of the model"));
-    }
+    options.overrides.add({o.module, ShardStyle{.kind = parse_shard_kind(o.style),
+                                                .fused_blocks = o.fused_blocks,
+                                                .gather_output = o.gather_output,
+                                                .input_is_parallel = o.input_is_parallel}});
   }
-}
-
-ParallelContext parallel_context(const JobConfig& config, const distributed::ProcessMesh& mesh) {
-  ParallelContext parallel;
-  parallel.tp = &mesh.tp();
-  parallel.config.enable_tensor_parallelism = config.shard.enable_tensor_parallelism;
-  parallel.config.make_vocab_size_divisible_by = config.shard.make_vocab_size_divisible_by;
-  parallel.config.parallel_output = config.shard.parallel_output;
-  for (const PolicyOverride& o : config.shard.policy) {
-    parallel.policy.add({o.module, ShardStyle{.kind = parse_shard_kind(o.style),
-                                              .fused_blocks = o.fused_blocks,
-                                              .gather_output = o.gather_output,
-                                              .input_is_parallel = o.input_is_parallel}});
-  }
-  return parallel;
+  const PipelineSection& p = config.pipeline;
+  options.pipeline.schedule = pipeline::parse_schedule(p.schedule);
+  options.pipeline.num_microbatches = p.num_microbatches;
+  options.pipeline.num_model_chunks = p.num_model_chunks;
+  if (!p.layers_per_stage.empty()) options.pipeline.layers_per_stage = p.layers_per_stage;
+  const auto action = [](const std::string& name) {
+    return name == "warn" ? UnusedAction::kWarn : UnusedAction::kError;
+  };
+  options.usage = {action(config.model.unused_tensors), action(config.model.unused_config_keys)};
+  return options;
 }
 
 // CPU, or the GPU of this rank on its machine (local rank modulo the visible devices).
@@ -108,76 +106,6 @@ c10::Device job_device(const JobConfig& config, int local_rank) {
   return c10::Device(c10::kCPU);
 }
 
-// The architecture to build: the first of config.json's "architectures".
-std::string architecture_of(const Checkpoint& checkpoint) {
-  const auto architectures = checkpoint.config().architectures();
-  if (architectures.empty()) {
-    throw CheckpointError(checkpoint.config().path().string() +
-                          ": no \"architectures\" entry names the model class to build");
-  }
-  return architectures.front();
-}
-
-// This rank's pipeline stage: the model's layers split as [pipeline] says. Errors name the
-// config file.
-PipelineStageManager stage_manager(const JobConfig& config, const Checkpoint& checkpoint,
-                                   int64_t stage) {
-  const PipelineSection& p = config.pipeline;
-  const std::optional<int64_t> layers = checkpoint.config().num_hidden_layers();
-  if (!layers) {
-    throw ConfigError(
-        str(checkpoint.config().path().string(),
-            ": no layer count (num_hidden_layers, n_layer, num_layers) to split over ",
-            "parallel.pp_size = ", config.parallel.pp_size, " stages"));
-  }
-  try {
-    std::optional<std::vector<int64_t>> list;
-    if (!p.layers_per_stage.empty()) list = p.layers_per_stage;
-    return PipelineStageManager(config.parallel.pp_size, stage, *layers, p.num_model_chunks, list);
-  } catch (const ConfigError& e) {
-    throw ConfigError(str(config.source.string(), ": ", e.what()));
-  }
-}
-
-// The runner options of [pipeline] for a batch of `batch` sequences.
-pipeline::PipelineOptions pipeline_options(const JobConfig& config, int64_t batch) {
-  const PipelineSection& p = config.pipeline;
-  pipeline::PipelineOptions options;
-  options.schedule = pipeline::parse_schedule(p.schedule);
-  const int64_t pp = config.parallel.pp_size;
-  options.num_microbatches = p.num_microbatches > 0 ? p.num_microbatches
-                             : options.schedule == pipeline::ScheduleKind::kInterleaved
-                                 ? pp
-                                 : std::min(batch, pp);
-  try {
-    pipeline::check_schedule(options.schedule, {pp, options.num_microbatches, p.num_model_chunks});
-  } catch (const ConfigError& e) {
-    throw ConfigError(str(config.source.string(), ": ", e.what()));
-  }
-  if (options.num_microbatches > batch) {
-    throw ConfigError(str(config.source.string(), ": pipeline.num_microbatches = ",
-                          options.num_microbatches, " exceeds the batch of ", batch, " sequences"));
-  }
-  return options;
-}
-
-// Right-pads token-id lists into input_ids and attention_mask [batch, max_len].
-std::pair<at::Tensor, at::Tensor> right_pad(const std::vector<std::vector<int64_t>>& sequences,
-                                            int64_t pad_token_id) {
-  size_t max_len = 0;
-  for (const auto& s : sequences) max_len = std::max(max_len, s.size());
-  const auto batch = static_cast<int64_t>(sequences.size());
-  at::Tensor ids = at::full({batch, static_cast<int64_t>(max_len)}, pad_token_id, at::kLong);
-  at::Tensor mask = at::zeros({batch, static_cast<int64_t>(max_len)}, at::kLong);
-  for (int64_t row = 0; row < batch; ++row) {
-    const auto& s = sequences[row];
-    const auto n = static_cast<int64_t>(s.size());
-    ids[row].narrow(0, 0, n).copy_(at::tensor(s, at::kLong));
-    mask[row].narrow(0, 0, n).fill_(1);
-  }
-  return {ids, mask};
-}
-
 void check_token_ids(const std::vector<std::vector<int64_t>>& sequences, int64_t vocab_size,
                      const std::string& key) {
   for (size_t row = 0; row < sequences.size(); ++row) {
@@ -190,55 +118,45 @@ void check_token_ids(const std::vector<std::vector<int64_t>>& sequences, int64_t
   }
 }
 
-// pp: the pipeline group when the model is a pipeline stage, else null.
-void run_forward(const JobConfig& config, Model& model, const distributed::ProcessGroup* pp,
-                 bool writer, std::ostream& out) {
+void run_forward(const JobConfig& config, Session& session, bool writer, std::ostream& out) {
   const ForwardSection& f = config.forward;
-  check_token_ids(f.input_ids, model.shape().vocab_size, "forward.input_ids");
+  const ModelShape shape = session.model().shape();
+  check_token_ids(f.input_ids, shape.vocab_size, "forward.input_ids");
   size_t longest = 0;
   for (const auto& ids : f.input_ids) longest = std::max(longest, ids.size());
-  if (const int64_t limit = model.shape().max_positions;
-      limit > 0 && static_cast<int64_t>(longest) > limit) {
+  if (shape.max_positions > 0 && static_cast<int64_t>(longest) > shape.max_positions) {
     throw ConfigError(str("forward.input_ids: a sequence of ", longest,
-                          " tokens exceeds the model's ", limit, " positions"));
+                          " tokens exceeds the model's ", shape.max_positions, " positions"));
   }
-  auto [ids, mask] = right_pad(f.input_ids, 0);
-  const c10::Device device = model.parameters().front().device();
+  const PaddedBatch batch = right_pad(f.input_ids, 0);
+  const c10::Device device = session.model().parameters().front().device();
+  const ForwardInputs inputs{.input_ids = batch.input_ids.to(device),
+                             .attention_mask = batch.attention_mask.to(device)};
   const auto start = Clock::now();
-  const ForwardInputs inputs{.input_ids = ids.to(device), .attention_mask = mask.to(device)};
-  at::Tensor output;
-  if (pp != nullptr) {
-    pipeline::PipelineRunner runner(model, *pp, pipeline_options(config, ids.size(0)));
-    output = runner.forward(inputs);  // defined on the last stage
-  } else {
-    torch::NoGradGuard no_grad;
-    output = model.forward(inputs);
-  }
+  const at::Tensor output = session.forward(inputs);  // defined where holds_output()
   const double elapsed = seconds_since(start);
+  at::Tensor loss;
+  if (f.loss) {  // HF's labels = input_ids, padding ignored
+    const at::Tensor labels = inputs.input_ids.masked_fill(inputs.attention_mask == 0, kIgnoreIndex);
+    loss = session.lm_loss(inputs, labels);
+  }
   if (!writer) return;
-  save_safetensors(f.output,
-                   {{model.output_name(), output}, {"input_ids", ids}, {"attention_mask", mask}});
-  out << "forward: " << model.output_name() << " " << shape_str(output.sizes().vec())
+  std::map<std::string, at::Tensor> tensors{{session.model().output_name(), output},
+                                            {"input_ids", batch.input_ids},
+                                            {"attention_mask", batch.attention_mask}};
+  if (loss.defined()) tensors["loss"] = loss.detach().reshape({1}).cpu();
+  save_safetensors(f.output, tensors);
+  out << "forward: " << session.model().output_name() << " " << shape_str(output.sizes().vec())
       << " written to " << f.output.string() << " (" << elapsed * 1e3 << " ms)\n";
+  if (loss.defined()) out << "forward: loss " << loss.item<double>() << "\n";
 }
 
-void run_generate(const JobConfig& config, const Checkpoint& checkpoint, Model& model,
-                  const distributed::ProcessGroup* pp, bool writer, std::ostream& out) {
+void run_generate(const JobConfig& config, Session& session, bool writer, std::ostream& out) {
   const GenerateSection& g = config.generate;
-  const HFConfig& hf = checkpoint.config();
-  GenerationConfig generation;
-  generation.max_new_tokens = g.max_new_tokens;
-  generation.eos_token_id = g.eos_token_id;
-  if (!generation.eos_token_id && hf.get_optional_int("eos_token_id")) {
-    generation.eos_token_id = hf.get_optional_int("eos_token_id");
-  }
-  generation.pad_token_id = g.pad_token_id.value_or(
-      hf.get_optional_int("pad_token_id").value_or(generation.eos_token_id.value_or(0)));
-
+  const GenerationConfig generation =
+      session.generation_config(g.max_new_tokens, g.eos_token_id, g.pad_token_id);
   const auto start = Clock::now();
-  const GenerationResult result =
-      pp != nullptr ? pipeline::pipeline_greedy_generate(model, *pp, g.prompts, generation)
-                    : greedy_generate(model, g.prompts, generation);
+  const GenerationResult result = session.generate(g.prompts, generation);
   const double elapsed = seconds_since(start);
   int64_t produced = 0;
   for (size_t i = 0; i < result.new_tokens.size(); ++i) {
@@ -281,7 +199,6 @@ void run_job(const JobConfig& config, const PluginRegistry& registry,
     const c10::Device device = job_device(config, rank_env ? rank_env->local_rank : 0);
     const c10::ScalarType dtype =
         parse_model_dtype(config.model.dtype, config.source.string() + ": model.dtype");
-    std::optional<ParallelContext> parallel;
     if (world > 1) {
       distributed::MeshOptions options;
       options.master_addr = rank_env->master_addr;
@@ -292,60 +209,43 @@ void run_job(const JobConfig& config, const PluginRegistry& registry,
           rank,
           distributed::MeshShape{.pp = config.parallel.pp_size, .tp = config.parallel.tp_size},
           options);
-      parallel = parallel_context(config, *mesh);
     }
 
     keep_large_blocks_out_of_the_heap();
     log::info(str("RSS before loading: ", rss_mib().first, " MiB"));
-    auto start = Clock::now();
-    const Checkpoint checkpoint(config.model.path);
-    const std::string architecture = architecture_of(checkpoint);
-    const PluginInfo& plugin = registry.find(architecture);
-    log::info(str("checkpoint ", config.model.path.string(), ": ", architecture, ", ",
-                  checkpoint.total_numel(), " parameters in ", checkpoint.files().size(),
-                  " file(s); served by plugin '", plugin.name, "' ", plugin.version));
-
-    std::optional<PipelineStageManager> stages;
-    const bool pipelined = config.parallel.pp_size > 1;
-    if (pipelined && device.is_cuda()) {
-      throw ConfigError(str(config.source.string(), ": model.device = \"cuda\" with parallel.",
-                            "pp_size = ", config.parallel.pp_size,
-                            ": pipelines run on CPU ranks (Gloo) only in this version"));
-    }
-    if (pipelined) {
-      stages = stage_manager(config, checkpoint, mesh->coordinate().pp);
-      parallel->pipeline = &*stages;
-      const LayerRange first = stages->layers(0);
-      log::info(str("pipeline stage ", stages->stage(), " of ", stages->num_stages(), ": layers [",
-                    first.begin, ", ", first.end, ")",
-                    stages->num_chunks() > 1
-                        ? str(" and ", stages->num_chunks() - 1, " more chunks")
-                        : std::string()));
-    }
-    ModelArgs args{&checkpoint, architecture, dtype, device, parallel ? &*parallel : nullptr};
-    const std::shared_ptr<Model> model = registry.create_model(args);
+    const auto start = Clock::now();
+    const ModelFactory factory = [&](const ModelArgs& args) {
+      const PluginInfo& plugin = registry.find(args.architecture);
+      log::info(str("checkpoint ", config.model.path.string(), ": ", args.architecture, ", ",
+                    args.checkpoint->total_numel(), " parameters in ",
+                    args.checkpoint->files().size(), " file(s); served by plugin '", plugin.name,
+                    "' ", plugin.version));
+      if (const PipelineStageManager* stages = args.parallel->pipeline) {
+        const LayerRange first = stages->layers(0);
+        log::info(str("pipeline stage ", stages->stage(), " of ", stages->num_stages(),
+                      ": layers [", first.begin, ", ", first.end, ")",
+                      stages->num_chunks() > 1
+                          ? str(" and ", stages->num_chunks() - 1, " more chunks")
+                          : std::string()));
+      }
+      return registry.create_model(args);
+    };
+    Session session(session_options(config, dtype, device), factory, mesh.get());
     log::info(str("model built in ", seconds_since(start), " s (", c10::toString(dtype), ", ",
                   device.str(), ", tp ", config.parallel.tp_size, ", pp ", config.parallel.pp_size,
                   "); RSS ", rss_mib().first, " MiB"));
-    // A stage holds only some modules: an override may match another stage's.
-    if (parallel && !pipelined) warn_unmatched_overrides(config, *model);
-    if (parallel && parallel->tensor_parallel() && model->sharding().empty()) {
-      log::warn(
-          str("plugin '", plugin.name, "' split no parameter: every rank holds the whole model"));
-    }
     inject_test_failure(rank);
 
     // Every stage ends generation with the tokens; only the last one has forward's output.
-    const distributed::ProcessGroup* pp = pipelined ? &mesh->pp() : nullptr;
     const bool first_tp_rank = !mesh || mesh->coordinate().tp == 0;
     switch (config.mode) {
       case JobMode::kForward:
-        run_forward(config, *model, pp, first_tp_rank && (!stages || stages->is_last_stage()), out);
+        run_forward(config, session, first_tp_rank && session.holds_output(), out);
         break;
-      case JobMode::kGenerate: run_generate(config, checkpoint, *model, pp, rank == 0, out); break;
+      case JobMode::kGenerate: run_generate(config, session, rank == 0, out); break;
     }
   } catch (const std::exception& e) {
-    record_rank_error(e.what());
+    record_rank_error(e.what(), exit_code_for(e));
     throw;
   }
   const auto [now, peak] = rss_mib();

@@ -526,21 +526,22 @@ RankErrorFolder::~RankErrorFolder() {
 
 // Each record is "<steady-clock ns> <message>": the machine-wide monotonic clock orders
 // records made milliseconds apart, which file modification times (kernel ticks) cannot.
-std::string RankErrorFolder::first_error() const {
-  std::string first;
+RankErrorFolder::RecordedError RankErrorFolder::first_error() const {
+  RecordedError first;
   int64_t first_ns = std::numeric_limits<int64_t>::max();
   for (const auto& entry : std::filesystem::directory_iterator(path_)) {
     std::ifstream in(entry.path());
     int64_t ns = 0;
+    int code = 1;
     std::string message;
-    if (!(in >> ns) || !std::getline(in >> std::ws, message) || ns >= first_ns) continue;
+    if (!(in >> ns >> code) || !std::getline(in >> std::ws, message) || ns >= first_ns) continue;
     first_ns = ns;
-    first = "rank " + entry.path().filename().string() + ": " + message;
+    first = {"rank " + entry.path().filename().string() + ": " + message, code};
   }
   return first;
 }
 
-void record_rank_error(const std::string& message) {
+void record_rank_error(const std::string& message, int exit_code) {
   const char* dir = std::getenv(kErrorDirVariable);
   const char* rank = std::getenv("RANK");
   if (dir == nullptr || rank == nullptr) return;
@@ -548,7 +549,7 @@ void record_rank_error(const std::string& message) {
                       std::chrono::steady_clock::now().time_since_epoch())
                       .count();
   std::ofstream(std::filesystem::path(dir) / rank)
-      << ns << " "
+      << ns << " " << exit_code << " "
       << (message.empty() ? "(an error without a message)" : message.substr(0, message.find('\n')))
       << "\n";
 }

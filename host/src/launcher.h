@@ -60,9 +60,13 @@ class RankErrorFolder {
   ~RankErrorFolder();
   RankErrorFolder(const RankErrorFolder&) = delete;
   RankErrorFolder& operator=(const RankErrorFolder&) = delete;
-  // "rank N: message" of the error recorded first — the cause; peers whose collectives then
-  // failed record theirs later. Empty when none was recorded.
-  std::string first_error() const;
+  // The error recorded first — the cause; peers whose collectives then failed record theirs
+  // later. Empty text when none was recorded.
+  struct RecordedError {
+    std::string text;  // "rank N: message"
+    int exit_code = 1;  // the exit status that rank reports for it
+  };
+  RecordedError first_error() const;
 
  private:
   std::string path_;
@@ -70,6 +74,6 @@ class RankErrorFolder {
 
 // Records this rank's fatal error for the launching host (no-op outside a local launch). Call
 // it before unwinding closes the rank's connections, so the cause is recorded first.
-void record_rank_error(const std::string& message);
+void record_rank_error(const std::string& message, int exit_code);
 
 }  // namespace shardformer::host

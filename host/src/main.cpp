@@ -93,12 +93,16 @@ int launch_ranks(int argc, char** argv, int64_t world) {
   host::LaunchOptions options;
   options.world_size = static_cast<int>(world);
   const host::LaunchResult result = host::launch_local_ranks(command, options);
-  if (result.exit_code != 0) {
-    const std::string cause = errors.first_error();
-    log::error(str("job failed: ", cause.empty() ? "" : cause + " (", result.message,
-                   cause.empty() ? "" : ")"));
+  if (result.exit_code == 0) return 0;
+  // The job exits with the status of the rank whose error came first, not of the peers whose
+  // collectives failed after it; a rank killed by a signal records nothing and is the cause.
+  const host::RankErrorFolder::RecordedError cause = errors.first_error();
+  if (cause.text.empty()) {
+    log::error(str("job failed: ", result.message));
+    return result.exit_code;
   }
-  return result.exit_code;
+  log::error(str("job failed: ", cause.text, " (", result.message, ")"));
+  return result.exit_code > 128 ? result.exit_code : cause.exit_code;
 }
 
 int verb_run(int argc, char** argv) {
@@ -191,14 +195,14 @@ int main(int argc, char** argv) {
     }
     std::cerr << (verb.empty() ? "no verb given" : "unknown verb '" + verb + "'") << "\n\n"
               << kUsage;
-    return 2;
+    return kExitUsage;
   } catch (const po::error& e) {
     std::cerr << "error: " << verb << ": " << e.what() << " (see shardformer-host " << verb
               << " --help)\n";
-    return 2;
+    return kExitUsage;
   } catch (const std::exception& e) {
     log::error(e.what());
     if (!log::enabled(log::Level::kError)) std::cerr << "error: " << e.what() << "\n";
-    return 1;
+    return exit_code_for(e);
   }
 }

@@ -21,9 +21,11 @@ namespace shardformer::gpt2 {
 struct GPT2Config {
   int64_t vocab_size, n_positions, n_embd, n_layer, n_head, n_inner;
   double layer_norm_epsilon;
-  double embd_pdrop, resid_pdrop;  // applied in training mode (attn_pdrop: not yet)
+  double embd_pdrop, resid_pdrop, attn_pdrop;  // applied in training mode
   layers::Activation activation;
   bool scale_attn_weights, scale_attn_by_inverse_layer_idx;
+  bool reorder_and_upcast_attn;  // attention computed in fp32 (matters in fp16 / bf16 only)
+  bool tie_word_embeddings;      // false: the checkpoint's lm_head.weight is the head
 
   // Throws ModelError naming config.json and the field for unsupported or inconsistent values.
   static GPT2Config from(const HFConfig& config);
@@ -41,8 +43,9 @@ class GPT2Attention : public torch::nn::Module {
  private:
   int64_t layer_idx_, num_heads_, head_dim_;  // num_heads_: this rank's (n_head / tp)
   double scale_;
+  bool upcast_;
   std::shared_ptr<layers::Linear> c_attn_, c_proj_;
-  std::shared_ptr<layers::Dropout> resid_dropout_;
+  std::shared_ptr<layers::Dropout> attn_dropout_, resid_dropout_;
 };
 
 class GPT2MLP : public torch::nn::Module {
@@ -71,14 +74,14 @@ class GPT2Block : public torch::nn::Module {
 
 // HF GPT2Model: embeddings, blocks, final norm. Its output is the last hidden state. As a
 // pipeline stage it holds its chunks' blocks, the embeddings on the first stage and ln_f on
-// the last (with tied_head, wte there too, as the LM head).
+// the last (with wte_on_last_stage, wte there too, for a tied LM head).
 class GPT2Model : public Model {
  public:
-  GPT2Model(const BuildContext& ctx, const GPT2Config& config, bool tied_head = false);
+  GPT2Model(const BuildContext& ctx, const GPT2Config& config, bool wte_on_last_stage = false);
   at::Tensor forward(const ForwardInputs& inputs) override;  // [batch, seq, hidden]
   ModelShape shape() const override;
   std::string output_name() const override { return "last_hidden_state"; }
-  layers::Embedding& token_embedding() { return *wte_; }
+  const std::shared_ptr<layers::Embedding>& token_embedding() const { return wte_; }
 
  private:
   GPT2Config config_;
@@ -88,7 +91,8 @@ class GPT2Model : public Model {
   std::shared_ptr<layers::LayerNorm> ln_f_;
 };
 
-// HF GPT2LMHeadModel: GPT2Model under "transformer" and an LM head tied to wte.
+// HF GPT2LMHeadModel: GPT2Model under "transformer" and an LM head, tied to wte or (with
+// tie_word_embeddings = false) lm_head.weight of its own. Only the last stage has the head.
 class GPT2LMHeadModel : public Model {
  public:
   GPT2LMHeadModel(const BuildContext& ctx, const GPT2Config& config);
@@ -101,6 +105,7 @@ class GPT2LMHeadModel : public Model {
 
  private:
   std::shared_ptr<GPT2Model> transformer_;
+  std::shared_ptr<layers::Embedding> lm_head_;  // wte when tied; null on other stages
   bool parallel_output_;
 };
 

@@ -19,7 +19,8 @@ class GPT2Family : public ModelFamily {
 
   std::shared_ptr<Model> create(const ModelArgs& args) const override {
     const GPT2Config config = GPT2Config::from(args.checkpoint->config());
-    const ParallelContext parallel = with_family_policy(args.parallel, gpt2_policy());
+    const ParallelContext parallel =
+        with_family_policy(args.parallel, gpt2_policy(config.tie_word_embeddings));
     const BuildContext ctx(*args.checkpoint, args.dtype, args.device, "transformer", &parallel);
     // Refuse sizes that do not divide by tp before loading anything (the blocks check again).
     const auto split = [&](const char* path) {
@@ -31,6 +32,7 @@ class GPT2Family : public ModelFamily {
     if (args.architecture == "GPT2LMHeadModel") {
       model = std::make_shared<GPT2LMHeadModel>(ctx, config);
     } else if (args.architecture == "GPT2Model") {
+      ctx.skip("lm_head.weight", "GPT2Model has no LM head");
       model = std::make_shared<GPT2Model>(ctx, config);
     } else {
       throw ModelError("gpt2 plugin does not serve architecture '" + args.architecture + "'");

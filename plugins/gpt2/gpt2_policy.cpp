@@ -1,11 +1,11 @@
 // GPT-2's tensor-parallel policy (Megatron's split): per block two all-reduces in the forward
-// pass (attention output, MLP output), the vocabulary split across ranks with the tied head;
-// under pipeline parallelism the tied wte is shared by the first and the last stage.
+// pass (attention output, MLP output), the vocabulary split across ranks in the embedding and
+// the head; under pipeline parallelism a tied wte is shared by the first and the last stage.
 #include "gpt2_policy.h"
 
 namespace shardformer::gpt2 {
 
-Policy gpt2_policy() {
+Policy gpt2_policy(bool tied) {
   const ShardStyle vocab{.kind = ShardKind::kVocab};
   const ShardStyle column{.kind = ShardKind::kColumn};
   const ShardStyle fused_qkv{.kind = ShardKind::kColumn, .fused_blocks = 3};
@@ -13,14 +13,15 @@ Policy gpt2_policy() {
   // module pattern       style        (wpe, ln_1, ln_2, ln_f: replicated)
   return Policy(
       {
-          {"wte", vocab},                  // token embedding and the tied LM head
+          {"wte", vocab},                  // token embedding (and the head when tied)
+          {"lm_head", vocab},              // the untied head: VocabParallelLMHead1D
           {"h.*.attn.c_attn", fused_qkv},  // [in, 3 * hidden]: each rank its heads' Q, K and V
           {"h.*.attn.c_proj", row},
           {"h.*.mlp.c_fc", column},
           {"h.*.mlp.c_proj", row},
       },
-      // held by the first pipeline stage (embedding) and the last (LM head)
-      {"wte.weight"});
+      // when tied, held by the first pipeline stage (embedding) and the last (LM head)
+      tied ? std::vector<std::string>{"wte.weight"} : std::vector<std::string>{});
 }
 
 }  // namespace shardformer::gpt2

@@ -5,6 +5,7 @@
 
 namespace shardformer::gpt2 {
 
-Policy gpt2_policy();
+// tied: the LM head is wte, which the first and the last pipeline stage then share.
+Policy gpt2_policy(bool tied);
 
 }  // namespace shardformer::gpt2

@@ -16,7 +16,8 @@ BuildContext::BuildContext(const Checkpoint& checkpoint, c10::ScalarType dtype, 
       device_(device),
       base_model_prefix_(std::move(base_model_prefix)),
       parallel_(parallel),
-      plan_(std::make_shared<ShardingPlan>()) {}
+      plan_(std::make_shared<ShardingPlan>()),
+      usage_(std::make_shared<CheckpointUsage>()) {}
 
 BuildContext BuildContext::child(std::string_view name) const {
   BuildContext result = *this;
@@ -79,6 +80,11 @@ bool BuildContext::builds_last_piece() const {
   return pipeline() == nullptr || pipeline()->holds_last_piece(pipeline()->num_chunks() - 1);
 }
 
+void BuildContext::skip(std::string_view leaf, std::string_view why) const {
+  const std::string name = resolve(name_of(leaf));
+  if (checkpoint_->contains(name)) usage_->skipped.emplace(name, why);
+}
+
 at::Tensor BuildContext::load(std::string_view leaf, const std::vector<int64_t>& shape,
                               TensorShard shard) const {
   const std::string name = resolve(name_of(leaf));
@@ -89,6 +95,7 @@ at::Tensor BuildContext::load(std::string_view leaf, const std::vector<int64_t>&
                               checkpoint_->file_of(name).path().filename().string(),
                               " but config.json implies ", shape_str(shape)));
   }
+  usage_->loaded.insert(name);
   shard.full_shape = shape;
   if (shard.dim >= 0 && tensor_parallel()) {
     shard.rank = tp_rank();

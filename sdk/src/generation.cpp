@@ -11,26 +11,6 @@
 
 namespace shardformer {
 
-std::pair<at::Tensor, at::Tensor> left_pad(const std::vector<std::vector<int64_t>>& prompts,
-                                           int64_t pad_token_id) {
-  const auto batch = static_cast<int64_t>(prompts.size());
-  int64_t max_len = 0;
-  for (const auto& prompt : prompts) max_len = std::max<int64_t>(max_len, prompt.size());
-  at::Tensor ids = at::full({batch, max_len}, pad_token_id, at::kLong);  // [batch, max_len]
-  at::Tensor mask = at::zeros({batch, max_len}, at::kLong);              // [batch, max_len]
-  auto ids_a = ids.accessor<int64_t, 2>();
-  auto mask_a = mask.accessor<int64_t, 2>();
-  for (int64_t row = 0; row < batch; ++row) {
-    const auto& prompt = prompts[row];
-    const int64_t offset = max_len - static_cast<int64_t>(prompt.size());
-    for (size_t i = 0; i < prompt.size(); ++i) {
-      ids_a[row][offset + i] = prompt[i];
-      mask_a[row][offset + i] = 1;
-    }
-  }
-  return {ids, mask};
-}
-
 namespace {
 
 void check_prompts(const Model& model, const std::vector<std::vector<int64_t>>& prompts,

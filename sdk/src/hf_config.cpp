@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <set>
 #include <limits>
 #include <sstream>
 
@@ -80,9 +81,11 @@ std::string describe_json(const nlohmann::json& value) {
 struct HFConfig::Impl {
   nlohmann::json json = nlohmann::json::object();
   std::filesystem::path path;
+  mutable std::set<std::string> read;  // every key asked for, present or not
 
   // The value of `key`, or nullptr when absent.
   const nlohmann::json* find(const std::string& key) const {
+    read.insert(key);
     auto it = json.find(key);
     return it == json.end() ? nullptr : &*it;
   }
@@ -165,6 +168,35 @@ std::vector<std::string> HFConfig::architectures() const {
 std::string HFConfig::model_type() const { return get_string("model_type", ""); }
 
 bool HFConfig::has(const std::string& key) const { return impl_->find(key) != nullptr; }
+
+std::vector<std::string> HFConfig::keys() const {
+  std::vector<std::string> keys;
+  for (const auto& item : impl_->json.items()) keys.push_back(item.key());
+  return keys;
+}
+
+bool HFConfig::was_read(const std::string& key) const { return impl_->read.count(key) > 0; }
+
+bool HFConfig::holds_default(const std::string& key) const {
+  const auto it = impl_->json.find(key);
+  if (it == impl_->json.end() || it->is_null()) return true;
+  if (it->is_boolean()) return !it->get<bool>();
+  if (it->is_number()) return it->get<double>() == 0.0;
+  return it->empty();  // "", [] and {}
+}
+
+void HFConfig::ignore(std::initializer_list<std::string_view> keys) const {
+  for (std::string_view key : keys) impl_->read.emplace(key);
+}
+
+double HFConfig::get_probability(const std::string& key, double fallback) const {
+  const double p = get_double(key, fallback);
+  if (!(p >= 0.0 && p < 1.0)) {
+    throw CheckpointError(
+        str(impl_->path.string(), ": key '", key, "' = ", p, " is not a probability in [0, 1)"));
+  }
+  return p;
+}
 
 int64_t HFConfig::get_int(const std::string& key) const {
   return impl_->to_int(key, impl_->require(key));

@@ -16,7 +16,10 @@ at::Tensor Model::lm_loss(const ForwardInputs& inputs, const at::Tensor& labels)
   return causal_lm_loss(layers::VocabLogits{logits, false, 0, logits.size(-1), nullptr}, labels);
 }
 
-void Model::bind(const BuildContext& ctx) { bind(ctx.plan(), ctx.parallel()); }
+void Model::bind(const BuildContext& ctx) {
+  bind(ctx.plan(), ctx.parallel());
+  usage_ = ctx.usage();
+}
 
 void Model::bind(std::shared_ptr<ShardingPlan> plan, const ParallelContext* parallel) {
   sharding_ = std::move(plan);

@@ -75,10 +75,11 @@ TEST(JobConfig, ReadsEveryKeyOfAFullConfig) {
 path = "/models/gpt2"
 dtype = "bfloat16"
 device = "cuda"
+unused_tensors = "warn"
+unused_config_keys = "warn"
 
 [parallel]
 tp_size = 2
-pp_size = 3
 dp_size = 4
 
 [job]
@@ -87,6 +88,7 @@ mode = "forward"
 [forward]
 input_ids = [[1, 2, 3], [4, 5]]
 output = "/out/logits.safetensors"
+loss = true
 
 [generate]
 prompts = [[7], [8, 9]]
@@ -104,12 +106,15 @@ level = "debug"
   EXPECT_EQ(config.model.path, fs::path("/models/gpt2"));
   EXPECT_EQ(config.model.dtype, "bfloat16");
   EXPECT_EQ(config.model.device, "cuda");
+  EXPECT_EQ(config.model.unused_tensors, "warn");
+  EXPECT_EQ(config.model.unused_config_keys, "warn");
   EXPECT_EQ(config.parallel.tp_size, 2);
-  EXPECT_EQ(config.parallel.pp_size, 3);
+  EXPECT_EQ(config.parallel.pp_size, 1);
   EXPECT_EQ(config.parallel.dp_size, 4);
   EXPECT_EQ(config.mode, JobMode::kForward);
   EXPECT_EQ(config.forward.input_ids, (std::vector<std::vector<int64_t>>{{1, 2, 3}, {4, 5}}));
   EXPECT_EQ(config.forward.output, fs::path("/out/logits.safetensors"));
+  EXPECT_TRUE(config.forward.loss);
   EXPECT_EQ(config.generate.prompts, (std::vector<std::vector<int64_t>>{{7}, {8, 9}}));
   EXPECT_EQ(config.generate.max_new_tokens, 64);
   EXPECT_EQ(config.generate.eos_token_id, 50256);
@@ -262,6 +267,18 @@ const ErrorCase kErrorCases[] = {
      "[pipeline]\nnum_microbatches = 0\n",
      "2:20",
      {"pipeline.num_microbatches"}},
+    {"CudaPipeline",
+     "[model]\npath = \"m\"\ndevice = \"cuda\"\n[parallel]\npp_size = 2\n",
+     "3:10",
+     {"model.device: \"cuda\" with parallel.pp_size = 2", "CPU ranks (Gloo) only"}},
+    {"UnusedTensorsUnknownAction",
+     "[model]\npath = \"m\"\nunused_tensors = \"ignore\"\n",
+     "3:18",
+     {"model.unused_tensors must be one of \"error\", \"warn\", got \"ignore\""}},
+    {"ForwardLossNotBoolean",
+     "[forward]\nloss = \"yes\"\n",
+     "2:8",
+     {"forward.loss must be a boolean, got string"}},
     {"KeyOutsideSection", "# job\nmode = \"forward\"\n", "2:1", {"'mode' is outside any section"}},
     {"UnknownKeyWithSuggestion",
      "[model]\npath = \"m\"\n[parallel]\ntp_sise = 2\n",

@@ -185,24 +185,49 @@ TEST_P(ParallelLayers, Embedding1DAndItsHeadMatchTheFullLayer) {
   check_embedding(GetParam(), ShardKind::kEmbeddingDim);
 }
 
-TEST(ParallelDropout, ReplicatedInputsDropTheSameElementsParallelInputsDoNot) {
+TEST(ParallelDropout, MasksDoNotDependOnTheTensorParallelLayout) {
   expect_all_ranks_passed(run_ranks(2, [&](int rank, int port) {
     LayerRank r(rank, 2, port, {{"unused", at::zeros({1})}}, Policy());
-    layers::Dropout replicated(r.sharded->child("drop_a"), 0.25, /*parallel_input=*/false);
-    layers::Dropout parallel(r.sharded->child("drop_b"), 0.25, /*parallel_input=*/true);
-    layers::Dropout other(r.sharded->child("drop_c"), 0.25, /*parallel_input=*/false);
-    const at::Tensor x = at::ones({64, 64});
-    const at::Tensor a = replicated.forward(x), b = parallel.forward(x), c = other.forward(x);
-    const double dropped = (a == 0).to(at::kDouble).mean().item<double>();
-    EXPECT_NEAR(dropped, 0.25, 0.03);
-    EXPECT_TRUE(at::allclose(a.masked_select(a != 0), at::full({1}, 1.0 / 0.75)));
-    const at::Tensor a_all = r.mesh.tp().all_gather(a.unsqueeze(0), 0);  // [tp, 64, 64]
-    const at::Tensor b_all = r.mesh.tp().all_gather(b.unsqueeze(0), 0);
+    const at::Tensor x = at::ones({8, 4, 16, 16});  // [batch, heads, q, kv]
+    // Replicated activation: the same mask on every rank, and the one a single rank draws.
+    layers::Dropout replicated(r.sharded->child("drop_a"), 0.25);
+    layers::Dropout alone(r.full->child("drop_a"), 0.25);
+    const at::Tensor a = replicated.forward(x);
+    const at::Tensor a_all = r.mesh.tp().all_gather(a.unsqueeze(0), 0);  // [tp, ...]
     EXPECT_TRUE(at::equal(a_all[0], a_all[1])) << "replicated input: masks differ across ranks";
-    EXPECT_FALSE(at::equal(b_all[0], b_all[1])) << "parallel input: masks equal across ranks";
-    EXPECT_FALSE(at::equal(a, c)) << "two modules share one stream";
-    replicated.eval();
-    EXPECT_TRUE(at::equal(replicated.forward(x), x));
+    EXPECT_TRUE(at::equal(a, alone.forward(x))) << "tp = 2 drops other elements than tp = 1";
+    // Heads split over the ranks: together they drop what one rank holding every head drops.
+    layers::Dropout split(r.sharded->child("attn_dropout"), 0.25,
+                          {.dim = 1, .total = 4, .first = 2 * rank, .count = 2});
+    layers::Dropout whole(r.full->child("attn_dropout"), 0.25,
+                          {.dim = 1, .total = 4, .first = 0, .count = 4});
+    const at::Tensor mine = split.forward(x.narrow(1, 2 * rank, 2));  // [8, 2, 16, 16]
+    const at::Tensor gathered = r.mesh.tp().all_gather(mine, 1);        // [8, 4, 16, 16]
+    EXPECT_TRUE(at::equal(gathered, whole.forward(x))) << "a head's mask depends on its rank";
+    EXPECT_FALSE(at::equal(gathered.select(1, 0), gathered.select(1, 1))) << "heads share a stream";
+    layers::Dropout other(r.sharded->child("drop_c"), 0.25);
+    EXPECT_FALSE(at::equal(a, other.forward(x))) << "two modules share one stream";
+  }));
+}
+
+TEST(ParallelDropout, DataParallelRanksDrawDifferentMasks) {
+  expect_all_ranks_passed(run_ranks(2, [&](int rank, int port) {
+    at::set_num_threads(1);
+    distributed::ProcessMesh mesh(rank, {.dp = 2}, LayerRank::options(port));
+    const auto dir = std::filesystem::path(::testing::TempDir()) /
+                     ("shardformer_dp_dropout_" + std::to_string(port) + "_" + std::to_string(rank));
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir / "config.json") << "{}";
+    save_safetensors(dir / "model.safetensors", {{"unused", at::zeros({1})}});
+    const Checkpoint checkpoint(dir);
+    ParallelContext parallel;
+    parallel.dp = &mesh.dp();
+    const BuildContext ctx(checkpoint, at::kFloat, at::kCPU, "", &parallel);
+    layers::Dropout dropout(ctx.child("drop"), 0.5);
+    const at::Tensor mask = dropout.forward(at::ones({64, 64}));
+    const at::Tensor both = mesh.dp().all_gather(mask.unsqueeze(0), 0);
+    EXPECT_FALSE(at::equal(both[0], both[1])) << "data-parallel replicas drew the same mask";
+    std::filesystem::remove_all(dir);
   }));
 }
 

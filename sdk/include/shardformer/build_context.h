@@ -3,6 +3,7 @@
 // tensor parallelism, its shard style from the policy and the tensor-parallel group.
 #pragma once
 
+#include "shardformer/checkpoint_usage.h"
 #include "shardformer/parallel/pipeline_stage_manager.h"
 #include "shardformer/parallel/policy.h"
 #include "shardformer/parallel/tensor_shard.h"
@@ -44,6 +45,12 @@ class BuildContext {
   // and both shapes when the checkpoint's shape differs.
   at::Tensor load(std::string_view leaf, const std::vector<int64_t>& shape,
                   TensorShard shard = {}) const;
+  // Declares checkpoint tensor `leaf` of this module known and deliberately unused (HF
+  // buffers such as GPT-2's attn.bias, a tied head's copy of the embedding). `why` is logged.
+  // Nothing happens when the checkpoint does not hold it.
+  void skip(std::string_view leaf, std::string_view why) const;
+  // What the model built from this context (and its children) loaded and skipped so far.
+  const std::shared_ptr<CheckpointUsage>& usage() const { return usage_; }
 
   // This module's shard style: the policy's rule for path(), replicate without parallelism.
   ShardStyle style() const;
@@ -82,6 +89,7 @@ class BuildContext {
   std::string base_model_prefix_;
   const ParallelContext* parallel_;
   std::shared_ptr<ShardingPlan> plan_;
+  std::shared_ptr<CheckpointUsage> usage_;
   std::string path_;
 };
 

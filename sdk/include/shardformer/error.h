@@ -36,4 +36,26 @@ class ModelError : public Error {
   using Error::Error;
 };
 
+// The exit status of shardformer-host for each class of failure (docs/config.md lists them).
+// A multi-rank job exits with the status of the rank whose failure ended it (128 + signal for
+// a rank killed by a signal).
+enum ExitCode : int {
+  kExitOk = 0,
+  kExitRuntime = 1,  // the job failed while running (a peer died, a collective timed out, ...)
+  kExitUsage = 2,    // bad command line
+  kExitConfig = 3,   // ConfigError: the job config
+  kExitModel = 4,    // CheckpointError, ModelError: the checkpoint or the model built from it
+  kExitPlugin = 5,   // PluginError: no usable plugin for the architecture
+};
+
+// The ExitCode of an exception: by its class, kExitRuntime for any other.
+inline int exit_code_for(const std::exception& e) {
+  if (dynamic_cast<const ConfigError*>(&e)) return kExitConfig;
+  if (dynamic_cast<const CheckpointError*>(&e) || dynamic_cast<const ModelError*>(&e)) {
+    return kExitModel;
+  }
+  if (dynamic_cast<const PluginError*>(&e)) return kExitPlugin;
+  return kExitRuntime;
+}
+
 }  // namespace shardformer

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "shardformer/model.h"
+#include "shardformer/padding.h"
 
 #include <functional>
 #include <optional>
@@ -32,9 +33,5 @@ GenerationResult greedy_generate(Model& model, const std::vector<std::vector<int
 using NextTokenFn = std::function<at::Tensor(const ForwardInputs& inputs)>;
 GenerationResult greedy_generate(Model& model, const std::vector<std::vector<int64_t>>& prompts,
                                  const GenerationConfig& config, const NextTokenFn& next_tokens);
-
-// Left-pads prompts into input_ids [batch, max_len] and attention_mask [batch, max_len].
-std::pair<at::Tensor, at::Tensor> left_pad(const std::vector<std::vector<int64_t>>& prompts,
-                                           int64_t pad_token_id);
 
 }  // namespace shardformer

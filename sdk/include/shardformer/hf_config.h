@@ -4,9 +4,11 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace shardformer {
@@ -29,6 +31,17 @@ class HFConfig {
   std::string model_type() const;
 
   bool has(const std::string& key) const;
+  // Every top-level key of the file, in file order.
+  std::vector<std::string> keys() const;
+  // Whether a getter (or has(), or ignore()) asked for `key`: the checkpoint-usage check
+  // refuses keys of the file that no code read.
+  bool was_read(const std::string& key) const;
+  // Whether `key` is absent or holds null, false, 0, "", [] or {} (HF's defaults for switches
+  // such as is_decoder or pruned_heads). Does not count as reading the key.
+  bool holds_default(const std::string& key) const;
+  // Declares keys that the model knows and that do not change what it computes (e.g. GPT-2's
+  // summary_* keys, which only GPT2DoubleHeadsModel reads).
+  void ignore(std::initializer_list<std::string_view> keys) const;
   // Typed getters: throw CheckpointError naming the file and key when the key is missing
   // (for the variants without a fallback) or holds another type.
   int64_t get_int(const std::string& key) const;
@@ -36,6 +49,8 @@ class HFConfig {
   double get_double(const std::string& key) const;
   double get_double(const std::string& key, double fallback) const;
   bool get_bool(const std::string& key, bool fallback) const;
+  // A dropout probability: throws CheckpointError naming the key unless it is in [0, 1).
+  double get_probability(const std::string& key, double fallback) const;
   std::string get_string(const std::string& key) const;
   std::string get_string(const std::string& key, const std::string& fallback) const;
   // An integer that may be null or absent (e.g. GPT-2's n_inner).

@@ -2,6 +2,7 @@
 // arguments it is built from.
 #pragma once
 
+#include "shardformer/checkpoint_usage.h"
 #include "shardformer/kv_cache.h"
 #include "shardformer/parallel/pipeline_stage_manager.h"
 #include "shardformer/parallel/policy.h"
@@ -76,6 +77,8 @@ class Model : public torch::nn::Module {
 
   // The parameters split across tensor-parallel ranks, by name; the others are replicated.
   const ShardingPlan& sharding() const { return *sharding_; }
+  // The checkpoint tensors this rank's model loaded and knowingly skipped.
+  const CheckpointUsage& checkpoint_usage() const { return *usage_; }
 
   // The pipeline stage this model is; null when it is the whole model.
   const PipelineStageManager* pipeline() const { return pipeline_ ? &*pipeline_ : nullptr; }
@@ -100,6 +103,7 @@ class Model : public torch::nn::Module {
 
  private:
   std::shared_ptr<ShardingPlan> sharding_ = std::make_shared<ShardingPlan>();
+  std::shared_ptr<CheckpointUsage> usage_ = std::make_shared<CheckpointUsage>();
   std::optional<PipelineStageManager> pipeline_;
   std::vector<std::string> shared_patterns_;
 };

@@ -1,7 +1,11 @@
 // Causal attention with padding masks over cached keys/values.
 #include "shardformer/layers/attention.h"
 
+#include "shardformer/layers/dropout.h"
+
 #include <ATen/ATen.h>
+
+#include <limits>
 
 namespace shardformer::layers {
 
@@ -22,9 +26,18 @@ at::Tensor causal_attention_mask(const at::Tensor& attention_mask, int64_t batch
 
 at::Tensor scaled_dot_product_attention(const at::Tensor& query, const at::Tensor& key,
                                         const at::Tensor& value, const at::Tensor& mask,
-                                        double scale) {
-  return at::scaled_dot_product_attention(query, key, value, mask, /*dropout_p=*/0.0,
-                                          /*is_causal=*/false, scale);
+                                        double scale, Dropout* dropout) {
+  if (dropout == nullptr || !dropout->active()) {
+    return at::scaled_dot_product_attention(query, key, value, mask, /*dropout_p=*/0.0,
+                                            /*is_causal=*/false, scale);
+  }
+  at::Tensor scores = at::matmul(query, key.transpose(-2, -1)) * scale;  // [b, h, q, kv]
+  if (mask.defined()) {
+    scores = scores.masked_fill(mask.logical_not(), -std::numeric_limits<double>::infinity());
+  }
+  at::Tensor probs = at::softmax(scores, -1, at::kFloat).to(query.scalar_type());
+  if (mask.defined()) probs = probs.masked_fill(mask.logical_not(), 0.0);  // no NaN rows
+  return at::matmul(dropout->forward(probs), value);  // [b, h, q, head_dim]
 }
 
 }  // namespace shardformer::layers

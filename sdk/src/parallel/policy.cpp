@@ -50,12 +50,14 @@ ShardStyle Policy::style_for(std::string_view path) const {
 
 int ParallelContext::tp_size() const { return tp ? tp->size() : 1; }
 int ParallelContext::tp_rank() const { return tp ? tp->rank() : 0; }
+int ParallelContext::dp_rank() const { return dp ? dp->rank() : 0; }
 
 ParallelContext with_family_policy(const ParallelContext* job, const Policy& family_policy) {
   ParallelContext result;
   result.policy = family_policy;
   if (job != nullptr) {
     result.tp = job->tp;
+    result.dp = job->dp;
     result.pipeline = job->pipeline;
     result.config = job->config;
     for (const auto& rule : job->policy.rules()) result.policy.add(rule);

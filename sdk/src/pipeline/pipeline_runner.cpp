@@ -91,7 +91,8 @@ std::vector<PipelineRunner::MicroBatch> PipelineRunner::split(const ForwardInput
   return result;
 }
 
-void PipelineRunner::run_forward(const MicroBatch& mb, int64_t index, int64_t chunk, bool train) {
+void PipelineRunner::run_forward(const MicroBatch& mb, int64_t index, int64_t chunk, Mode mode) {
+  const bool train = mode == Mode::kTrain;
   ForwardInputs inputs = mb.inputs;
   inputs.chunk = chunk;
   Live live;
@@ -102,14 +103,16 @@ void PipelineRunner::run_forward(const MicroBatch& mb, int64_t index, int64_t ch
   }
   const auto start = Clock::now();
   if (model_->ends_model(chunk)) {
-    if (!train) {
+    if (mode == Mode::kForward) {
       outputs_[index] = model_->forward(inputs);
     } else if (mb.loss_weight > 0) {
       live.output = model_->lm_loss(inputs, mb.labels) * mb.loss_weight;
-    } else {  // no counted token: nothing to learn, but the backward pass still runs
+    } else if (train) {  // no counted token: nothing to learn, but the backward pass still runs
       live.output = model_->forward(inputs).sum() * 0.0;
     }
-    if (train) loss_ = loss_.defined() ? loss_ + live.output.detach() : live.output.detach();
+    if (mode != Mode::kForward && live.output.defined()) {
+      loss_ = loss_.defined() ? loss_ + live.output.detach() : live.output.detach();
+    }
   } else {
     live.output = model_->forward(inputs);  // [batch, seq, hidden]
     channel_.send(live.output, Direction::kForward, chunk, mb.input_shape(), index);
@@ -150,16 +153,16 @@ void PipelineRunner::run_backward(const MicroBatch& mb, int64_t index, int64_t c
   }
 }
 
-void PipelineRunner::run(const std::vector<MicroBatch>& microbatches, bool train) {
+void PipelineRunner::run(const std::vector<MicroBatch>& microbatches, Mode mode) {
   stats_ = StageStats{};
   const auto start = Clock::now();
   const ScheduleShape shape{stages_->num_stages(), options_.num_microbatches,
                             stages_->num_chunks()};
   for (const PipelineAction& action :
-       schedule_actions(options_.schedule, shape, stages_->stage(), !train)) {
+       schedule_actions(options_.schedule, shape, stages_->stage(), mode != Mode::kTrain)) {
     const MicroBatch& mb = microbatches.at(action.microbatch);
     if (action.kind == PipelineAction::Kind::kForward) {
-      run_forward(mb, action.microbatch, action.chunk, train);
+      run_forward(mb, action.microbatch, action.chunk, mode);
     } else {
       run_backward(mb, action.microbatch, action.chunk);
     }
@@ -168,16 +171,19 @@ void PipelineRunner::run(const std::vector<MicroBatch>& microbatches, bool train
   stats_.total_seconds = seconds(Clock::now() - start);
 }
 
-at::Tensor PipelineRunner::train_step(const ForwardInputs& batch, const at::Tensor& labels) {
+void PipelineRunner::check_labels(const ForwardInputs& batch, const at::Tensor& labels) const {
   if (!labels.defined() || !labels.sizes().equals(batch.input_ids.sizes())) {
-    throw Error("pipeline: train_step needs labels shaped like input_ids");
+    throw Error("pipeline: the LM loss needs labels shaped like input_ids");
   }
   if (!model_->has_lm_head()) {
-    throw Error(
-        "pipeline: train_step needs a model with a language-model head; this one "
-        "outputs " +
-        model_->output_name());
+    throw Error("pipeline: the LM loss needs a model with a language-model head; this one "
+                "outputs " +
+                model_->output_name());
   }
+}
+
+at::Tensor PipelineRunner::train_step(const ForwardInputs& batch, const at::Tensor& labels) {
+  check_labels(batch, labels);
   const std::vector<MicroBatch> microbatches = split(batch, labels);
   check_usable();
   find_shared_parameters();
@@ -189,7 +195,7 @@ at::Tensor PipelineRunner::train_step(const ForwardInputs& batch, const at::Tens
   }
   loss_ = at::Tensor();
   try {
-    run(microbatches, /*train=*/true);
+    run(microbatches, Mode::kTrain);
     sum_shared_gradients(before);
   } catch (...) {
     live_.clear();
@@ -205,7 +211,7 @@ at::Tensor PipelineRunner::forward(const ForwardInputs& batch) {
   torch::NoGradGuard no_grad;
   outputs_.assign(microbatches.size(), at::Tensor());
   try {
-    run(microbatches, /*train=*/false);
+    run(microbatches, Mode::kForward);
   } catch (...) {
     failed_ = true;
     throw;
@@ -214,6 +220,21 @@ at::Tensor PipelineRunner::forward(const ForwardInputs& batch) {
   at::Tensor output = at::cat(outputs_, 0);  // [batch, seq, ...]
   outputs_.clear();
   return output;
+}
+
+at::Tensor PipelineRunner::lm_loss(const ForwardInputs& batch, const at::Tensor& labels) {
+  check_labels(batch, labels);
+  const std::vector<MicroBatch> microbatches = split(batch, labels);
+  check_usable();
+  torch::NoGradGuard no_grad;
+  loss_ = at::Tensor();
+  try {
+    run(microbatches, Mode::kLoss);
+  } catch (...) {
+    failed_ = true;
+    throw;
+  }
+  return stages_->is_last_stage() ? loss_ : at::Tensor();
 }
 
 void PipelineRunner::check_usable() const {

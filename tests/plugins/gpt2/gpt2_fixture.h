@@ -1,11 +1,13 @@
-// What the GPT-2 tests share: the plugin loaded as the host loads it, the tiny checkpoint and
-// HF transformers' reference outputs (tools/gen_gpt2_reference.py), with comparison helpers.
+// What the GPT-2 tests share: the plugin loaded as the host loads it, a tiny checkpoint (or one
+// of its variants) with HF transformers' reference outputs (tools/gen_gpt2_references.py),
+// models built through the SDK's Session as jobs build them, and comparison helpers.
 #pragma once
 
 #include "plugin_registry.h"
 #include "shardformer/checkpoint.h"
 #include "shardformer/distributed/process_mesh.h"
 #include "shardformer/generation.h"
+#include "shardformer/runtime/session.h"
 #include "shardformer/safetensors.h"
 #include "test_env.h"
 
@@ -20,18 +22,27 @@ namespace shardformer::testing {
 
 class Gpt2Fixture {
  public:
-  Gpt2Fixture()
+  // `model`: a folder of the models directory, compared with test-data/gpt2/<model>.safetensors.
+  explicit Gpt2Fixture(const std::string& model = "tiny-gpt2")
       : registry(host::PluginRegistry::discover({plugin_dir()})),
-        checkpoint(models_dir() / "tiny-gpt2"),
-        reference(test_data_dir() / "gpt2" / "reference.safetensors") {}
+        checkpoint(models_dir() / model),
+        reference(test_data_dir() / "gpt2" / (model + ".safetensors")) {}
 
-  std::shared_ptr<Model> build(const std::string& architecture,
-                               const ParallelContext* parallel = nullptr) const {
-    return build(architecture, checkpoint, parallel);
+  // A session on this rank as a job builds it: options.checkpoint defaults to the fixture's,
+  // mesh null for one rank.
+  std::unique_ptr<Session> session(SessionOptions options = {},
+                                   const distributed::ProcessMesh* mesh = nullptr) const {
+    if (options.checkpoint.empty()) options.checkpoint = checkpoint.directory();
+    return std::make_unique<Session>(
+        std::move(options), [this](const ModelArgs& args) { return registry.create_model(args); },
+        mesh);
   }
-  std::shared_ptr<Model> build(const std::string& architecture, const Checkpoint& from,
-                               const ParallelContext* parallel = nullptr) const {
-    return registry.create_model(ModelArgs{&from, architecture, at::kFloat, at::kCPU, parallel});
+  // The model of such a session (it keeps what it needs once built).
+  std::shared_ptr<Model> build(const std::string& architecture,
+                               const distributed::ProcessMesh* mesh = nullptr,
+                               SessionOptions options = {}) const {
+    options.architecture = architecture;
+    return session(std::move(options), mesh)->model_ptr();
   }
 
   at::Tensor ref(const std::string& name) const { return reference.read(name); }
@@ -100,6 +111,24 @@ inline void expect_close(const at::Tensor& actual, const at::Tensor& expected, d
   const double worst = excess.max().item<double>();
   EXPECT_LE(worst, atol) << what << ": max |ours - HF| - rtol |HF| = " << worst << " (max |diff| "
                          << (actual - expected).abs().max().item<double>() << ")";
+}
+
+// The documented fp32 tolerances: logits, hidden states and losses atol 1e-5; gradients atol
+// 1e-6 with rtol 1e-4.
+inline constexpr double kOutputAtol = 1e-5, kGradAtol = 1e-6, kGradRtol = 1e-4;
+
+// The loss and every gradient after one backward pass against the reference's; `tp` gathers
+// split gradients (null: one rank).
+inline void expect_loss_and_grads_match(const Gpt2Fixture& f, Model& model,
+                                        const distributed::ProcessGroup* tp) {
+  const at::Tensor loss = model.lm_loss(f.forward_inputs(), f.ref("train_labels"));
+  expect_close(loss.detach().reshape({1}), f.ref("train_loss"), kOutputAtol, 0.0, "loss");
+  loss.backward();
+  const auto grads = gather_parameters(model, tp, /*grads=*/true);
+  EXPECT_EQ(grads.size(), f.grad_names().size());
+  for (const auto& [name, grad] : grads) {
+    expect_close(grad, f.ref("grad." + name), kGradAtol, kGradRtol, "grad of " + name);
+  }
 }
 
 }  // namespace shardformer::testing

@@ -1,11 +1,14 @@
 // GPT-2 at one rank against HF transformers: logits and hidden states of a padded batch,
-// greedy generations with a KV cache (with and without an early eos), HF parameter names,
-// sharded checkpoints, clear errors for bad checkpoints, and the host's `run` output.
+// losses and gradients, greedy generations with a KV cache, for the tiny checkpoint and its
+// variants (untied head, every activation, attention options, dtypes); HF parameter names,
+// sharded checkpoints; checkpoints that are refused or accepted with a clear message; dropout
+// in training; and the host's `run` output.
 #include "gpt2_fixture.h"
 
 #include "shardformer/checkpoint.h"
 #include "shardformer/error.h"
 #include "shardformer/generation.h"
+#include "shardformer/layers/dropout.h"
 #include "shardformer/safetensors.h"
 #include "test_env.h"
 
@@ -21,6 +24,8 @@
 
 namespace fs = std::filesystem;
 using namespace shardformer;
+using shardformer::testing::Gpt2Fixture;
+using shardformer::testing::kOutputAtol;
 
 namespace {
 
@@ -30,7 +35,7 @@ class GPT2Test : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     try {
-      fixture_ = std::make_unique<shardformer::testing::Gpt2Fixture>();
+      fixture_ = std::make_unique<Gpt2Fixture>();
     } catch (const std::exception& e) {
       setup_error_ = e.what();
     }
@@ -38,11 +43,12 @@ class GPT2Test : public ::testing::Test {
   static void TearDownTestSuite() { fixture_.reset(); }
   void SetUp() override { ASSERT_TRUE(setup_error_.empty()) << setup_error_; }
 
-  static std::shared_ptr<Model> build(const std::string& architecture) {
-    return fixture_->build(architecture);
+  static std::shared_ptr<Model> build(const std::string& architecture,
+                                      SessionOptions options = {}) {
+    return fixture_->build(architecture, nullptr, std::move(options));
   }
-  static std::shared_ptr<Model> build(const std::string& architecture, const Checkpoint& from) {
-    return fixture_->build(architecture, from);
+  static std::shared_ptr<Model> build_from(const fs::path& checkpoint) {
+    return build("GPT2LMHeadModel", SessionOptions{.checkpoint = checkpoint});
   }
   static at::Tensor ref(const std::string& name) { return fixture_->ref(name); }
   static int64_t ref_scalar(const std::string& name) { return fixture_->ref_scalar(name); }
@@ -55,11 +61,11 @@ class GPT2Test : public ::testing::Test {
     shardformer::testing::expect_close(actual, expected, atol, 0.0, "output");
   }
 
-  static inline std::unique_ptr<shardformer::testing::Gpt2Fixture> fixture_;
+  static inline std::unique_ptr<Gpt2Fixture> fixture_;
   static inline std::string setup_error_;
 };
 
-// Copies the tiny checkpoint into a fresh folder, for tests that break it.
+// Copies the tiny checkpoint into a fresh folder, for tests that change it.
 fs::path copy_checkpoint(const std::string& name) {
   const fs::path dir = fs::path(::testing::TempDir()) / ("shardformer_gpt2_" + name);
   fs::remove_all(dir);
@@ -82,6 +88,32 @@ void replace_in_file(const fs::path& file, const std::string& from, const std::s
   std::ofstream(file) << text;
 }
 
+// Rewrites the copy's weights with `change` applied to its tensors.
+void edit_tensors(const fs::path& dir,
+                  const std::function<void(std::map<std::string, at::Tensor>&)>& change) {
+  std::map<std::string, at::Tensor> tensors;
+  {
+    const SafetensorsFile file(dir / "model.safetensors");
+    for (const auto& info : file.tensors()) tensors[info.name] = file.read(info.name);
+  }
+  change(tensors);
+  save_safetensors(dir / "model.safetensors", tensors);
+}
+
+// Runs `action`, expecting an exception of type E whose message holds every part.
+template <typename E>
+void expect_error(const std::function<void()>& action, const std::vector<std::string>& parts) {
+  try {
+    action();
+    ADD_FAILURE() << "no error was thrown";
+  } catch (const E& e) {
+    for (const std::string& part : parts) {
+      EXPECT_NE(std::string(e.what()).find(part), std::string::npos)
+          << "message lacks \"" << part << "\": " << e.what();
+    }
+  }
+}
+
 }  // namespace
 
 TEST_F(GPT2Test, LogitsMatchHF) {
@@ -97,10 +129,9 @@ TEST_F(GPT2Test, BaseModelHiddenStatesMatchHF) {
 }
 
 TEST_F(GPT2Test, ShardedCheckpointGivesTheSameLogits) {
-  const Checkpoint sharded(shardformer::testing::models_dir() / "tiny-gpt2-sharded");
-  EXPECT_GT(sharded.files().size(), 1u);
-  const auto model = build("GPT2LMHeadModel", sharded);
-  expect_close(forward(*model), ref("forward_logits"), 1e-5);
+  const fs::path sharded = shardformer::testing::models_dir() / "tiny-gpt2-sharded";
+  EXPECT_GT(Checkpoint(sharded).files().size(), 1u);
+  expect_close(forward(*build_from(sharded)), ref("forward_logits"), 1e-5);
 }
 
 TEST_F(GPT2Test, ParameterNamesAreHFNames) {
@@ -145,9 +176,8 @@ TEST_F(GPT2Test, GenerationRefusesTooLongRequests) {
 TEST_F(GPT2Test, HeadsNotDividingHiddenSizeIsAClearError) {
   const fs::path dir = copy_checkpoint("bad_heads");
   replace_in_file(dir / "config.json", "\"n_head\": 4", "\"n_head\": 5");
-  const Checkpoint checkpoint(dir);
   try {
-    build("GPT2LMHeadModel", checkpoint);
+    build_from(dir);
     FAIL() << "expected ModelError";
   } catch (const ModelError& e) {
     const std::string message = e.what();
@@ -160,9 +190,8 @@ TEST_F(GPT2Test, HeadsNotDividingHiddenSizeIsAClearError) {
 TEST_F(GPT2Test, ShapeMismatchNamesTheParameterAndBothShapes) {
   const fs::path dir = copy_checkpoint("bad_shape");
   replace_in_file(dir / "config.json", "\"n_positions\": 64", "\"n_positions\": 32");
-  const Checkpoint checkpoint(dir);
   try {
-    build("GPT2LMHeadModel", checkpoint);
+    build_from(dir);
     FAIL() << "expected CheckpointError";
   } catch (const ModelError& e) {
     const std::string message = e.what();
@@ -174,22 +203,172 @@ TEST_F(GPT2Test, ShapeMismatchNamesTheParameterAndBothShapes) {
 
 TEST_F(GPT2Test, MissingTensorIsNamed) {
   const fs::path dir = copy_checkpoint("missing_tensor");
-  std::map<std::string, at::Tensor> tensors;
-  {
-    const SafetensorsFile file(dir / "model.safetensors");
-    for (const auto& info : file.tensors()) {
-      if (info.name != "transformer.h.1.mlp.c_fc.bias") tensors[info.name] = file.read(info.name);
-    }
-  }
-  save_safetensors(dir / "model.safetensors", tensors);
-  const Checkpoint checkpoint(dir);
+  edit_tensors(dir, [](auto& tensors) { tensors.erase("transformer.h.1.mlp.c_fc.bias"); });
   try {
-    build("GPT2LMHeadModel", checkpoint);
+    build_from(dir);
     FAIL() << "expected an error";
   } catch (const ModelError& e) {
     EXPECT_NE(std::string(e.what()).find("transformer.h.1.mlp.c_fc.bias"), std::string::npos)
         << e.what();
   }
+}
+
+// ---- checkpoints: every tensor and config key used, or the job stops naming it ------------
+
+TEST_F(GPT2Test, AnExtraTensorIsRefusedByNameUnlessTheJobAllowsIt) {
+  const fs::path dir = copy_checkpoint("extra_tensor");
+  edit_tensors(dir, [](auto& tensors) {
+    tensors["transformer.h.0.attn.rotary.inv_freq"] = at::ones({8});
+    tensors["score.weight"] = at::ones({2, 64});
+  });
+  expect_error<CheckpointError>([&] { build_from(dir); },
+                           {"2 tensor(s) that no module of the model reads",
+                            "'score.weight'", "'transformer.h.0.attn.rotary.inv_freq'",
+                            "unused_tensors"});
+  const auto model = build("GPT2LMHeadModel",
+                           {.checkpoint = dir, .usage = {.tensors = UnusedAction::kWarn}});
+  expect_close(forward(*model), ref("forward_logits"), kOutputAtol);
+}
+
+TEST_F(GPT2Test, AnUnknownConfigKeyIsRefusedByNameUnlessTheJobAllowsIt) {
+  const fs::path dir = copy_checkpoint("unknown_key");
+  replace_in_file(dir / "config.json", "\"n_head\": 4", "\"n_head\": 4, \"rotary_dim\": 16");
+  expect_error<CheckpointError>([&] { build_from(dir); },
+                           {"config.json has 1 key(s) that the model does not implement",
+                            "'rotary_dim'", "unused_config_keys"});
+  const auto model = build("GPT2LMHeadModel",
+                           {.checkpoint = dir, .usage = {.config_keys = UnusedAction::kWarn}});
+  expect_close(forward(*model), ref("forward_logits"), kOutputAtol);
+}
+
+TEST_F(GPT2Test, SwitchesAtTheirDefaultsAreAcceptedAndSetOnesRefused) {
+  const fs::path dir = copy_checkpoint("switches");
+  replace_in_file(dir / "config.json", "\"n_head\": 4",
+                  "\"n_head\": 4, \"is_decoder\": false, \"pruned_heads\": {}");
+  expect_close(forward(*build_from(dir)), ref("forward_logits"), kOutputAtol);
+  replace_in_file(dir / "config.json", "\"pruned_heads\": {}", "\"pruned_heads\": {\"0\": [1]}");
+  expect_error<CheckpointError>([&] { build_from(dir); }, {"'pruned_heads'"});
+}
+
+TEST_F(GPT2Test, LegacyMaskBuffersAndATiedHeadCopyAreKnownAndUnused) {
+  // Old GPT-2 checkpoints store the causal mask per layer and the tied head a second time.
+  const fs::path dir = copy_checkpoint("legacy");
+  edit_tensors(dir, [](auto& tensors) {
+    for (int layer = 0; layer < 8; ++layer) {
+      const std::string attn = "transformer.h." + std::to_string(layer) + ".attn.";
+      tensors[attn + "bias"] = at::ones({64, 64}, at::kBool).tril().view({1, 1, 64, 64});
+      tensors[attn + "masked_bias"] = at::full({}, -1e4);
+    }
+    tensors["lm_head.weight"] = tensors.at("transformer.wte.weight").clone();
+  });
+  expect_close(forward(*build_from(dir)), ref("forward_logits"), kOutputAtol);
+}
+
+TEST_F(GPT2Test, AddCrossAttentionIsRefused) {
+  const fs::path dir = copy_checkpoint("cross_attention");
+  replace_in_file(dir / "config.json", "\"add_cross_attention\": false",
+                  "\"add_cross_attention\": true");
+  expect_error<ModelError>([&] { build_from(dir); },
+                           {"config.json", "add_cross_attention = true", "not supported"});
+}
+
+TEST_F(GPT2Test, DropoutProbabilitiesOutsideZeroToOneAreRefusedNamingTheKey) {
+  const fs::path dir = copy_checkpoint("bad_dropout");
+  replace_in_file(dir / "config.json", "\"attn_pdrop\": 0.1", "\"attn_pdrop\": 1.0");
+  expect_error<ModelError>([&] { build_from(dir); },
+                           {"config.json", "'attn_pdrop' = 1 is not a probability in [0, 1)"});
+}
+
+// ---- dtypes ---------------------------------------------------------------------------------
+
+// The same checkpoint in other job dtypes against HF run in that dtype (measured: equal). The
+// bound is one unit in the last place of the largest logit (|logit| < 8): 2^-8 in fp16, 2^-5
+// in bf16.
+TEST_F(GPT2Test, Float64Float16AndBfloat16JobsMatchHFInTheSameDtype) {
+  const struct {
+    c10::ScalarType dtype;
+    std::string name;
+    double atol;
+  } cases[] = {{at::kDouble, "float64", 1e-12}, {at::kHalf, "float16", 0.00390625},
+               {at::kBFloat16, "bfloat16", 0.03125}};
+  for (const auto& c : cases) {
+    const auto model = build("GPT2LMHeadModel", {.dtype = c.dtype});
+    const at::Tensor logits = forward(*model);
+    EXPECT_EQ(logits.scalar_type(), c.dtype) << c.name;
+    const at::Tensor expected = ref("forward_logits_" + c.name);
+    const double worst = (logits.to(at::kDouble) - expected.to(at::kDouble)).abs().max().item<double>();
+    EXPECT_LE(worst, c.atol) << c.name << " (max |logit| "
+                             << expected.abs().max().item<double>() << ")";
+    std::cout << c.name << ": max |ours - HF| = " << worst << "\n";
+  }
+}
+
+// ---- variants: untied head, activations, attention options ----------------------------------
+
+class GPT2Variant : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GPT2Variant, LogitsLossGradientsAndGenerationMatchHF) {
+  const Gpt2Fixture f("tiny-gpt2-" + GetParam());
+  const auto model = f.build("GPT2LMHeadModel");
+  shardformer::testing::expect_close(f.forward(*model), f.ref("forward_logits"), kOutputAtol, 0.0,
+                                     "logits");
+  shardformer::testing::expect_loss_and_grads_match(f, *model, nullptr);
+  const GenerationResult result = greedy_generate(*model, f.prompts(), f.generation_config(true));
+  EXPECT_TRUE(at::equal(result.sequences, f.ref("generate_eos_sequences"))) << result.sequences;
+  const auto base = f.build("GPT2Model");
+  shardformer::testing::expect_close(f.forward(*base), f.ref("forward_last_hidden_state"),
+                                     kOutputAtol, 0.0, "hidden states");
+}
+
+INSTANTIATE_TEST_SUITE_P(Checkpoints, GPT2Variant,
+                         ::testing::Values("untied", "gelu", "relu", "silu", "tanh",
+                                           "gelu_pytorch_tanh", "quick_gelu"));
+
+TEST(GPT2Untied, TheHeadIsItsOwnParameterAndDiffersFromTheEmbedding) {
+  const Gpt2Fixture f("tiny-gpt2-untied");
+  const auto model = f.build("GPT2LMHeadModel");
+  const auto params = model->named_parameters();
+  ASSERT_TRUE(params.contains("lm_head.weight"));
+  EXPECT_FALSE(at::equal(params["lm_head.weight"], params["transformer.wte.weight"]));
+  EXPECT_EQ(f.grad_names().size(), params.size());
+}
+
+// ---- dropout in training ----------------------------------------------------------------------
+
+TEST(GPT2Dropout, WithEveryProbabilityZeroTrainingEqualsHF) {
+  const Gpt2Fixture f("tiny-gpt2-gelu");  // resid, embd and attn_pdrop = 0
+  const auto model = f.build("GPT2LMHeadModel");
+  model->train();
+  shardformer::testing::expect_close(f.forward(*model), f.ref("forward_logits"), kOutputAtol, 0.0,
+                                     "logits in training mode");
+  shardformer::testing::expect_loss_and_grads_match(f, *model, nullptr);
+}
+
+TEST(GPT2Dropout, TrainingDropsAndSavedRngStatesReplayTheSameStep) {
+  const Gpt2Fixture f;
+  const auto model = f.build("GPT2LMHeadModel");
+  model->train();
+  const auto saved = layers::dropout_rng_states(*model);
+  EXPECT_EQ(saved.size(), 8u * 3u + 1u);  // per block attn, resid and mlp; the embeddings
+  const at::Tensor first = f.forward(*model);
+  EXPECT_FALSE(at::allclose(first, f.ref("forward_logits"), 1e-3, 1e-3)) << "no dropout";
+  EXPECT_FALSE(at::equal(first, f.forward(*model))) << "the streams did not advance";
+  layers::set_dropout_rng_states(*model, saved);
+  EXPECT_TRUE(at::equal(first, f.forward(*model))) << "restored streams drew other masks";
+}
+
+TEST(GPT2Dropout, AttentionDropoutAloneChangesTheOutput) {
+  const fs::path dir = copy_checkpoint("attn_dropout_only");
+  replace_in_file(dir / "config.json", "\"embd_pdrop\": 0.1", "\"embd_pdrop\": 0.0");
+  replace_in_file(dir / "config.json", "\"resid_pdrop\": 0.1", "\"resid_pdrop\": 0.0");
+  const Gpt2Fixture f;
+  const auto model = f.build("GPT2LMHeadModel", nullptr, {.checkpoint = dir});
+  model->train();
+  EXPECT_FALSE(at::allclose(f.forward(*model), f.ref("forward_logits"), 1e-3, 1e-3))
+      << "attn_pdrop = 0.1 dropped nothing";
+  model->eval();
+  shardformer::testing::expect_close(f.forward(*model), f.ref("forward_logits"), kOutputAtol, 0.0,
+                                     "eval logits");
 }
 
 // `shardformer-host run` (the host starts the ranks) at several layouts: the generate job
@@ -267,20 +446,23 @@ TEST_P(GPT2HostRun, GeneratePrintsHFGreedyTokens) {
   EXPECT_EQ(output, expected.str());
 }
 
-TEST_P(GPT2HostRun, ForwardWritesHFLogits) {
+TEST_P(GPT2HostRun, ForwardWritesHFLogitsAndLoss) {
   const fs::path written =
       fs::path(::testing::TempDir()) / ("shardformer_gpt2_" + GetParam().name + "_logits.st");
   fs::remove(written);
   std::ostringstream job;
-  job << "[job]\nmode = \"forward\"\n[forward]\ninput_ids = "
+  job << "[job]\nmode = \"forward\"\n[forward]\nloss = true\ninput_ids = "
       << token_lists(ref("forward_input_ids"), ref("forward_attention_mask")) << "\noutput = \""
       << written.string() << "\"\n";
   const std::string output = run_host(job.str());
   EXPECT_NE(output.find("forward: logits [4, 7, 1013] written to"), std::string::npos) << output;
+  EXPECT_NE(output.find("forward: loss "), std::string::npos) << output;
   ASSERT_TRUE(fs::exists(written)) << output;
   const SafetensorsFile file(written);
-  shardformer::testing::expect_close(file.read("logits"), ref("forward_logits"), 1e-5, 0.0,
+  shardformer::testing::expect_close(file.read("logits"), ref("forward_logits"), kOutputAtol, 0.0,
                                      "logits");
+  shardformer::testing::expect_close(file.read("loss"), ref("train_loss"), kOutputAtol, 0.0,
+                                     "loss");
 }
 
 INSTANTIATE_TEST_SUITE_P(

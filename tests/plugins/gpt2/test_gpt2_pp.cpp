@@ -1,7 +1,8 @@
 // GPT-2 under pipeline parallelism (pp = 2, 3, 4, with tp = 2; Gloo, one process per rank)
 // against HF transformers: logits, the LM loss, every parameter's gradient (the tied wte summed
-// over the first and last stage) and greedy generation, for GPipe, 1F1B and interleaved 1F1B,
-// even and uneven layer splits; schedules agreeing with each other; a failing stage.
+// over the first and last stage; an untied head on the last only) and greedy generation, for
+// GPipe, 1F1B and interleaved 1F1B, even and uneven layer splits; schedules agreeing with each
+// other; a failing stage.
 #include "gpt2_fixture.h"
 #include "multiprocess.h"
 #include "shardformer/distributed/process_mesh.h"
@@ -22,6 +23,9 @@ using namespace shardformer::pipeline;
 using shardformer::testing::expect_all_ranks_passed;
 using shardformer::testing::expect_close;
 using shardformer::testing::Gpt2Fixture;
+using shardformer::testing::kGradAtol;
+using shardformer::testing::kGradRtol;
+using shardformer::testing::kOutputAtol;
 using shardformer::testing::run_ranks;
 
 namespace {
@@ -32,29 +36,35 @@ struct Layout {
   int64_t chunks = 1, microbatches = 2;
   std::optional<std::vector<int64_t>> layers_per_piece = std::nullopt;
   std::string name = "";
+  std::string model = "tiny-gpt2";
+
+  PipelineLayout pipeline() const {
+    return {.schedule = schedule,
+            .num_microbatches = microbatches,
+            .num_model_chunks = chunks,
+            .layers_per_stage = layers_per_piece};
+  }
 };
 
 void PrintTo(const Layout& layout, std::ostream* os) { *os << layout.name; }
 
-// One rank's view: its mesh, its stage and the parallel context a job hands the plugin.
+// One rank's view: its mesh and its session (the model of its stage), built as a job builds it.
 struct PipelineRank {
   PipelineRank(int rank, const Layout& layout, int port, const Gpt2Fixture& f,
                std::chrono::milliseconds timeout = std::chrono::seconds(60))
       : mesh(rank, {.pp = layout.pp, .tp = layout.tp},
              shardformer::testing::local_mesh_options(port, timeout)),
-        stages(layout.pp, mesh.coordinate().pp, f.checkpoint.config().get_int("n_layer"),
-               layout.chunks, layout.layers_per_piece) {
-    at::set_num_threads(1);  // several ranks share this machine's cores
-    parallel.tp = &mesh.tp();
-    parallel.pipeline = &stages;
-  }
+        session((at::set_num_threads(1), f.session({.pipeline = layout.pipeline()}, &mesh))),
+        stages(*session->stages()),
+        model(session->model_ptr()) {}
   distributed::ProcessMesh mesh;
-  PipelineStageManager stages;
-  ParallelContext parallel;
+  std::unique_ptr<Session> session;
+  const PipelineStageManager& stages;
+  std::shared_ptr<Model> model;
 };
 
-// The HF parameter names a stage must hold: embeddings on the first, the tied wte and ln_f on
-// the last, and the blocks of its chunks.
+// The HF parameter names a stage must hold: embeddings on the first, ln_f and the head on the
+// last (wte again when tied, else lm_head), and the blocks of its chunks.
 std::set<std::string> expected_names(const Gpt2Fixture& f, const PipelineStageManager& stages) {
   std::vector<LayerRange> ranges;
   for (int64_t c = 0; c < stages.num_chunks(); ++c) ranges.push_back(stages.layers(c));
@@ -71,9 +81,13 @@ std::set<std::string> expected_names(const Gpt2Fixture& f, const PipelineStageMa
     } else if (name.starts_with("transformer.ln_f")) {
       if (stages.holds_last_piece(stages.num_chunks() - 1)) names.insert(name);
     } else if (name == "transformer.wte.weight") {
-      if (stages.holds_first_piece() || stages.holds_last_piece(stages.num_chunks() - 1)) {
+      const bool tied = !f.reference.contains("grad.lm_head.weight");
+      if (stages.holds_first_piece() ||
+          (tied && stages.holds_last_piece(stages.num_chunks() - 1))) {
         names.insert(name);
       }
+    } else if (name == "lm_head.weight") {
+      if (stages.holds_last_piece(stages.num_chunks() - 1)) names.insert(name);
     } else {
       ADD_FAILURE() << "unexpected reference parameter " << name;
     }
@@ -88,33 +102,32 @@ class Gpt2Pipeline : public ::testing::TestWithParam<Layout> {};
 TEST_P(Gpt2Pipeline, LogitsLossGradientsAndGenerationMatchHF) {
   const Layout layout = GetParam();
   expect_all_ranks_passed(run_ranks(layout.pp * layout.tp, [&](int rank, int port) {
-    const Gpt2Fixture f;
+    const Gpt2Fixture f(layout.model);
     PipelineRank r(rank, layout, port, f);
-    const auto model = f.build("GPT2LMHeadModel", &r.parallel);
-    PipelineRunner runner(*model, r.mesh.pp(),
-                          {.schedule = layout.schedule, .num_microbatches = layout.microbatches});
+    Session& session = *r.session;
     const bool last = r.stages.is_last_stage();
+    EXPECT_EQ(session.pipeline_options(4).num_microbatches, layout.microbatches);
 
-    const at::Tensor logits = runner.forward(f.forward_inputs());
+    const at::Tensor logits = session.forward(f.forward_inputs());
     EXPECT_EQ(logits.defined(), last);
-    if (last) expect_close(logits, f.ref("forward_logits"), 1e-5, 0.0, "logits");
+    if (last) expect_close(logits, f.ref("forward_logits"), kOutputAtol, 0.0, "logits");
+    const at::Tensor eval_loss = session.lm_loss(f.forward_inputs(), f.ref("train_labels"));
+    if (last) expect_close(eval_loss.reshape({1}), f.ref("train_loss"), kOutputAtol, 0.0, "loss");
 
-    const at::Tensor loss = runner.train_step(f.forward_inputs(), f.ref("train_labels"));
+    const at::Tensor loss = session.train_step(f.forward_inputs(), f.ref("train_labels"));
     EXPECT_EQ(loss.defined(), last);
-    if (last) expect_close(loss.reshape({1}), f.ref("train_loss"), 1e-5, 1e-5, "loss");
-    const auto grads = gather_parameters(*model, &r.mesh.tp(), /*grads=*/true);
+    if (last) expect_close(loss.reshape({1}), f.ref("train_loss"), kOutputAtol, 0.0, "loss");
+    const auto grads = gather_parameters(session.model(), &r.mesh.tp(), /*grads=*/true);
     std::set<std::string> held;
     for (const auto& [name, grad] : grads) {
       held.insert(name);
-      expect_close(grad, f.ref("grad." + name), 1e-6, 1e-4, "grad of " + name);
+      expect_close(grad, f.ref("grad." + name), kGradAtol, kGradRtol, "grad of " + name);
     }
     EXPECT_EQ(held, expected_names(f, r.stages)) << "stage " << r.stages.stage();
 
-    const GenerationResult eos =
-        pipeline_greedy_generate(*model, r.mesh.pp(), f.prompts(), f.generation_config(true));
+    const GenerationResult eos = session.generate(f.prompts(), f.generation_config(true));
     EXPECT_TRUE(at::equal(eos.sequences, f.ref("generate_eos_sequences"))) << eos.sequences;
-    const GenerationResult full =
-        pipeline_greedy_generate(*model, r.mesh.pp(), f.prompts(), f.generation_config(false));
+    const GenerationResult full = session.generate(f.prompts(), f.generation_config(false));
     EXPECT_TRUE(at::equal(full.sequences, f.ref("generate_sequences"))) << full.sequences;
   }));
 }
@@ -152,7 +165,16 @@ INSTANTIATE_TEST_SUITE_P(
                              .schedule = ScheduleKind::kInterleaved,
                              .chunks = 2,
                              .microbatches = 2,
-                             .name = "pp2_tp2_interleaved_v2_m2"}),
+                             .name = "pp2_tp2_interleaved_v2_m2"},
+                      Layout{.pp = 2,
+                             .microbatches = 2,
+                             .name = "untied_pp2_1f1b_m2",
+                             .model = "tiny-gpt2-untied"},
+                      Layout{.pp = 2,
+                             .tp = 2,
+                             .microbatches = 2,
+                             .name = "untied_pp2_tp2_1f1b_m2",
+                             .model = "tiny-gpt2-untied"}),
     [](const auto& info) { return info.param.name; });
 
 // GPipe and 1F1B on the same split accumulate the micro-batches in the same order, so their
@@ -164,12 +186,9 @@ TEST(Gpt2PipelineSchedules, GiveTheSameGradients) {
     at::set_num_threads(1);
     distributed::ProcessMesh mesh(rank, {.pp = 2}, shardformer::testing::local_mesh_options(port));
     const auto all_grads = [&](ScheduleKind kind, int64_t chunks) {
-      PipelineStageManager stages(2, mesh.coordinate().pp, f.checkpoint.config().get_int("n_layer"),
-                                  chunks);
-      ParallelContext parallel;
-      parallel.tp = &mesh.tp();
-      parallel.pipeline = &stages;
-      const auto model = f.build("GPT2LMHeadModel", &parallel);
+      const auto model = f.build(
+          "GPT2LMHeadModel", &mesh,
+          {.pipeline = {.schedule = kind, .num_microbatches = 4, .num_model_chunks = chunks}});
       PipelineRunner runner(*model, mesh.pp(), {.schedule = kind, .num_microbatches = 4});
       runner.train_step(f.forward_inputs(), f.ref("train_labels"));
       const auto held = gather_parameters(*model, nullptr, /*grads=*/true);
@@ -201,7 +220,7 @@ TEST(Gpt2PipelineTraining, StepsWithoutZeroingAccumulateLikeAutograd) {
   expect_all_ranks_passed(run_ranks(2, [&](int rank, int port) {
     const Gpt2Fixture f;
     PipelineRank r(rank, Layout{.pp = 2, .microbatches = 2}, port, f);
-    const auto model = f.build("GPT2LMHeadModel", &r.parallel);
+    const auto& model = r.model;
     PipelineRunner runner(*model, r.mesh.pp(), {.num_microbatches = 2});
     runner.train_step(f.forward_inputs(), f.ref("train_labels"));
     runner.train_step(f.forward_inputs(), f.ref("train_labels"));
@@ -218,7 +237,7 @@ TEST(Gpt2PipelineTraining, SgdStepsFollowHFAndKeepTheTiedWeightIdentical) {
   expect_all_ranks_passed(run_ranks(4, [&](int rank, int port) {
     const Gpt2Fixture f;
     PipelineRank r(rank, Layout{.pp = 2, .tp = 2, .microbatches = 2}, port, f);
-    const auto model = f.build("GPT2LMHeadModel", &r.parallel);
+    const auto& model = r.model;
     PipelineRunner runner(*model, r.mesh.pp(), {.num_microbatches = 2});
     torch::optim::SGD sgd(model->parameters(),
                           torch::optim::SGDOptions(f.ref("sgd_lr").item<double>()));
@@ -228,7 +247,7 @@ TEST(Gpt2PipelineTraining, SgdStepsFollowHFAndKeepTheTiedWeightIdentical) {
       const at::Tensor loss = runner.train_step(f.forward_inputs(), f.ref("train_labels"));
       sgd.step();
       if (r.stages.is_last_stage()) {
-        expect_close(loss.reshape({1}), expected[step].reshape({1}), 1e-5, 1e-5,
+        expect_close(loss.reshape({1}), expected[step].reshape({1}), kOutputAtol, 0.0,
                      "loss before step " + std::to_string(step));
       }
     }
@@ -249,7 +268,7 @@ TEST(Gpt2PipelineFailure, AStageThatDiesFailsItsPeerQuickly) {
   const auto statuses = run_ranks(2, [&](int rank, int port) {
     const Gpt2Fixture f;
     PipelineRank r(rank, layout, port, f);
-    const auto model = f.build("GPT2LMHeadModel", &r.parallel);
+    const auto& model = r.model;
     PipelineRunner runner(*model, r.mesh.pp(), {.num_microbatches = layout.microbatches});
     if (rank == 1) throw Error("stage 1 fails on purpose");
     const auto start = std::chrono::steady_clock::now();
@@ -274,7 +293,7 @@ TEST(Gpt2PipelineFailure, AStallingStageTimesOutItsPeer) {
   const auto statuses = run_ranks(2, [&](int rank, int port) {
     const Gpt2Fixture f;
     PipelineRank r(rank, layout, port, f, timeout);
-    const auto model = f.build("GPT2LMHeadModel", &r.parallel);
+    const auto& model = r.model;
     PipelineRunner runner(*model, r.mesh.pp(), {.num_microbatches = layout.microbatches});
     if (rank == 1) {
       std::this_thread::sleep_for(std::chrono::seconds(5));
@@ -305,7 +324,7 @@ TEST(Gpt2PipelineChannel, SendsShapesOncePerInputShape) {
       const Gpt2Fixture f;
       const Layout layout{.pp = 2, .microbatches = microbatches};
       PipelineRank r(rank, layout, port, f);
-      const auto model = f.build("GPT2LMHeadModel", &r.parallel);
+      const auto& model = r.model;
       PipelineRunner runner(*model, r.mesh.pp(), {.num_microbatches = microbatches});
       const int64_t keys = microbatches == 4 ? 1 : 2;
       for (int step = 0; step < 2; ++step) {
@@ -327,7 +346,7 @@ TEST(Gpt2PipelineMemory, OneFOneBBoundsTheLiveMicroBatches) {
   expect_all_ranks_passed(run_ranks(2, [&](int rank, int port) {
     const Gpt2Fixture f;
     PipelineRank r(rank, Layout{.pp = 2, .microbatches = 4}, port, f);
-    const auto model = f.build("GPT2LMHeadModel", &r.parallel);
+    const auto& model = r.model;
     const int64_t stage = r.stages.stage();
     for (const auto& [kind, expected] : {std::pair{ScheduleKind::kGPipe, int64_t{4}},
                                          std::pair{ScheduleKind::kOneFOneB, 2 - stage}}) {

@@ -6,6 +6,8 @@
 
 namespace shardformer::layers {
 
+class Dropout;
+
 // The boolean mask [batch, 1, q_len, past + q_len] (true = attend) combining causality and
 // padding, or an undefined tensor when plain causal attention needs none (q_len == 1 and
 // no padding). attention_mask: [batch, past + q_len] of 0/1, or undefined.
@@ -14,9 +16,11 @@ at::Tensor causal_attention_mask(const at::Tensor& attention_mask, int64_t batch
 
 // query [batch, heads, q_len, head_dim]; key/value [batch, heads, kv_len, head_dim];
 // mask from causal_attention_mask. Returns [batch, heads, q_len, head_dim]. Fully masked
-// rows (left padding) give zeros.
+// rows (left padding) give zeros. With an active `dropout` (training, p > 0), the attention
+// probabilities are dropped as HF does, with the module's own streams (one per head); then
+// the scores are computed explicitly instead of by the fused kernel.
 at::Tensor scaled_dot_product_attention(const at::Tensor& query, const at::Tensor& key,
                                         const at::Tensor& value, const at::Tensor& mask,
-                                        double scale);
+                                        double scale, Dropout* dropout = nullptr);
 
 }  // namespace shardformer::layers

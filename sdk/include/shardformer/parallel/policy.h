@@ -73,6 +73,9 @@ struct ShardConfig {
 // What a model is built with on one rank of a tensor- and pipeline-parallel mesh.
 struct ParallelContext {
   const distributed::ProcessGroup* tp = nullptr;  // null: one rank
+  // The data-parallel group (null: no data parallelism): ranks of one tp x pp replica differ
+  // by their coordinate on it, and so do their dropout masks.
+  const distributed::ProcessGroup* dp = nullptr;
   // null: the whole model on every rank. Otherwise the stage this rank builds (only its
   // layers, embeddings on the first stage, final norm and head on the last).
   const PipelineStageManager* pipeline = nullptr;
@@ -81,6 +84,7 @@ struct ParallelContext {
 
   int tp_size() const;
   int tp_rank() const;
+  int dp_rank() const;
   bool tensor_parallel() const { return config.enable_tensor_parallelism && tp_size() > 1; }
 };
 

@@ -49,8 +49,12 @@ class PipelineRunner {
   // Inference: the model's output for the whole batch [batch, seq, ...] on the last stage,
   // undefined elsewhere.
   at::Tensor forward(const ForwardInputs& batch);
+  // Evaluation: the batch's mean causal-LM loss without gradients, on the last stage (each
+  // micro-batch weighted like train_step), undefined elsewhere.
+  at::Tensor lm_loss(const ForwardInputs& batch, const at::Tensor& labels);
 
   const StageStats& stats() const { return stats_; }
+  const PipelineOptions& options() const { return options_; }
   const StageChannel& channel() const { return channel_; }
 
  private:
@@ -70,9 +74,11 @@ class PipelineRunner {
     at::Tensor output;  // the loss on the last piece, else the activation sent on
   };
 
+  enum class Mode { kTrain, kForward, kLoss };
   std::vector<MicroBatch> split(const ForwardInputs& batch, const at::Tensor& labels) const;
-  void run(const std::vector<MicroBatch>& microbatches, bool train);
-  void run_forward(const MicroBatch& mb, int64_t index, int64_t chunk, bool train);
+  void check_labels(const ForwardInputs& batch, const at::Tensor& labels) const;
+  void run(const std::vector<MicroBatch>& microbatches, Mode mode);
+  void run_forward(const MicroBatch& mb, int64_t index, int64_t chunk, Mode mode);
   void run_backward(const MicroBatch& mb, int64_t index, int64_t chunk);
   void check_usable() const;
   // Finds, once, the policy's shared parameters held here and by which stages (collective).

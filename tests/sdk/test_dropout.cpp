@@ -1,0 +1,92 @@
+// Dropout on one rank: the drop rate within statistical bounds, the expectation preserved,
+// identity in eval mode, probabilities outside [0, 1) refused, and stream states that save and
+// restore exactly.
+#include "shardformer/build_context.h"
+#include "shardformer/checkpoint.h"
+#include "shardformer/layers/dropout.h"
+#include "shardformer/safetensors.h"
+#include "test_util.h"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+
+using namespace shardformer;
+
+namespace {
+
+class DropoutTest : public shardformer::testing::TempDirTest<> {
+ protected:
+  void SetUp() override {
+    TempDirTest::SetUp();
+    shardformer::testing::write_text(dir_ / "config.json", "{}");
+    save_safetensors(dir_ / "model.safetensors", {{"unused", at::zeros({1})}});
+    checkpoint_ = std::make_unique<Checkpoint>(dir_);
+  }
+  BuildContext ctx() const { return BuildContext(*checkpoint_, at::kFloat, at::kCPU); }
+
+  std::unique_ptr<Checkpoint> checkpoint_;
+};
+
+}  // namespace
+
+TEST_F(DropoutTest, DropRateAndExpectationWithinStatisticalBounds) {
+  constexpr int64_t n = 1 << 20;
+  for (const double p : {0.1, 0.5}) {
+    layers::Dropout dropout(ctx().child("drop"), p);
+    dropout.train();
+    const at::Tensor x = at::rand({n}, at::kDouble) + 0.5;  // mean 1
+    const at::Tensor y = dropout.forward(x);
+    const double sigma_rate = std::sqrt(p * (1 - p) / n);
+    EXPECT_NEAR((y == 0).to(at::kDouble).mean().item<double>(), p, 5 * sigma_rate) << "p " << p;
+    // E[y] = E[x]: kept elements are scaled by 1 / (1 - p). Var(y_i) <= E[x^2] p / (1 - p).
+    const double second_moment = (x * x).mean().item<double>();
+    const double sigma_mean = std::sqrt(second_moment * p / (1 - p) / n);
+    EXPECT_NEAR(y.mean().item<double>(), x.mean().item<double>(), 5 * sigma_mean) << "p " << p;
+    EXPECT_TRUE(at::allclose(y.masked_select(y != 0), x.masked_select(y != 0) / (1 - p)));
+  }
+}
+
+TEST_F(DropoutTest, EvalModeAndZeroProbabilityAreTheIdentity) {
+  const at::Tensor x = at::randn({16, 16});
+  layers::Dropout dropout(ctx().child("drop"), 0.3);
+  dropout.eval();
+  EXPECT_TRUE(at::equal(dropout.forward(x), x));
+  layers::Dropout none(ctx().child("none"), 0.0);
+  none.train();
+  EXPECT_TRUE(at::equal(none.forward(x), x));
+}
+
+TEST_F(DropoutTest, ProbabilitiesOutsideZeroToOneAreRefusedNamingTheModule) {
+  for (const double p : {-0.1, 1.0, 1.5, std::nan("")}) {
+    try {
+      layers::Dropout dropout(ctx().child("h").child(3).child("attn_dropout"), p);
+      ADD_FAILURE() << "p = " << p << " was accepted";
+    } catch (const ModelError& e) {
+      EXPECT_NE(std::string(e.what()).find("h.3.attn_dropout: dropout probability"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+}
+
+TEST_F(DropoutTest, SavedStreamStatesReplayTheSameMasks) {
+  auto root = std::make_shared<torch::nn::Module>();
+  auto a = root->register_module("a", std::make_shared<layers::Dropout>(ctx().child("a"), 0.4));
+  auto b = root->register_module(
+      "b", std::make_shared<layers::Dropout>(ctx().child("b"), 0.4,
+                                             layers::DropoutSlices{.dim = 0, .total = 3,
+                                                                   .first = 0, .count = 3}));
+  root->train();
+  const at::Tensor x = at::ones({3, 32});
+  a->forward(x);  // advance the streams
+  const auto saved = layers::dropout_rng_states(*root);
+  ASSERT_EQ(saved.size(), 2u);
+  const at::Tensor first_a = a->forward(x), first_b = b->forward(x);
+  EXPECT_FALSE(at::equal(first_a, a->forward(x))) << "the stream did not advance";
+  layers::set_dropout_rng_states(*root, saved);
+  EXPECT_TRUE(at::equal(a->forward(x), first_a));
+  EXPECT_TRUE(at::equal(b->forward(x), first_b));
+  EXPECT_THROW(layers::set_dropout_rng_states(*root, {{"a", saved.at("a")}}), Error);
+  EXPECT_THROW(a->set_rng_state(saved.at("b")), Error);
+}
