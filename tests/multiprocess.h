@@ -3,35 +3,55 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
 namespace shardformer::testing {
 
-// A TCP port on 127.0.0.1 that was free a moment ago.
-inline int free_port() {
+inline bool port_is_bindable(int port) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  const bool ok = fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  if (fd >= 0) close(fd);
+  return ok;
+}
+
+// A TCP port for a test's rendezvous that no other test on this machine can pick: ports come
+// from [20000, 32000), below Linux's ephemeral range (so no outgoing connection takes one),
+// and each is claimed by an flock on /tmp/shardformer-test-ports/<port>, held (fd kept open,
+// inherited by the ranks) until the test process and its ranks exit. Parallel ctest runs
+// therefore never race for a port.
+inline int free_port() {
+  const std::string dir = "/tmp/shardformer-test-ports";
+  mkdir(dir.c_str(), 0777);
+  std::mt19937 random(std::random_device{}() ^ static_cast<unsigned>(getpid()));
+  for (int attempt = 0; attempt < 10000; ++attempt) {
+    const int port = 20000 + static_cast<int>(random() % 12000);
+    const std::string lock = dir + "/" + std::to_string(port);
+    const int fd = open(lock.c_str(), O_CREAT | O_RDWR, 0666);
+    if (fd < 0) continue;
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0 && port_is_bindable(port)) return port;
     close(fd);
-    return 0;
   }
-  close(fd);
-  return ntohs(addr.sin_port);
+  ADD_FAILURE() << "no free test port in [20000, 32000)";
+  return 0;
 }
 
 // Runs body(rank, port) on `world` processes and returns each one's wait status. A rank whose

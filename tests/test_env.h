@@ -1,5 +1,6 @@
-// Paths the tests need (HF references, tiny models, plugins, the host binary): taken from the
-// environment when set, else the build tree's, compiled in by tests/CMakeLists.txt.
+// Paths the tests need (HF references, tiny models, plugins, the host binary, the venv's Python):
+// taken from the environment when set, else the build tree's, compiled in by
+// tests/CMakeLists.txt.
 #pragma once
 
 #include <cstdlib>
@@ -23,6 +24,13 @@ inline std::filesystem::path plugin_dir() {
 }
 inline std::filesystem::path host_binary() {
   return env_or("SHARDFORMER_HOST", SHARDFORMER_HOST_DEFAULT);
+}
+// The project venv's Python (HF transformers, safetensors: the references) and tools/.
+inline std::filesystem::path python() {
+  return env_or("SHARDFORMER_PYTHON", SHARDFORMER_PYTHON_DEFAULT);
+}
+inline std::filesystem::path tools_dir() {
+  return env_or("SHARDFORMER_TOOLS", SHARDFORMER_TOOLS_DEFAULT);
 }
 
 }  // namespace shardformer::testing

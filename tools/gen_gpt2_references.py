@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Runs HF transformers' GPT-2 and writes what the C++ tests compare against, for the tiny
 checkpoint (tools/make_tiny_gpt2.py) and for variants made here with other config options
-(untied head, each activation, attention scaling options, no dropout). Per checkpoint: logits
+(untied head, each activation, attention scaling options, no dropout), and a copy holding an
+extra tensor no GPT-2 module reads. Per checkpoint: logits
 and hidden states of a right-padded batch (fp32, and fp16 / bf16 / fp64 for the tiny one), the
 LM loss and every parameter's gradient, the losses of a few SGD steps, and greedy generations
 of a left-padded batch with and without an early end-of-sequence token. HF is the oracle,
@@ -9,9 +10,10 @@ never our code.
 usage: gen_gpt2_references.py MODELS_DIR DATA_DIR"""
 import argparse
 import pathlib
+import shutil
 
 import torch
-from safetensors.torch import save_file
+from safetensors.torch import load_file, save_file
 from transformers import GPT2Config, GPT2LMHeadModel, GPT2Model
 
 from make_tiny_gpt2 import TINY
@@ -113,6 +115,14 @@ def main() -> None:
         torch.manual_seed(1234)
         model = GPT2LMHeadModel(GPT2Config(**{**TINY, **changes})).eval()
         model.save_pretrained(args.models / name, safe_serialization=True)
+    # The tiny checkpoint with one tensor no GPT-2 module reads (as a merged LoRA adapter
+    # leaves behind): jobs must refuse it unless told otherwise.
+    extra = args.models / "tiny-gpt2-extra-tensor"
+    extra.mkdir(parents=True, exist_ok=True)
+    shutil.copy(args.models / "tiny-gpt2" / "config.json", extra / "config.json")
+    tensors = load_file(str(args.models / "tiny-gpt2" / "model.safetensors"))
+    tensors["transformer.h.0.attn.c_attn.lora_A"] = torch.zeros(4, 64)
+    save_file(tensors, str(extra / "model.safetensors"), metadata={"format": "pt"})
     for name in ["tiny-gpt2", *VARIANTS]:
         out = references(args.models / name, other_dtypes=name == "tiny-gpt2")
         save_file({k: v.contiguous() for k, v in out.items()}, str(args.data / f"{name}.safetensors"))

@@ -28,10 +28,16 @@ def dtype_tensors():
         "U8": (steps * 17, torch.uint8),
         "BOOL": (steps % 3 == 0, torch.bool),
     }
-    if hasattr(torch, "float8_e4m3fn"):
-        values["F8_E4M3"] = (signed * 0.5, torch.float8_e4m3fn)
-    if hasattr(torch, "float8_e5m2"):
-        values["F8_E5M2"] = (signed * 0.5, torch.float8_e5m2)
+    # The rest of the format's dtypes that the Python library writes with this torch.
+    values.update({
+        "U16": (steps * 4_000, torch.uint16),
+        "U32": (steps * 250_000_000, torch.uint32),
+        "U64": (steps * 2**59, torch.uint64),
+        "F8_E4M3": (signed * 0.5, torch.float8_e4m3fn),
+        "F8_E5M2": (signed * 0.5, torch.float8_e5m2),
+        "F8_E4M3FNUZ": (signed * 0.5, torch.float8_e4m3fnuz),
+        "F8_E5M2FNUZ": (signed * 0.5, torch.float8_e5m2fnuz),
+    })
     tensors = {}
     for name, (source, dtype) in values.items():
         tensor = source.to(dtype)

@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <ostream>
@@ -55,10 +56,16 @@ std::pair<double, double> rss_mib() {
 void keep_large_blocks_out_of_the_heap() { mallopt(M_MMAP_THRESHOLD, 1 << 20); }
 
 // Test hook: SHARDFORMER_TEST_FAIL_RANK=N makes rank N fail once its model is built, by
-// throwing (SHARDFORMER_TEST_FAIL_MODE=throw, the default) or by SIGKILL (=kill).
+// throwing (SHARDFORMER_TEST_FAIL_MODE=throw, the default) or by SIGKILL (=kill). It first
+// prints the steady clock (system-wide), so a test can time how fast the job ends after.
 void inject_test_failure(int rank) {
   const char* fail_rank = std::getenv("SHARDFORMER_TEST_FAIL_RANK");
   if (fail_rank == nullptr || std::atoi(fail_rank) != rank) return;
+  const auto now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+      std::chrono::steady_clock::now().time_since_epoch());
+  std::fprintf(stderr, "injecting a failure on rank %d at steady-clock ns %lld\n", rank,
+               static_cast<long long>(now.count()));
+  std::fflush(stderr);
   const char* mode = std::getenv("SHARDFORMER_TEST_FAIL_MODE");
   if (mode != nullptr && std::string(mode) == "kill") std::raise(SIGKILL);
   throw Error(str("injected failure on rank ", rank, " (SHARDFORMER_TEST_FAIL_RANK)"));
@@ -205,6 +212,7 @@ void run_job(const JobConfig& config, const PluginRegistry& registry,
       options.master_port = rank_env->master_port;
       options.timeout = std::chrono::seconds(config.parallel.timeout_seconds);
       options.cuda = device.is_cuda();
+      options.launcher_store = rank_env->launcher_store;
       mesh = std::make_unique<distributed::ProcessMesh>(
           rank,
           distributed::MeshShape{.pp = config.parallel.pp_size, .tp = config.parallel.tp_size},
@@ -246,6 +254,13 @@ void run_job(const JobConfig& config, const PluginRegistry& registry,
     }
   } catch (const std::exception& e) {
     record_rank_error(e.what(), exit_code_for(e));
+    if (mesh) {
+      // A failed rank leaves at once: tearing down its process groups while peers are gone or
+      // failing can take seconds, and the job must end within one.
+      log::error(e.what());
+      std::fflush(nullptr);
+      std::_Exit(exit_code_for(e));
+    }
     throw;
   }
   const auto [now, peak] = rss_mib();

@@ -194,6 +194,8 @@ RankEnv read_rank_env(const LauncherEnv& env, const LauncherVars& vars) {
   if (result.launcher == "torchrun" && env.get("SHARDFORMER_LAUNCHED") == "1") {
     result.launcher = "shardformer";
   }
+  result.launcher_store =
+      result.launcher == "torchrun" && env.get("TORCHELASTIC_USE_AGENT_STORE") == "True";
   return result;
 }
 

@@ -16,6 +16,8 @@ struct RankEnv {
   std::string master_addr = "127.0.0.1";
   int master_port = 0;
   std::string launcher;  // "torchrun", "slurm", "openmpi", "shardformer"
+  // torchrun's agent serves the rendezvous store itself (TORCHELASTIC_USE_AGENT_STORE=True).
+  bool launcher_store = false;
 };
 
 // Looks up one environment variable; nullopt when it is not set.

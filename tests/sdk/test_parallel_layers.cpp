@@ -1,6 +1,7 @@
-// Each tensor-parallel layer at 2 and 4 ranks against the same layer unsharded: outputs, input
-// gradients and weight gradients (gathered back to the full tensor) must be equal. Also the
-// vocab-parallel LM head with its cross-entropy against the full-vocabulary loss.
+// Each tensor-parallel layer at 2 and 4 ranks against the same computation in plain ATen
+// (matmul, embedding, cross_entropy on the whole weights): outputs, input gradients and weight
+// gradients (gathered back to the full tensor) must be equal. Also the vocab-parallel LM head
+// with its cross-entropy against the full-vocabulary loss, and layout-independent dropout.
 #include "multiprocess.h"
 #include "shardformer/build_context.h"
 #include "shardformer/checkpoint.h"
@@ -83,8 +84,8 @@ at::Tensor param(const torch::nn::Module& module, const std::string& name) {
   return module.named_parameters()[name];
 }
 
-// Runs x through the full and the sharded linear layer, backward with the same upstream
-// gradient, and compares output, input gradient and every weight gradient.
+// Runs x through the sharded linear layer and through plain ATen on the whole weights, backward
+// with the same upstream gradient, and compares output, input gradient and weight gradients.
 void check_linear(int tp, ShardStyle style, layers::LinearOptions options, bool input_split) {
   const int64_t in = 8 * tp, out = 12 * tp;
   const bool conv1d = options.layout == layers::WeightLayout::kConv1D;
@@ -93,12 +94,14 @@ void check_linear(int tp, ShardStyle style, layers::LinearOptions options, bool 
       {"fc.bias", seeded(2, {out})}};
   expect_all_ranks_passed(run_ranks(tp, [&](int rank, int port) {
     LayerRank r(rank, tp, port, weights, Policy({{"fc", style}}));
-    const auto full = layers::make_linear(r.full->child("fc"), in, out, options);
     const auto sharded = layers::make_linear(r.sharded->child("fc"), in, out, options);
+    const at::Tensor weight = weights.at("fc.weight").clone().requires_grad_(true);
+    const at::Tensor bias = weights.at("fc.bias").clone().requires_grad_(true);
     const at::Tensor x_full = seeded(3, {2, 5, in}).requires_grad_(true);  // [batch, seq, in]
     const at::Tensor x_local =
         (input_split ? x_full.detach().chunk(tp, -1)[rank] : x_full.detach()).requires_grad_(true);
-    const at::Tensor y_full = full->forward(x_full);  // [batch, seq, out]
+    const at::Tensor y_full =  // [batch, seq, out]
+        at::matmul(x_full, conv1d ? weight : weight.t()) + bias;
     const at::Tensor y = sharded->forward(x_local);
     // The output columns this rank holds: its slice of each fused block, or all of them.
     at::Tensor columns = at::arange(out);
@@ -117,10 +120,9 @@ void check_linear(int tp, ShardStyle style, layers::LinearOptions options, bool 
     const at::Tensor expected_x_grad =
         input_split ? x_full.grad().chunk(tp, -1)[rank] : x_full.grad();
     expect_equal(x_local.grad(), expected_x_grad, "input grad");
-    for (const std::string leaf : {"weight", "bias"}) {
-      expect_equal(r.full_grad("fc." + leaf, param(*sharded, leaf)), param(*full, leaf).grad(),
-                   leaf + " grad");
-    }
+    expect_equal(r.full_grad("fc.weight", param(*sharded, "weight")), weight.grad(),
+                 "weight grad");
+    expect_equal(r.full_grad("fc.bias", param(*sharded, "bias")), bias.grad(), "bias grad");
   }));
 }
 
@@ -151,29 +153,36 @@ TEST_P(ParallelLayers, Linear1DRowSplittingItsInputMatchesTheFullLayer) {
 }
 
 // Embeddings: a vocabulary of 13 (divisible by no tp) with ids covering every row, and the
-// tied LM head with vocab-parallel cross-entropy against the full loss.
+// tied LM head with vocab-parallel cross-entropy, against at::embedding, a matmul and
+// at::cross_entropy of HF's shifted causal-LM loss on the whole weight.
 void check_embedding(int tp, ShardKind kind) {
   const int64_t vocab = 13, dim = 4 * tp;
   const std::map<std::string, at::Tensor> weights{{"wte.weight", seeded(5, {vocab, dim})}};
   expect_all_ranks_passed(run_ranks(tp, [&](int rank, int port) {
     LayerRank r(rank, tp, port, weights, Policy({{"wte", ShardStyle{.kind = kind}}}));
-    const auto full = layers::make_embedding(r.full->child("wte"), vocab, dim);
     const auto sharded = layers::make_embedding(r.sharded->child("wte"), vocab, dim);
+    const at::Tensor weight = weights.at("wte.weight").clone().requires_grad_(true);
     const at::Tensor ids = at::arange(vocab).view({1, vocab}).repeat({2, 1});  // [2, 13]
     const at::Tensor hidden_full = seeded(6, {2, vocab, dim}).requires_grad_(true);
     const at::Tensor hidden = hidden_full.detach().clone().requires_grad_(true);
-    expect_equal(sharded->forward(ids), full->forward(ids).detach(), "lookup", 1e-5);
+    const at::Tensor lookup = at::embedding(weight, ids);  // [2, 13, dim]
+    expect_equal(sharded->forward(ids), lookup.detach(), "lookup", 1e-5);
     const at::Tensor labels =
         at::randint(0, vocab, {2, vocab}, at::make_generator<at::CPUGeneratorImpl>(7));
-    const at::Tensor loss_full = causal_lm_loss(full->lm_logits(hidden_full, true), labels);
+    const at::Tensor logits_full = at::matmul(hidden_full, weight.t());  // [2, 13, vocab]
+    const at::Tensor loss_full =
+        at::cross_entropy_loss(logits_full.narrow(1, 0, vocab - 1).reshape({-1, vocab}),
+                               labels.narrow(1, 1, vocab - 1).reshape({-1}));
     const at::Tensor loss = causal_lm_loss(sharded->lm_logits(hidden, /*gather=*/false), labels);
     expect_equal(loss.detach(), loss_full.detach(), "loss", 1e-5);
+    expect_equal(sharded->lm_logits(hidden, /*gather=*/true).logits.detach(),
+                 logits_full.detach(), "gathered logits", 1e-5);
     const at::Tensor upstream = seeded(8, {2, vocab, dim});
-    ((full->forward(ids) * upstream).sum() + loss_full).backward();
+    ((lookup * upstream).sum() + loss_full).backward();
     ((sharded->forward(ids) * upstream).sum() + loss).backward();
     expect_equal(hidden.grad(), hidden_full.grad(), "hidden grad");
-    expect_equal(r.full_grad("wte.weight", param(*sharded, "weight")),
-                 param(*full, "weight").grad(), "weight grad");
+    expect_equal(r.full_grad("wte.weight", param(*sharded, "weight")), weight.grad(),
+                 "weight grad");
   }));
 }
 

@@ -12,6 +12,9 @@ namespace shardformer {
 
 // The LibTorch type of a safetensors dtype name, or nullopt for an unknown name.
 std::optional<c10::ScalarType> scalar_type_from_safetensors(std::string_view name);
+// Whether `name` is a safetensors dtype that packs several values per byte (F4, F6_*): known
+// to the format, refused by this reader.
+bool is_packed_safetensors_dtype(std::string_view name);
 
 // The safetensors dtype name of a LibTorch type; throws Error for a type safetensors lacks.
 std::string safetensors_dtype_name(c10::ScalarType type);

@@ -2,6 +2,6 @@
 // the host refuses a plugin whose ABI major differs or whose minor is newer than its own.
 #pragma once
 
-#define SHARDFORMER_VERSION_STRING "0.3.0"
-#define SHARDFORMER_ABI_MAJOR 3
+#define SHARDFORMER_VERSION_STRING "0.4.0"
+#define SHARDFORMER_ABI_MAJOR 4
 #define SHARDFORMER_ABI_MINOR 0

@@ -98,7 +98,7 @@ c10::intrusive_ptr<c10d::Store> connect_store(int rank, const MeshShape& shape,
                                               const MeshOptions& options) {
   c10d::TCPStoreOptions store_options;
   store_options.port = static_cast<std::uint16_t>(options.master_port);
-  store_options.isServer = rank == 0;
+  store_options.isServer = rank == 0 && !options.launcher_store;
   store_options.numWorkers = static_cast<size_t>(shape.world_size());
   store_options.waitWorkers = true;
   store_options.timeout = options.timeout;

@@ -21,6 +21,9 @@ struct MeshOptions {
   // Limit for rendezvous and for every collective: a peer that is gone fails the job.
   std::chrono::milliseconds timeout{std::chrono::seconds(120)};
   bool cuda = false;  // NCCL when true (needs a build with NCCL), Gloo otherwise
+  // The launcher already serves the store at master_addr:master_port (torchrun sets
+  // TORCHELASTIC_USE_AGENT_STORE=True): every rank connects to it, none serves one.
+  bool launcher_store = false;
 };
 
 struct MeshCoordinate {

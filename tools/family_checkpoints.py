@@ -1,0 +1,126 @@
+"""The tiny random checkpoints of tools/gen_family_references.py, one entry per folder.
+
+Shared choices: hidden size 64 (96 for BLOOM, whose 12 heads must divide it), 5 layers (two
+pipeline stages split them unevenly), attention heads divisible by 4 (tp = 1, 2, 4), a vocabulary
+of 1013 (divides by no tp size), fp32 weights (one bf16 copy), and a wide init (0.2; 0.1 for
+BERT; 0.3 where 0.2 still repeats a token) so greedy decoding changes token from step to step
+(gen_family_references.py checks it).
+
+Each entry: `arch` (the class saved, its name lands in config.json's "architectures"), `base` (the
+headless class loaded from the same folder for `forward_last_hidden_state`), `config` (keyword
+arguments of the family's config class), and optional `save_dtype`, `forward_batch`,
+`generate_prompts`, `max_new_tokens`, `window_check` (Mistral: compare with no window), and
+`center_rows` / `scale` (parameter-name suffixes: rows made zero-mean / weights multiplied after
+HF's init, for OPT and BLOOM, whose random inits otherwise decode one token over and over).
+"""
+
+# Right-padded forward batch: four rows (pipeline tests split it into 1 to 4 micro-batches) of
+# lengths 9, 4, 1 and 11. Rows 0 and 3 are longer than Mistral's sliding window (6).
+FORWARD_BATCH = [
+    [5, 17, 301, 44, 9, 1000, 3, 77, 512],
+    [7, 8, 9, 10],
+    [42],
+    [900, 901, 902, 903, 904, 905, 13, 14, 15, 16, 17],
+]
+# Left-padded generation prompts (lengths 5, 2, 3).
+GENERATE_PROMPTS = [[11, 22, 33, 44, 55], [600, 7], [301, 302, 303]]
+MAX_NEW_TOKENS = 10
+
+# Longer inputs for the dynamic-NTK checkpoint (max_position_embeddings 16): the forward batch
+# (width 20) is past 16 from the start; the longest prompt (14) crosses 16 while generating
+# (positions 0..23), so both the unscaled and the scaled regime appear in one generation.
+LONG_FORWARD_BATCH = [
+    [(37 * i + 11) % 1013 for i in range(20)],
+    [(53 * i + 5) % 1013 for i in range(7)],
+    [42],
+    [(71 * i + 400) % 1013 for i in range(17)],
+]
+LONG_GENERATE_PROMPTS = [
+    [(29 * i + 100) % 1013 for i in range(14)],
+    [600, 7, 8],
+    [(43 * i + 250) % 1013 for i in range(9)],
+]
+
+LLAMA = dict(vocab_size=1013, hidden_size=64, intermediate_size=96, num_hidden_layers=5,
+             num_attention_heads=8, num_key_value_heads=2, max_position_embeddings=128,
+             initializer_range=0.2, tie_word_embeddings=False, bos_token_id=1, eos_token_id=2,
+             rope_parameters={"rope_type": "default", "rope_theta": 10000.0})
+
+OPT = dict(vocab_size=1013, hidden_size=64, num_hidden_layers=5, ffn_dim=96, num_attention_heads=8,
+           max_position_embeddings=64, init_std=0.2, do_layer_norm_before=True)
+# A random OPT (ReLU FFN, tied head; post-LN worst) collapses onto a few tokens: the ReLU's
+# positive mean makes fc2 write the same vector at every position, and strong random attention
+# averages positions together. Zero-mean fc2 rows and halved v/out projections fix both.
+OPT_TUNING = dict(center_rows=["fc2.weight"], scale={"v_proj.weight": 0.5, "out_proj.weight": 0.5})
+
+CHECKPOINTS = {
+    "tiny-llama": dict(arch="LlamaForCausalLM", base="LlamaModel", config=LLAMA),
+    "tiny-llama-rope-linear": dict(
+        arch="LlamaForCausalLM", base="LlamaModel",
+        config={**LLAMA, "rope_parameters": {"rope_type": "linear", "factor": 4.0,
+                                             "rope_theta": 10000.0}}),
+    # Dynamic NTK only changes anything past max_position_embeddings: 16 here, longer inputs.
+    "tiny-llama-rope-dynamic": dict(
+        arch="LlamaForCausalLM", base="LlamaModel",
+        config={**LLAMA, "max_position_embeddings": 16,
+                "rope_parameters": {"rope_type": "dynamic", "factor": 2.0,
+                                    "rope_theta": 10000.0}},
+        forward_batch=LONG_FORWARD_BATCH, generate_prompts=LONG_GENERATE_PROMPTS),
+    # head_dim 8, theta 1e4: wavelengths 6.3, 62.8, 628, 6283. With original 64 and factors 1 / 4
+    # (low / high wavelength bounds 64 / 16) one frequency is kept, one smoothed, two divided by 8.
+    "tiny-llama-rope-llama3": dict(
+        arch="LlamaForCausalLM", base="LlamaModel",
+        config={**LLAMA, "rope_parameters": {"rope_type": "llama3", "factor": 8.0,
+                                             "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                             "original_max_position_embeddings": 64,
+                                             "rope_theta": 10000.0}}),
+    "tiny-llama-options": dict(
+        arch="LlamaForCausalLM", base="LlamaModel",
+        config={**LLAMA, "head_dim": 16, "attention_bias": True, "mlp_bias": True,
+                "hidden_act": "gelu", "tie_word_embeddings": True, "num_key_value_heads": 4,
+                "initializer_range": 0.3}),
+    # Same seed and config as tiny-llama, saved in bfloat16: its weights are tiny-llama's rounded.
+    "tiny-llama-bf16": dict(arch="LlamaForCausalLM", base="LlamaModel", config=LLAMA,
+                            save_dtype="bfloat16"),
+    "tiny-mistral": dict(
+        arch="MistralForCausalLM", base="MistralModel",
+        config=dict(vocab_size=1013, hidden_size=64, intermediate_size=96, num_hidden_layers=5,
+                    num_attention_heads=8, num_key_value_heads=2, max_position_embeddings=128,
+                    initializer_range=0.2, sliding_window=6, bos_token_id=1, eos_token_id=2,
+                    rope_parameters={"rope_type": "default", "rope_theta": 10000.0}),
+        max_new_tokens=12, window_check=True),
+    "tiny-qwen2": dict(
+        arch="Qwen2ForCausalLM", base="Qwen2Model",
+        config=dict(vocab_size=1013, hidden_size=64, intermediate_size=96, num_hidden_layers=5,
+                    num_attention_heads=8, num_key_value_heads=2, max_position_embeddings=128,
+                    initializer_range=0.2, tie_word_embeddings=True, bos_token_id=1010,
+                    eos_token_id=1011, rope_parameters={"rope_type": "default",
+                                                        "rope_theta": 1000000.0})),
+    "tiny-qwen3": dict(
+        arch="Qwen3ForCausalLM", base="Qwen3Model",
+        config=dict(vocab_size=1013, hidden_size=64, intermediate_size=96, num_hidden_layers=5,
+                    num_attention_heads=8, num_key_value_heads=2, head_dim=16,
+                    max_position_embeddings=128, initializer_range=0.3, tie_word_embeddings=False,
+                    bos_token_id=1010, eos_token_id=1011,
+                    rope_parameters={"rope_type": "default", "rope_theta": 1000000.0})),
+    "tiny-opt": dict(arch="OPTForCausalLM", base="OPTModel", config=OPT, **OPT_TUNING),
+    "tiny-opt-post-ln": dict(arch="OPTForCausalLM", base="OPTModel",
+                             config={**OPT, "do_layer_norm_before": False}, **OPT_TUNING),
+    "tiny-opt-proj": dict(arch="OPTForCausalLM", base="OPTModel",
+                          config={**OPT, "do_layer_norm_before": False,
+                                  "word_embed_proj_dim": 32}, **OPT_TUNING),
+    # Random BLOOM repeats the current token (its LayerNorm-ed embedding dominates the residual and
+    # the head is tied to it); a negated embedding LayerNorm weight turns that preference around.
+    "tiny-bloom": dict(
+        arch="BloomForCausalLM", base="BloomModel",
+        config=dict(vocab_size=1013, hidden_size=96, n_layer=5, n_head=12,
+                    initializer_range=0.2, bos_token_id=1, eos_token_id=2),
+        scale={"word_embeddings_layernorm.weight": -1.0}),
+    # One folder serves BertModel, BertForMaskedLM and BertForSequenceClassification (see
+    # gen_family_references.py: BertAllHeads); config.json names BertForMaskedLM.
+    "tiny-bert": dict(
+        arch="BertForMaskedLM", base="BertModel", kind="bert",
+        config=dict(vocab_size=1013, hidden_size=64, num_hidden_layers=5, num_attention_heads=8,
+                    intermediate_size=96, max_position_embeddings=64, type_vocab_size=2,
+                    initializer_range=0.1, num_labels=3)),
+}

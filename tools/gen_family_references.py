@@ -1,0 +1,356 @@
+#!/usr/bin/env python3
+"""Makes the tiny random checkpoints of tools/family_checkpoints.py with HF transformers (Llama and
+its RoPE variants, Mistral, Qwen2, Qwen3, OPT, BLOOM, BERT) and writes what the C++ tests compare
+against, in the key conventions of tools/gen_gpt2_references.py. HF is the oracle, never our code.
+
+Per checkpoint: MODELS_DIR/<name>/ (save_pretrained, safetensors) and DATA_DIR/<name>.safetensors.
+Causal LMs: logits and the base model's last hidden state of a right-padded batch (fp32, eval),
+the LM loss (padding labelled -100) and every parameter's gradient (`grad.<name>`, as
+named_parameters() names them: a tied head appears once), greedy generations of a left-padded
+batch without and with an early end-of-sequence token. BERT: base last hidden state and pooler
+output, MLM logits, loss and gradients, classification logits, loss and gradients
+(`grad_classification.<name>`). Also DATA_DIR/family_references.json: per checkpoint the
+config.json written, the tensors saved, load reports, tying, and checks.
+
+Weights: HF's own init under torch.manual_seed(1234), then every 1-D parameter (norm weights,
+biases) gets N(0, 0.1) added, so norms, biases and their sharding (e.g. BLOOM's fused qkv bias)
+are visible in the outputs; HF initialises them to exactly 1 and 0.
+
+Rotary embeddings are reset to their initial state before every HF call: dynamic NTK keeps the
+longest sequence seen in the module (grow-only) and would otherwise carry state from one call
+into the next. Within one generate() call that state does evolve, as HF's does.
+
+usage: gen_family_references.py MODELS_DIR DATA_DIR [--only NAME...]"""
+import argparse
+import json
+import pathlib
+import sys
+import time
+
+import torch
+import transformers
+from safetensors import safe_open
+from safetensors.torch import save_file
+from torch import nn
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from family_checkpoints import (CHECKPOINTS, FORWARD_BATCH, GENERATE_PROMPTS,  # noqa: E402
+                                MAX_NEW_TOKENS)
+
+SEED = 1234
+PERTURB_STD = 0.1
+MASK_TOKEN_ID = 103  # BERT: inputs replaced at the masked positions
+MLM_POSITIONS = [(0, 1), (0, 4), (1, 2), (3, 0), (3, 7)]
+CLASSIFICATION_LABELS = [0, 2, 1, 2]
+
+
+def pad(sequences, pad_id, left):
+    width = max(len(s) for s in sequences)
+    ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(sequences), width), dtype=torch.long)
+    for row, seq in enumerate(sequences):
+        span = slice(width - len(seq), width) if left else slice(0, len(seq))
+        ids[row, span] = torch.tensor(seq)
+        mask[row, span] = 1
+    return ids, mask
+
+
+def reset_rotary(model):
+    """Undo dynamic NTK's grow-only state (a no-op for the other RoPE types)."""
+    for module in model.modules():
+        if hasattr(module, "original_inv_freq") and hasattr(module, "max_seq_len_cached"):
+            module.register_buffer("inv_freq", module.original_inv_freq.clone(), persistent=False)
+            module.max_seq_len_cached = module.original_max_seq_len
+
+
+def perturb(model, spec):
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if param.ndim == 1:
+                param.add_(torch.randn_like(param) * PERTURB_STD)
+            if name.endswith(tuple(spec.get("center_rows", ()))):
+                param.sub_(param.mean(dim=1, keepdim=True))
+            for suffix, factor in spec.get("scale", {}).items():
+                if name.endswith(suffix):
+                    param.mul_(factor)
+
+
+def bert_all_heads_class():
+    """BertModel (with pooler) + MLM head + classifier under the names BertForMaskedLM and
+    BertForSequenceClassification use, so one folder loads into BertModel, BertForMaskedLM and
+    BertForSequenceClassification with no key missing (each ignores the others' heads, as
+    bert-base-uncased's pooler and NSP head are ignored by BertForMaskedLM)."""
+    from transformers.models.bert.modeling_bert import (BertForMaskedLM, BertModel,
+                                                        BertOnlyMLMHead, BertPreTrainedModel)
+
+    class BertAllHeads(BertPreTrainedModel):
+        _tied_weights_keys = dict(BertForMaskedLM._tied_weights_keys)
+
+        def __init__(self, config):
+            super().__init__(config)
+            self.bert = BertModel(config, add_pooling_layer=True)
+            self.cls = BertOnlyMLMHead(config)
+            self.dropout = nn.Dropout(config.hidden_dropout_prob)
+            self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+            self.post_init()
+
+        def get_output_embeddings(self):
+            return self.cls.predictions.decoder
+
+    return BertAllHeads
+
+
+def config_class(arch):
+    return getattr(transformers, arch.replace("ForCausalLM", "").replace("ForMaskedLM", "")
+                   + "Config")
+
+
+def make_checkpoint(name, spec, folder):
+    torch.manual_seed(SEED)
+    config = config_class(spec["arch"])(**spec["config"])
+    if spec.get("kind") == "bert":
+        model = bert_all_heads_class()(config).eval()
+    else:
+        model = getattr(transformers, spec["arch"])(config).eval()
+    perturb(model, spec)
+    if spec.get("save_dtype"):
+        model = model.to(getattr(torch, spec["save_dtype"]))
+    model.save_pretrained(folder, safe_serialization=True)
+    if spec.get("kind") == "bert":  # name the standard class, not the helper
+        path = folder / "config.json"
+        saved = json.loads(path.read_text())
+        saved["architectures"] = [spec["arch"]]
+        path.write_text(json.dumps(saved, indent=2, sort_keys=True) + "\n")
+    return sorted(spec["config"])
+
+
+def load(cls_name, folder, report, key, **kwargs):
+    cls = getattr(transformers, cls_name)
+    model, info = cls.from_pretrained(folder, dtype=torch.float32, output_loading_info=True,
+                                      **kwargs)
+    if info["missing_keys"] or info["mismatched_keys"]:
+        raise SystemExit(f"{folder}: {cls_name} re-initialised {info}")
+    report[key] = {"class": cls_name, "attn_implementation": model.config._attn_implementation,
+                   "unexpected_keys": sorted(info["unexpected_keys"])}
+    return model.eval()
+
+
+def grads(model, prefix):
+    return {prefix + n: p.grad.detach().clone() for n, p in model.named_parameters()}
+
+
+def longest_run(tokens):
+    best = run = 1
+    for a, b in zip(tokens, tokens[1:]):
+        run = run + 1 if a == b else 1
+        best = max(best, run)
+    return best
+
+
+def greedy(model, ids, mask, eos, pad_id, max_new):
+    reset_rotary(model)
+    return model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max_new,
+                          do_sample=False, num_beams=1, eos_token_id=eos, pad_token_id=pad_id)
+
+
+def causal_lm_references(spec, folder, report):
+    lm = load(spec["arch"], folder, report, "load_lm")
+    base = load(spec["base"], folder, report, "load_base")
+    out = {}
+    ids, mask = pad(spec.get("forward_batch", FORWARD_BATCH), 0, left=False)
+    out["forward_input_ids"], out["forward_attention_mask"] = ids, mask
+    with torch.no_grad():
+        reset_rotary(lm)
+        out["forward_logits"] = lm(input_ids=ids, attention_mask=mask).logits
+        reset_rotary(base)
+        out["forward_last_hidden_state"] = base(input_ids=ids,
+                                                attention_mask=mask).last_hidden_state
+
+    labels = ids.masked_fill(mask == 0, -100)
+    reset_rotary(lm)
+    loss = lm(input_ids=ids, attention_mask=mask, labels=labels).loss
+    loss.backward()
+    out["train_labels"], out["train_loss"] = labels, loss.detach().reshape(1)
+    out.update(grads(lm, "grad."))
+    lm.zero_grad(set_to_none=True)
+
+    cfg = lm.config
+    pad_id = cfg.pad_token_id if cfg.pad_token_id is not None else cfg.eos_token_id
+    max_new = spec.get("max_new_tokens", MAX_NEW_TOKENS)
+    with torch.no_grad():
+        gids, gmask = pad(spec.get("generate_prompts", GENERATE_PROMPTS), pad_id, left=True)
+        out["generate_input_ids"], out["generate_attention_mask"] = gids, gmask
+        seqs = greedy(lm, gids, gmask, None, pad_id, max_new)
+        assert seqs.shape[1] == gids.shape[1] + max_new, seqs.shape
+        out["generate_sequences"] = seqs
+        eos = int(seqs[0, gids.shape[1] + 2])
+        out["generate_eos_token_id"] = torch.tensor([eos])
+        out["generate_eos_sequences"] = greedy(lm, gids, gmask, eos, pad_id, max_new)
+        out["generate_pad_token_id"] = torch.tensor([pad_id])
+        out["generate_max_new_tokens"] = torch.tensor([max_new])
+
+    new = seqs[:, gids.shape[1]:]
+    distinct = [len(set(row.tolist())) for row in new]
+    runs = [longest_run(row.tolist()) for row in new]
+    report["generate_distinct_new_tokens_per_row"] = distinct
+    report["generate_longest_repeat_per_row"] = runs
+    if min(distinct) < max_new // 2 or max(runs) > 3:
+        raise SystemExit(f"{folder}: greedy decoding barely varies: {new.tolist()}")
+    report["generate_new_tokens"] = new.tolist()
+    report["generate_eos"] = {"eos": eos, "pad": pad_id,
+                              "rows": out["generate_eos_sequences"][:, gids.shape[1]:].tolist()}
+    report["train_loss"] = out["train_loss"].item()
+
+    if spec.get("window_check"):
+        report["window_check"] = window_check(spec, folder, out, max_new, pad_id)
+    return out
+
+
+def window_check(spec, folder, out, max_new, pad_id):
+    """The same weights with sliding_window None: do HF's outputs differ?"""
+    full = getattr(transformers, spec["arch"]).from_pretrained(
+        folder, dtype=torch.float32, sliding_window=None).eval()
+    with torch.no_grad():
+        logits = full(input_ids=out["forward_input_ids"],
+                      attention_mask=out["forward_attention_mask"]).logits
+        seqs = greedy(full, out["generate_input_ids"], out["generate_attention_mask"], None,
+                      pad_id, max_new)
+    mask = out["forward_attention_mask"].bool()
+    diff = (logits - out["forward_logits"]).abs().amax(dim=2)
+    return {"sliding_window": spec["config"]["sliding_window"],
+            "forward_row_lengths": mask.sum(1).tolist(),
+            "forward_max_abs_logit_diff_per_row_vs_no_window_valid_positions": [
+                float(d[m].max()) for d, m in zip(diff, mask)],
+            "forward_max_abs_logit_diff_per_row_vs_no_window_padded_positions": [
+                float(d[~m].max()) if (~m).any() else None for d, m in zip(diff, mask)],
+            "generate_sequences_equal_without_window": bool(torch.equal(seqs,
+                                                                        out["generate_sequences"])),
+            "generate_rows_equal_without_window": [
+                bool(torch.equal(a, b)) for a, b in zip(seqs, out["generate_sequences"])]}
+
+
+def bert_references(spec, folder, report):
+    base = load("BertModel", folder, report, "load_base")
+    mlm = load("BertForMaskedLM", folder, report, "load_lm")
+    clf = load("BertForSequenceClassification", folder, report, "load_classification")
+    out = {}
+    original, mask = pad(FORWARD_BATCH, 0, left=False)
+    ids = original.clone()
+    mlm_labels = torch.full_like(ids, -100)
+    for row, col in MLM_POSITIONS:
+        mlm_labels[row, col] = original[row, col]
+        ids[row, col] = MASK_TOKEN_ID
+    token_types = torch.zeros_like(ids)
+    for row, length in enumerate(mask.sum(1).tolist()):
+        token_types[row, (length + 1) // 2:length] = 1  # second "sentence"; padding stays 0
+    inputs = dict(input_ids=ids, attention_mask=mask, token_type_ids=token_types)
+    out["forward_input_ids"], out["forward_attention_mask"] = ids, mask
+    out["forward_token_type_ids"] = token_types
+    with torch.no_grad():
+        base_out = base(**inputs)
+        out["forward_last_hidden_state"] = base_out.last_hidden_state
+        out["forward_pooler_output"] = base_out.pooler_output
+        out["forward_logits"] = mlm(**inputs).logits
+        out["forward_classification_logits"] = clf(**inputs).logits
+
+    loss = mlm(**inputs, labels=mlm_labels).loss
+    loss.backward()
+    out["train_labels"], out["train_loss"] = mlm_labels, loss.detach().reshape(1)
+    out.update(grads(mlm, "grad."))
+
+    cls_labels = torch.tensor(CLASSIFICATION_LABELS)
+    closs = clf(**inputs, labels=cls_labels).loss
+    closs.backward()
+    out["classification_labels"], out["classification_loss"] = cls_labels, closs.detach().reshape(1)
+    out.update(grads(clf, "grad_classification."))
+    report["train_loss"] = out["train_loss"].item()
+    report["classification_loss"] = out["classification_loss"].item()
+    report["classification_problem_type"] = clf.config.problem_type
+    return out
+
+
+def describe(name, spec, folder, passed_keys, report, model_params):
+    config = json.loads((folder / "config.json").read_text())
+    with safe_open(str(folder / "model.safetensors"), "pt") as f:
+        saved = {k: (list(f.get_slice(k).get_shape()), f.get_slice(k).get_dtype())
+                 for k in f.keys()}
+    report["config_json"] = config
+    report["config_keys_not_passed"] = sorted(set(config) - set(passed_keys))
+    report["files"] = sorted(p.name for p in folder.iterdir())
+    report["saved_tensors"] = {k: f"{v[1]}{v[0]}" for k, v in sorted(saved.items())}
+    report["grad_params_not_saved"] = sorted(set(model_params) - set(saved))
+    report["saved_not_in_grad_params"] = sorted(set(saved) - set(model_params))
+
+
+def run_one(name, spec, models, data):
+    start = time.perf_counter()
+    folder = models / name
+    passed = make_checkpoint(name, spec, folder)
+    report = {"arch": spec["arch"]}
+    if spec.get("kind") == "bert":
+        out = bert_references(spec, folder, report)
+    else:
+        out = causal_lm_references(spec, folder, report)
+    bad = [k for k, v in out.items() if v.is_floating_point() and not torch.isfinite(v).all()]
+    if bad:
+        raise SystemExit(f"{name}: non-finite values in {bad}")
+    save_file({k: v.contiguous() for k, v in out.items()}, str(data / f"{name}.safetensors"))
+    params = [k[len("grad."):] for k in out if k.startswith("grad.")]
+    describe(name, spec, folder, passed, report, params)
+    report["reference_keys"] = sorted(k for k in out if not k.startswith("grad"))
+    report["seconds"] = round(time.perf_counter() - start, 2)
+    return report
+
+
+def print_summary(name, report):
+    saved = report["saved_tensors"]
+    print(f"== {name} ({report['arch']}, {report['seconds']} s)")
+    print(f"   config.json keys not passed: {report['config_keys_not_passed']}")
+    for key in ("rope_parameters", "dtype", "layer_types", "sliding_window"):
+        if key in report["config_json"]:
+            print(f"   config.json {key}: {json.dumps(report['config_json'][key])}")
+    print(f"   {len(saved)} tensors saved, e.g. "
+          + ", ".join(f"{k} {v}" for k, v in list(saved.items())[:4]))
+    loads = [report[k] for k in ("load_lm", "load_base", "load_classification") if k in report]
+    for entry in loads:
+        print(f"   {entry['class']}: attn {entry['attn_implementation']}, "
+              f"unexpected {entry['unexpected_keys']}")
+    if report["grad_params_not_saved"] or report["saved_not_in_grad_params"]:
+        print(f"   parameters not saved: {report['grad_params_not_saved']}; saved but not a "
+              f"parameter of {report['arch']}: {report['saved_not_in_grad_params']}")
+    if "generate_new_tokens" in report:
+        print(f"   greedy new tokens: {report['generate_new_tokens']}")
+    if "window_check" in report:
+        print(f"   window check: {json.dumps(report['window_check'])}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("models", type=pathlib.Path, help="folder for the <name>/ checkpoints")
+    parser.add_argument("data", type=pathlib.Path, help="folder for <name>.safetensors")
+    parser.add_argument("--only", nargs="+", choices=sorted(CHECKPOINTS), metavar="NAME",
+                        help="just these checkpoints")
+    args = parser.parse_args()
+    start = time.perf_counter()
+    transformers.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    torch.set_num_threads(min(2, torch.get_num_threads()))
+    args.models.mkdir(parents=True, exist_ok=True)
+    args.data.mkdir(parents=True, exist_ok=True)
+    summary_path = args.data / "family_references.json"
+    summary = json.loads(summary_path.read_text()) if args.only and summary_path.exists() else {}
+    summary["transformers_version"] = transformers.__version__
+    summary["torch_version"] = torch.__version__
+    summary.setdefault("checkpoints", {})
+    for name in args.only or CHECKPOINTS:
+        report = run_one(name, CHECKPOINTS[name], args.models, args.data)
+        summary["checkpoints"][name] = report
+        print_summary(name, report)
+    summary_path.write_text(json.dumps(summary, indent=1) + "\n")
+    print(f"wrote {len(args.only or CHECKPOINTS)} references to {args.data} "
+          f"in {time.perf_counter() - start:.1f} s")
+
+
+if __name__ == "__main__":
+    main()
