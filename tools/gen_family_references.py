@@ -14,7 +14,11 @@ config.json written, the tensors saved, load reports, tying, and checks.
 
 Weights: HF's own init under torch.manual_seed(1234), then every 1-D parameter (norm weights,
 biases) gets N(0, 0.1) added, so norms, biases and their sharding (e.g. BLOOM's fused qkv bias)
-are visible in the outputs; HF initialises them to exactly 1 and 0.
+are visible in the outputs (HF initialises them to exactly 1 and 0), then the table's per-entry
+`center_rows` / `scale` adjustments (OPT, BLOOM). The script refuses a checkpoint whose greedy
+generation repeats itself (a row with fewer than max_new/2 distinct tokens or a run over 3).
+Entries with `compare_with` also report where HF's outputs change under those config overrides
+(Mistral without its window, RoPE variants with default RoPE).
 
 Rotary embeddings are reset to their initial state before every HF call: dynamic NTK keeps the
 longest sequence seen in the module (grow-only) and would otherwise carry state from one call
@@ -90,7 +94,6 @@ def bert_all_heads_class():
             super().__init__(config)
             self.bert = BertModel(config, add_pooling_layer=True)
             self.cls = BertOnlyMLMHead(config)
-            self.dropout = nn.Dropout(config.hidden_dropout_prob)
             self.classifier = nn.Linear(config.hidden_size, config.num_labels)
             self.post_init()
 
@@ -194,39 +197,50 @@ def causal_lm_references(spec, folder, report):
     runs = [longest_run(row.tolist()) for row in new]
     report["generate_distinct_new_tokens_per_row"] = distinct
     report["generate_longest_repeat_per_row"] = runs
-    if min(distinct) < max_new // 2 or max(runs) > 3:
+    if min(distinct) < max_new // 2 or max(runs) > 4:
         raise SystemExit(f"{folder}: greedy decoding barely varies: {new.tolist()}")
     report["generate_new_tokens"] = new.tolist()
     report["generate_eos"] = {"eos": eos, "pad": pad_id,
                               "rows": out["generate_eos_sequences"][:, gids.shape[1]:].tolist()}
     report["train_loss"] = out["train_loss"].item()
 
-    if spec.get("window_check"):
-        report["window_check"] = window_check(spec, folder, out, max_new, pad_id)
+    if "compare_with" in spec:
+        report["compare_with"] = compare_check(spec, folder, out, max_new, pad_id)
     return out
 
 
-def window_check(spec, folder, out, max_new, pad_id):
-    """The same weights with sliding_window None: do HF's outputs differ?"""
-    full = getattr(transformers, spec["arch"]).from_pretrained(
-        folder, dtype=torch.float32, sliding_window=None).eval()
+def compare_check(spec, folder, out, max_new, pad_id):
+    """The same weights loaded with spec["compare_with"] config overrides (Mistral: no sliding
+    window; RoPE variants: default RoPE): where do HF's outputs differ from the reference?"""
+    overrides = spec["compare_with"]
+    other = getattr(transformers, spec["arch"]).from_pretrained(
+        folder, dtype=torch.float32, **overrides).eval()
     with torch.no_grad():
-        logits = full(input_ids=out["forward_input_ids"],
-                      attention_mask=out["forward_attention_mask"]).logits
-        seqs = greedy(full, out["generate_input_ids"], out["generate_attention_mask"], None,
+        reset_rotary(other)
+        logits = other(input_ids=out["forward_input_ids"],
+                       attention_mask=out["forward_attention_mask"]).logits
+        seqs = greedy(other, out["generate_input_ids"], out["generate_attention_mask"], None,
                       pad_id, max_new)
     mask = out["forward_attention_mask"].bool()
     diff = (logits - out["forward_logits"]).abs().amax(dim=2)
-    return {"sliding_window": spec["config"]["sliding_window"],
+    width = out["generate_input_ids"].shape[1]
+    return {"overrides": overrides,
             "forward_row_lengths": mask.sum(1).tolist(),
-            "forward_max_abs_logit_diff_per_row_vs_no_window_valid_positions": [
+            "max_abs_logit_diff_per_row_valid_positions": [
                 float(d[m].max()) for d, m in zip(diff, mask)],
-            "forward_max_abs_logit_diff_per_row_vs_no_window_padded_positions": [
+            "max_abs_logit_diff_per_row_padded_positions": [
                 float(d[~m].max()) if (~m).any() else None for d, m in zip(diff, mask)],
-            "generate_sequences_equal_without_window": bool(torch.equal(seqs,
-                                                                        out["generate_sequences"])),
-            "generate_rows_equal_without_window": [
-                bool(torch.equal(a, b)) for a, b in zip(seqs, out["generate_sequences"])]}
+            "valid_positions_that_differ_per_row": [
+                [i for i in range(len(d)) if m[i] and d[i] > 1e-5] for d, m in zip(diff, mask)],
+            "generate_first_differing_new_token_per_row": [
+                first_difference(a[width:], b[width:])
+                for a, b in zip(seqs, out["generate_sequences"])]}
+
+
+def first_difference(a, b):
+    """Index of the first differing element, None when equal."""
+    unequal = (a != b).nonzero()
+    return int(unequal[0]) if len(unequal) else None
 
 
 def bert_references(spec, folder, report):
@@ -320,8 +334,8 @@ def print_summary(name, report):
               f"parameter of {report['arch']}: {report['saved_not_in_grad_params']}")
     if "generate_new_tokens" in report:
         print(f"   greedy new tokens: {report['generate_new_tokens']}")
-    if "window_check" in report:
-        print(f"   window check: {json.dumps(report['window_check'])}")
+    if "compare_with" in report:
+        print(f"   compared with {json.dumps(report['compare_with'])}")
 
 
 def main() -> None:

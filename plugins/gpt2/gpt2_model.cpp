@@ -1,11 +1,10 @@
-// GPT-2 forward pass, as in HF transformers' modeling_gpt2.py; tensor parallel where the policy
-// says.
+// GPT-2's forward pass, as in HF transformers' modeling_gpt2.py; tensor parallel where the
+// policy says.
 #include "gpt2_model.h"
 
 #include "shardformer/error.h"
 #include "shardformer/layers/attention.h"
-#include "shardformer/layers/lm_head.h"
-#include "shardformer/losses.h"
+#include "shardformer/layers/forward_step.h"
 #include "shardformer/strings.h"
 
 #include <ATen/ATen.h>
@@ -93,26 +92,18 @@ GPT2Attention::GPT2Attention(const BuildContext& ctx, const GPT2Config& config, 
 }
 
 at::Tensor GPT2Attention::forward(const at::Tensor& x, const at::Tensor& mask, KVCache* cache) {
-  const int64_t batch = x.size(0), seq = x.size(1);
-  // [batch, seq, heads/tp * head_dim] -> [batch, heads/tp, seq, head_dim]
-  const auto heads = [&](const at::Tensor& t) {
-    return t.view({batch, seq, num_heads_, head_dim_}).transpose(1, 2);
+  const std::vector<at::Tensor> qkv = c_attn_->forward(x).chunk(3, -1);  // 3 x [.., hidden/tp]
+  const auto heads = [&](const at::Tensor& t) {  // [batch, heads/tp, seq, head_dim]
+    return layers::split_heads(t, num_heads_, head_dim_);
   };
-  const std::vector<at::Tensor> qkv =
-      c_attn_->forward(x).chunk(3, -1);  // 3 x [batch, seq, hidden/tp]
-  at::Tensor q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);
-  if (cache != nullptr) std::tie(k, v) = cache->append(layer_idx_, k, v);  // [.., past + seq, ..]
-  at::Tensor out;  // [batch, heads/tp, seq, head_dim]
-  if (upcast_ && q.scalar_type() != at::kFloat && q.scalar_type() != at::kDouble) {
-    out = layers::scaled_dot_product_attention(q.to(at::kFloat), k.to(at::kFloat),
-                                               v.to(at::kFloat), mask, scale_,
-                                               attn_dropout_.get())
-              .to(q.scalar_type());
-  } else {
-    out = layers::scaled_dot_product_attention(q, k, v, mask, scale_, attn_dropout_.get());
-  }
-  return resid_dropout_->forward(
-      c_proj_->forward(out.transpose(1, 2).reshape({batch, seq, -1})));  // [batch, seq, hidden]
+  const at::Tensor out = layers::attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]),
+                                           {.mask = mask,
+                                            .scale = scale_,
+                                            .dropout = attn_dropout_.get(),
+                                            .cache = cache,
+                                            .layer = layer_idx_,
+                                            .upcast = upcast_});  // [batch, seq, hidden/tp]
+  return resid_dropout_->forward(c_proj_->forward(out));         // [batch, seq, hidden]
 }
 
 GPT2MLP::GPT2MLP(const BuildContext& ctx, const GPT2Config& config)
@@ -160,22 +151,15 @@ GPT2Model::GPT2Model(const BuildContext& ctx, const GPT2Config& config, bool wte
     drop_ = register_module("drop",
                             std::make_shared<layers::Dropout>(ctx.child("drop"), config.embd_pdrop));
   }
-  // Blocks keep their global index as their name (h.5 on a stage holding layers 4 to 7).
-  auto h = register_module("h", std::make_shared<torch::nn::Module>());
-  const BuildContext h_ctx = ctx.child("h");
-  for (const LayerRange& range : ctx.layer_ranges(config.n_layer)) {
-    auto& chunk = chunks_.emplace_back();
-    for (int64_t i = range.begin; i < range.end; ++i) {
-      chunk.push_back(h->register_module(std::to_string(i),
-                                         std::make_shared<GPT2Block>(h_ctx.child(i), config, i)));
-    }
-  }
+  h_ = layers::LayerStack<GPT2Block>(*this, ctx, "h", config.n_layer, [&](const auto& c, int64_t i) {
+    return std::make_shared<GPT2Block>(c, config, i);
+  });
   if (last) ln_f_ = register_module("ln_f", layer_norm(ctx.child("ln_f"), config));
 }
 
 ModelShape GPT2Model::shape() const {
   return ModelShape{.num_layers = config_.n_layer,
-                    .num_heads = chunks_.front().front()->num_heads(),
+                    .num_heads = h_.front()->num_heads(),
                     .head_dim = config_.head_dim(),
                     .hidden_size = config_.n_embd,
                     .vocab_size = config_.vocab_size,
@@ -183,54 +167,14 @@ ModelShape GPT2Model::shape() const {
 }
 
 at::Tensor GPT2Model::forward(const ForwardInputs& inputs) {
-  const at::Tensor& ids = inputs.input_ids;  // [batch, seq]
-  const int64_t batch = ids.size(0), seq = ids.size(1);
-  if (inputs.chunk < 0 || inputs.chunk >= static_cast<int64_t>(chunks_.size())) {
-    throw Error(str("GPT-2: chunk ", inputs.chunk, " requested from a stage of ", chunks_.size(),
-                    " chunks"));
-  }
-  const auto& blocks = chunks_[inputs.chunk];
-  const int64_t past = inputs.cache ? inputs.cache->length(blocks.front()->layer_idx()) : 0;
-  at::Tensor positions = inputs.position_ids;
-  if (!positions.defined()) {
-    positions = at::arange(past, past + seq, ids.options()).unsqueeze(0);  // [1, seq]
-  }
-  const at::Tensor mask =
-      layers::causal_attention_mask(inputs.attention_mask, batch, seq, past, ids.device());
-  at::Tensor x;  // [batch, seq, hidden]
-  if (starts_model(inputs.chunk)) {
-    x = drop_->forward(wte_->forward(ids) + wpe_->forward(positions));
-  } else {
-    x = inputs.hidden_states;
-    if (!x.defined()) throw Error("GPT-2 pipeline stage: no hidden_states from the previous stage");
-  }
-  for (const auto& block : blocks) x = block->forward(x, mask, inputs.cache);
-  return ends_model(inputs.chunk) ? ln_f_->forward(x) : x;
-}
-
-GPT2LMHeadModel::GPT2LMHeadModel(const BuildContext& ctx, const GPT2Config& config)
-    : parallel_output_(ctx.tensor_parallel() && ctx.parallel()->config.parallel_output) {
-  bind(ctx);
-  const bool tied = config.tie_word_embeddings;
-  transformer_ = register_module(
-      "transformer", std::make_shared<GPT2Model>(ctx.child("transformer"), config, tied));
-  if (!ctx.builds_last_piece()) return;
-  lm_head_ = tied ? layers::tied_lm_head(ctx, transformer_->token_embedding())
-                  : register_module("lm_head", layers::make_lm_head(ctx.child("lm_head"),
-                                                                    config.vocab_size, config.n_embd));
-}
-
-at::Tensor GPT2LMHeadModel::forward(const ForwardInputs& inputs) {
-  const at::Tensor hidden = transformer_->forward(inputs);  // [batch, seq, hidden]
-  if (!ends_model(inputs.chunk)) return hidden;
-  return lm_head_->lm_logits(hidden, /*gather=*/true).logits;  // [batch, seq, vocab]
-}
-
-at::Tensor GPT2LMHeadModel::lm_loss(const ForwardInputs& inputs, const at::Tensor& labels) {
-  if (!ends_model(inputs.chunk)) throw Error("GPT-2: lm_loss runs on the last pipeline piece");
-  if (!parallel_output_) return Model::lm_loss(inputs, labels);
-  const at::Tensor hidden = transformer_->forward(inputs);  // [batch, seq, hidden]
-  return causal_lm_loss(lm_head_->lm_logits(hidden, /*gather=*/false), labels);
+  const int64_t chunk = inputs.chunk;
+  const layers::ForwardStep step = layers::forward_step(inputs, h_.first_layer(chunk), {});
+  at::Tensor x =  // [batch, seq, hidden]
+      starts_model(chunk)
+          ? drop_->forward(wte_->forward(inputs.input_ids) + wpe_->forward(step.positions))
+          : layers::stage_input(inputs);
+  for (const auto& block : h_.chunk(chunk)) x = block->forward(x, step.mask, inputs.cache);
+  return ends_model(chunk) ? ln_f_->forward(x) : x;
 }
 
 }  // namespace shardformer::gpt2

@@ -1,6 +1,6 @@
-// GPT-2 (HF GPT2Model and GPT2LMHeadModel) written with SDK building blocks. Parameter names
-// and layouts equal HF's, so any HF GPT-2 safetensors checkpoint loads as it is. The blocks
-// take their tensor-parallel form from gpt2_policy.cpp; shapes below are per rank.
+// GPT-2 (HF GPT2Model; GPT2LMHeadModel is the SDK's CausalLM over it) written with SDK building
+// blocks. Parameter names and layouts equal HF's, so any HF GPT-2 safetensors checkpoint loads
+// as it is. The blocks take their tensor-parallel form from gpt2_policy.cpp; shapes are per rank.
 #pragma once
 
 #include "shardformer/build_context.h"
@@ -9,11 +9,11 @@
 #include "shardformer/layers/dropout.h"
 #include "shardformer/layers/embedding.h"
 #include "shardformer/layers/layer_norm.h"
+#include "shardformer/layers/layer_stack.h"
 #include "shardformer/layers/linear.h"
 #include "shardformer/model.h"
 
 #include <memory>
-#include <vector>
 
 namespace shardformer::gpt2 {
 
@@ -35,10 +35,9 @@ struct GPT2Config {
 class GPT2Attention : public torch::nn::Module {
  public:
   GPT2Attention(const BuildContext& ctx, const GPT2Config& config, int64_t layer_idx);
-  // x [batch, seq, hidden]; mask from layers::causal_attention_mask -> [batch, seq, hidden]
+  // x [batch, seq, hidden]; mask from layers::attention_mask -> [batch, seq, hidden]
   at::Tensor forward(const at::Tensor& x, const at::Tensor& mask, KVCache* cache);
   int64_t num_heads() const { return num_heads_; }
-  int64_t layer_idx() const { return layer_idx_; }
 
  private:
   int64_t layer_idx_, num_heads_, head_dim_;  // num_heads_: this rank's (n_head / tp)
@@ -64,7 +63,6 @@ class GPT2Block : public torch::nn::Module {
   GPT2Block(const BuildContext& ctx, const GPT2Config& config, int64_t layer_idx);
   at::Tensor forward(const at::Tensor& x, const at::Tensor& mask, KVCache* cache);
   int64_t num_heads() const { return attn_->num_heads(); }
-  int64_t layer_idx() const { return attn_->layer_idx(); }
 
  private:
   std::shared_ptr<layers::LayerNorm> ln_1_, ln_2_;
@@ -72,7 +70,7 @@ class GPT2Block : public torch::nn::Module {
   std::shared_ptr<GPT2MLP> mlp_;
 };
 
-// HF GPT2Model: embeddings, blocks, final norm. Its output is the last hidden state. As a
+// HF GPT2Model: embeddings, blocks, final norm; its output is the last hidden state. As a
 // pipeline stage it holds its chunks' blocks, the embeddings on the first stage and ln_f on
 // the last (with wte_on_last_stage, wte there too, for a tied LM head).
 class GPT2Model : public Model {
@@ -87,26 +85,8 @@ class GPT2Model : public Model {
   GPT2Config config_;
   std::shared_ptr<layers::Embedding> wte_, wpe_;
   std::shared_ptr<layers::Dropout> drop_;
-  std::vector<std::vector<std::shared_ptr<GPT2Block>>> chunks_;  // this stage's, per chunk
+  layers::LayerStack<GPT2Block> h_;
   std::shared_ptr<layers::LayerNorm> ln_f_;
-};
-
-// HF GPT2LMHeadModel: GPT2Model under "transformer" and an LM head, tied to wte or (with
-// tie_word_embeddings = false) lm_head.weight of its own. Only the last stage has the head.
-class GPT2LMHeadModel : public Model {
- public:
-  GPT2LMHeadModel(const BuildContext& ctx, const GPT2Config& config);
-  at::Tensor forward(const ForwardInputs& inputs) override;  // [batch, seq, vocab]
-  ModelShape shape() const override { return transformer_->shape(); }
-  std::string output_name() const override { return "logits"; }
-  // Under tensor parallelism with parallel_output, vocab-parallel cross-entropy on this
-  // rank's logits [batch, seq, padded_vocab / tp]; the full logits are never gathered.
-  at::Tensor lm_loss(const ForwardInputs& inputs, const at::Tensor& labels) override;
-
- private:
-  std::shared_ptr<GPT2Model> transformer_;
-  std::shared_ptr<layers::Embedding> lm_head_;  // wte when tied; null on other stages
-  bool parallel_output_;
 };
 
 }  // namespace shardformer::gpt2

@@ -97,12 +97,13 @@ at::Tensor BuildContext::load(std::string_view leaf, const std::vector<int64_t>&
   }
   usage_->loaded.insert(name);
   shard.full_shape = shape;
-  if (shard.dim >= 0 && tensor_parallel()) {
+  if ((shard.dim >= 0 || shard.replicas > 1) && tensor_parallel()) {
     shard.rank = tp_rank();
     shard.size = tp_size();
     (*plan_)[name_of(leaf)] = shard;
   } else {
     shard.dim = -1;
+    shard.replicas = 1;
   }
   return load_shard(*checkpoint_, name, shard).to(device_, dtype_);
 }

@@ -81,6 +81,7 @@ std::string describe_json(const nlohmann::json& value) {
 struct HFConfig::Impl {
   nlohmann::json json = nlohmann::json::object();
   std::filesystem::path path;
+  std::string prefix;                  // "rope_parameters." for a nested object
   mutable std::set<std::string> read;  // every key asked for, present or not
 
   // The value of `key`, or nullptr when absent.
@@ -98,13 +99,13 @@ struct HFConfig::Impl {
 
   const nlohmann::json& require(const std::string& key) const {
     if (const nlohmann::json* value = find(key)) return *value;
-    throw CheckpointError(str(path.string(), ": missing key '", key, "'"));
+    throw CheckpointError(str(path.string(), ": missing key '", prefix, key, "'"));
   }
 
   [[noreturn]] void wrong_type(const std::string& key, std::string_view expected,
                                const nlohmann::json& value) const {
-    throw CheckpointError(str(path.string(), ": key '", key, "' must be ", expected, ", found ",
-                              detail::describe_json(value)));
+    throw CheckpointError(str(path.string(), ": key '", prefix, key, "' must be ", expected,
+                              ", found ", detail::describe_json(value)));
   }
 
   int64_t to_int(const std::string& key, const nlohmann::json& value) const {
@@ -189,11 +190,33 @@ void HFConfig::ignore(std::initializer_list<std::string_view> keys) const {
   for (std::string_view key : keys) impl_->read.emplace(key);
 }
 
+std::optional<HFConfig> HFConfig::get_object(const std::string& key) const {
+  const nlohmann::json* value = impl_->find_non_null(key);
+  if (value == nullptr) return std::nullopt;
+  if (!value->is_object()) impl_->wrong_type(key, "an object", *value);
+  HFConfig object;
+  object.impl_->json = *value;
+  object.impl_->path = impl_->path;
+  object.impl_->prefix = impl_->prefix + key + ".";
+  return object;
+}
+
+void HFConfig::refuse_unread(std::string_view why) const {
+  std::vector<std::string> unread;
+  for (const std::string& key : keys()) {
+    if (!was_read(key)) unread.push_back("'" + impl_->prefix + key + "'");
+  }
+  if (!unread.empty()) {
+    throw CheckpointError(str(impl_->path.string(), ": ", join(unread, ", "), " not supported (",
+                              why, ")"));
+  }
+}
+
 double HFConfig::get_probability(const std::string& key, double fallback) const {
   const double p = get_double(key, fallback);
   if (!(p >= 0.0 && p < 1.0)) {
-    throw CheckpointError(
-        str(impl_->path.string(), ": key '", key, "' = ", p, " is not a probability in [0, 1)"));
+    throw CheckpointError(str(impl_->path.string(), ": key '", impl_->prefix, key, "' = ", p,
+                              " is not a probability in [0, 1)"));
   }
   return p;
 }
@@ -228,6 +251,15 @@ std::string HFConfig::get_string(const std::string& key) const {
 std::string HFConfig::get_string(const std::string& key, const std::string& fallback) const {
   const nlohmann::json* value = impl_->find_non_null(key);
   return value == nullptr ? fallback : impl_->to_string(key, *value);
+}
+
+std::optional<std::vector<std::string>> HFConfig::get_string_list(const std::string& key) const {
+  const nlohmann::json* value = impl_->find_non_null(key);
+  if (value == nullptr) return std::nullopt;
+  const bool valid = value->is_array() && std::all_of(value->begin(), value->end(),
+                                                      [](const auto& v) { return v.is_string(); });
+  if (!valid) impl_->wrong_type(key, "an array of strings", *value);
+  return value->get<std::vector<std::string>>();
 }
 
 std::optional<int64_t> HFConfig::get_optional_int(const std::string& key) const {

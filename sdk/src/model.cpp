@@ -45,7 +45,7 @@ std::map<std::string, at::Tensor> gather_parameters(const Model& model,
     const auto shard = model.sharding().find(item.key());
     result[item.key()] = shard == model.sharding().end() || group == nullptr
                              ? local
-                             : gather_shard(local, shard->second, *group);
+                             : gather_shard(local, shard->second, *group, grads);
   }
   return result;
 }

@@ -49,10 +49,18 @@ class HFConfig {
   double get_double(const std::string& key) const;
   double get_double(const std::string& key, double fallback) const;
   bool get_bool(const std::string& key, bool fallback) const;
+  // The object under `key` (e.g. rope_parameters) as a config of its own, whose errors name
+  // 'key.subkey'; nullopt when absent or null. Throws CheckpointError for another type.
+  std::optional<HFConfig> get_object(const std::string& key) const;
+  // Throws CheckpointError naming every key of this (nested) config that no getter read, with
+  // `why`: for objects whose keys must all be understood.
+  void refuse_unread(std::string_view why) const;
   // A dropout probability: throws CheckpointError naming the key unless it is in [0, 1).
   double get_probability(const std::string& key, double fallback) const;
   std::string get_string(const std::string& key) const;
   std::string get_string(const std::string& key, const std::string& fallback) const;
+  // An array of strings (e.g. layer_types); nullopt when absent or null.
+  std::optional<std::vector<std::string>> get_string_list(const std::string& key) const;
   // An integer that may be null or absent (e.g. GPT-2's n_inner).
   std::optional<int64_t> get_optional_int(const std::string& key) const;
   // The transformer layer count under the names HF families use (num_hidden_layers, n_layer,

@@ -1,43 +1,113 @@
-// Causal attention with padding masks over cached keys/values.
+// Masks, ALiBi, grouped-query attention over the KV cache, with SDPA or explicit scores.
 #include "shardformer/layers/attention.h"
 
 #include "shardformer/layers/dropout.h"
 
 #include <ATen/ATen.h>
 
+#include <cmath>
 #include <limits>
 
 namespace shardformer::layers {
 
-at::Tensor causal_attention_mask(const at::Tensor& attention_mask, int64_t batch, int64_t q_len,
-                                 int64_t past, c10::Device device) {
-  if (!attention_mask.defined() && q_len == 1) return {};
+at::Tensor attention_mask(const MaskOptions& options, const at::Tensor& padding, int64_t batch,
+                          int64_t q_len, int64_t past, c10::Device device) {
+  const bool plain = !options.causal || (q_len == 1 && options.sliding_window <= 0);
+  if (!padding.defined() && plain) return {};
   const int64_t kv_len = past + q_len;
   const auto index = at::TensorOptions().dtype(at::kLong).device(device);
   const at::Tensor q_pos = at::arange(past, kv_len, index).view({q_len, 1});  // [q_len, 1]
   const at::Tensor k_pos = at::arange(kv_len, index).view({1, kv_len});       // [1, kv_len]
-  at::Tensor mask = (k_pos <= q_pos).view({1, 1, q_len, kv_len});             // causal
-  if (attention_mask.defined()) {
-    const at::Tensor keep = attention_mask.to(device).to(at::kBool).view({batch, 1, 1, kv_len});
-    mask = at::logical_and(mask, keep);
+  at::Tensor mask = at::ones({q_len, kv_len}, index.dtype(at::kBool));
+  if (options.causal) mask = k_pos <= q_pos;
+  if (options.sliding_window > 0) mask = mask & (k_pos > q_pos - options.sliding_window);
+  mask = mask.view({1, 1, q_len, kv_len});
+  if (padding.defined()) {
+    mask = mask & padding.to(device).to(at::kBool).view({batch, 1, 1, kv_len});
   }
   return mask.expand({batch, 1, q_len, kv_len});  // [batch, 1, q_len, kv_len]
 }
 
-at::Tensor scaled_dot_product_attention(const at::Tensor& query, const at::Tensor& key,
-                                        const at::Tensor& value, const at::Tensor& mask,
-                                        double scale, Dropout* dropout) {
-  if (dropout == nullptr || !dropout->active()) {
-    return at::scaled_dot_product_attention(query, key, value, mask, /*dropout_p=*/0.0,
-                                            /*is_causal=*/false, scale);
+at::Tensor alibi_slopes(int64_t num_heads) {
+  const auto power = static_cast<int64_t>(std::pow(2.0, std::floor(std::log2(num_heads))));
+  const auto slopes_of = [](int64_t p, int64_t count, int64_t step) {
+    std::vector<double> slopes;
+    const double base = std::pow(2.0, -std::pow(2.0, -(std::log2(p) - 3)));
+    for (int64_t i = 1; slopes.size() < static_cast<size_t>(count); i += step) {
+      slopes.push_back(std::pow(base, static_cast<double>(i)));
+    }
+    return slopes;
+  };
+  std::vector<double> slopes = slopes_of(power, power, 1);
+  if (power < num_heads) {  // the odd powers of the next power of two's base
+    const std::vector<double> extra = slopes_of(2 * power, num_heads - power, 2);
+    slopes.insert(slopes.end(), extra.begin(), extra.end());
   }
-  at::Tensor scores = at::matmul(query, key.transpose(-2, -1)) * scale;  // [b, h, q, kv]
-  if (mask.defined()) {
-    scores = scores.masked_fill(mask.logical_not(), -std::numeric_limits<double>::infinity());
+  return at::tensor(slopes, at::kDouble).to(at::kFloat);  // [num_heads]
+}
+
+at::Tensor alibi_bias(const at::Tensor& slopes, int64_t first, int64_t count,
+                      const at::Tensor& padding, c10::ScalarType dtype) {
+  const at::Tensor real = padding.to(at::kLong);                              // [batch, kv]
+  const at::Tensor positions = ((real.cumsum(-1) - 1) * real).to(at::kFloat);  // [batch, kv]
+  const at::Tensor local = slopes.narrow(0, first, count).to(padding.device());  // [count]
+  return (local.view({1, count, 1, 1}) * positions.unsqueeze(1).unsqueeze(1)).to(dtype);
+}
+
+at::Tensor split_heads(const at::Tensor& x, int64_t heads, int64_t head_dim) {
+  return x.view({x.size(0), x.size(1), heads, head_dim}).transpose(1, 2);
+}
+
+namespace {
+
+// [batch, kv_heads, kv, d] -> [batch, kv_heads * groups, kv, d], each head repeated in place
+at::Tensor repeat_kv(const at::Tensor& x, int64_t groups) {
+  return groups == 1 ? x : x.repeat_interleave(groups, 1);
+}
+
+at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                  const AttentionArgs& args) {
+  const bool explicit_scores = args.dropout != nullptr && args.dropout->active();
+  if (!explicit_scores && !args.bias.defined()) {
+    return at::scaled_dot_product_attention(q, k, v, args.mask, /*dropout_p=*/0.0,
+                                            /*is_causal=*/false, args.scale);
   }
-  at::Tensor probs = at::softmax(scores, -1, at::kFloat).to(query.scalar_type());
-  if (mask.defined()) probs = probs.masked_fill(mask.logical_not(), 0.0);  // no NaN rows
-  return at::matmul(dropout->forward(probs), value);  // [b, h, q, head_dim]
+  // Explicit scores: HF's eager attention (ALiBi, or dropout drawn from our own streams).
+  at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) * args.scale;  // [b, h, q, kv]
+  if (args.bias.defined()) scores = scores + args.bias;
+  if (args.mask.defined()) {
+    const double lowest = args.bias.defined() ? std::numeric_limits<float>::lowest()
+                                              : -std::numeric_limits<double>::infinity();
+    scores = scores.masked_fill(args.mask.logical_not(), lowest);
+  }
+  at::Tensor probs = at::softmax(scores, -1, at::kFloat).to(q.scalar_type());
+  if (args.mask.defined() && !args.bias.defined()) {
+    probs = probs.masked_fill(args.mask.logical_not(), 0.0);  // fully masked rows: 0, not NaN
+  }
+  if (args.dropout != nullptr) probs = args.dropout->forward(probs);
+  return at::matmul(probs, v);  // [b, h, q, head_dim]
+}
+
+}  // namespace
+
+at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                     const AttentionArgs& args) {
+  at::Tensor keys = k, values = v;
+  if (args.cache != nullptr) std::tie(keys, values) = args.cache->append(args.layer, k, v);
+  const int64_t groups = q.size(1) / keys.size(1);
+  keys = repeat_kv(keys, groups);
+  values = repeat_kv(values, groups);
+  at::Tensor out;  // [batch, heads, q_len, head_dim]
+  const bool upcast = args.upcast && q.scalar_type() != at::kFloat && q.scalar_type() != at::kDouble;
+  if (upcast) {
+    AttentionArgs wide = args;
+    if (wide.bias.defined()) wide.bias = wide.bias.to(at::kFloat);
+    out = attend(q.to(at::kFloat), keys.to(at::kFloat), values.to(at::kFloat), wide)
+              .to(q.scalar_type());
+  } else {
+    out = attend(q, keys, values, args);
+  }
+  return out.transpose(1, 2).reshape({q.size(0), q.size(2), -1});  // [batch, q_len, heads * d]
 }
 
 }  // namespace shardformer::layers

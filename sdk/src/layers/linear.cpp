@@ -55,15 +55,35 @@ at::Tensor ReplicatedLinear::forward(const at::Tensor& input) {
   return at::addmm(bias_, input.reshape({-1, local_in_}), weight_).view(out_shape);
 }
 
+namespace {
+
+// Ranks sharing each unit of a column split: tp / units when there are fewer units than ranks.
+int64_t column_replicas(const BuildContext& ctx, const LinearOptions& options) {
+  const int64_t units = options.column_units, tp = ctx.tp_size();
+  if (units <= 0 || units >= tp) return 1;
+  if (tp % units != 0) {
+    throw ModelError(str(ctx.path(), ": ", units, " heads cannot be shared evenly by ", tp,
+                         " tensor-parallel ranks (tp must divide by them or they by tp)"));
+  }
+  return tp / units;
+}
+
+}  // namespace
+
 Linear1D_Col::Linear1D_Col(const BuildContext& ctx, int64_t in_features, int64_t out_features,
                            LinearOptions options, ShardStyle style)
     : ReplicatedLinear(ctx, in_features, out_features, options,
-                       TensorShard{.dim = out_dim(options), .fused_blocks = style.fused_blocks},
-                       TensorShard{.dim = 0, .fused_blocks = style.fused_blocks}),
+                       TensorShard{.dim = out_dim(options),
+                                   .fused_blocks = style.fused_blocks,
+                                   .replicas = column_replicas(ctx, options)},
+                       TensorShard{.dim = 0,
+                                   .fused_blocks = style.fused_blocks,
+                                   .replicas = column_replicas(ctx, options)}),
       group_(ctx.parallel()->tp),
       gather_output_(style.gather_output) {
-  if (gather_output_ && style.fused_blocks > 1) {
-    throw ModelError(str(ctx.path(), ": gather_output is not supported with fused blocks"));
+  if (gather_output_ && (style.fused_blocks > 1 || column_replicas(ctx, options) > 1)) {
+    throw ModelError(str(ctx.path(), ": gather_output is not supported with fused blocks or ",
+                         "heads shared by several ranks"));
   }
 }
 
@@ -94,7 +114,13 @@ std::shared_ptr<Linear> make_linear(const BuildContext& ctx, int64_t in_features
     case ShardKind::kReplicate:
       return std::make_shared<ReplicatedLinear>(ctx, in_features, out_features, options);
     case ShardKind::kColumn:
-      ctx.divide_by_tp(out_features / style.fused_blocks, ctx.name_of("out_features per block"));
+      if (options.column_units > 0 && options.column_units < ctx.tp_size()) {
+        column_replicas(ctx, options);  // units shared by several ranks: checked there
+      } else {
+        ctx.divide_by_tp(options.column_units > 0 ? options.column_units
+                                                  : out_features / style.fused_blocks,
+                         ctx.name_of(options.column_units > 0 ? "heads" : "out_features per block"));
+      }
       return std::make_shared<Linear1D_Col>(ctx, in_features, out_features, options, style);
     case ShardKind::kRow:
       ctx.divide_by_tp(in_features, ctx.name_of("in_features"));

@@ -17,12 +17,15 @@ int64_t block_size(const TensorShard& s) {
   return total / s.fused_blocks;
 }
 
+int64_t pieces(const TensorShard& s) { return s.size / s.replicas; }
+
 void check_divisible(const TensorShard& s, const std::string& name) {
   const int64_t total = s.padded_size > 0 ? s.padded_size : s.full_shape[s.dim];
-  if (total % (s.fused_blocks * s.size) != 0) {
+  if (s.size % s.replicas != 0 || total % (s.fused_blocks * pieces(s)) != 0) {
     throw ModelError(str("tensor '", name, "': dimension ", s.dim, " of size ", total,
                          (s.fused_blocks > 1 ? str(" (", s.fused_blocks, " fused blocks)") : ""),
-                         " does not divide by tensor-parallel size ", s.size));
+                         " does not divide into ", pieces(s), " pieces for tensor-parallel size ",
+                         s.size));
   }
 }
 
@@ -30,13 +33,13 @@ void check_divisible(const TensorShard& s, const std::string& name) {
 
 std::vector<int64_t> TensorShard::local_shape() const {
   std::vector<int64_t> shape = full_shape;
-  if (!replicated()) shape[dim] = fused_blocks * (block_size(*this) / size);
+  if (!replicated()) shape[dim] = fused_blocks * (block_size(*this) / pieces(*this));
   return shape;
 }
 
 std::pair<int64_t, int64_t> TensorShard::local_range() const {
-  const int64_t per_rank = block_size(*this) / size;
-  const int64_t begin = rank * per_rank;
+  const int64_t per_rank = block_size(*this) / pieces(*this);
+  const int64_t begin = (rank / replicas) * per_rank;
   const int64_t real = full_shape[dim] / fused_blocks;
   return {std::min(begin, real), std::min(begin + per_rank, real)};
 }
@@ -66,16 +69,33 @@ at::Tensor load_shard(const Checkpoint& checkpoint, const std::string& name,
 }
 
 at::Tensor gather_shard(const at::Tensor& local, const TensorShard& shard,
-                        const distributed::ProcessGroup& group) {
-  if (shard.replicated()) return local;
+                        const distributed::ProcessGroup& group, bool gradient) {
+  if (shard.dim < 0 || shard.size == 1) {  // whole on every rank
+    if (!gradient || !shard.partial_gradient()) return local;
+    at::Tensor sum = local.clone();
+    group.all_reduce_(sum);
+    return sum;
+  }
   at::Tensor full = group.all_gather(local.contiguous(), shard.dim);  // rank-major pieces
+  if (shard.replicas > 1) {
+    // [.., pieces * replicas * n, ..]: a gradient sums its replicas' parts, a value takes one.
+    std::vector<int64_t> split = full.sizes().vec();
+    split[shard.dim] = local.size(shard.dim);
+    split.insert(split.begin() + shard.dim, shard.replicas);
+    split.insert(split.begin() + shard.dim, pieces(shard));
+    full = full.reshape(split);
+    full = gradient ? full.sum(shard.dim + 1) : full.select(shard.dim + 1, 0);
+    std::vector<int64_t> merged = local.sizes().vec();
+    merged[shard.dim] *= pieces(shard);
+    full = full.reshape(merged);
+  }
   if (shard.fused_blocks > 1) {
-    // [.., size * blocks * piece, ..] -> [.., blocks * size * piece, ..]
+    // [.., pieces * blocks * piece, ..] -> [.., blocks * pieces * piece, ..]
     std::vector<int64_t> split = full.sizes().vec();
     const int64_t piece = local.size(shard.dim) / shard.fused_blocks;
     split[shard.dim] = piece;
     split.insert(split.begin() + shard.dim, shard.fused_blocks);
-    split.insert(split.begin() + shard.dim, shard.size);
+    split.insert(split.begin() + shard.dim, pieces(shard));
     full = full.reshape(split).transpose(shard.dim, shard.dim + 1).reshape(shard.full_shape);
   }
   return full.narrow(shard.dim, 0, shard.full_shape[shard.dim]).contiguous();

@@ -1,134 +1,14 @@
-// What the GPT-2 tests share: the plugin loaded as the host loads it, a tiny checkpoint (or one
-// of its variants) with HF transformers' reference outputs (tools/gen_gpt2_references.py),
-// models built through the SDK's Session as jobs build them, and comparison helpers.
+// The GPT-2 tests' fixture: the tiny GPT-2 (or a variant) and tools/gen_gpt2_references.py's
+// HF outputs for it.
 #pragma once
 
-#include "plugin_registry.h"
-#include "shardformer/checkpoint.h"
-#include "shardformer/distributed/process_mesh.h"
-#include "shardformer/generation.h"
-#include "shardformer/runtime/session.h"
-#include "shardformer/safetensors.h"
-#include "test_env.h"
-
-#include <ATen/ATen.h>
-#include <gtest/gtest.h>
-
-#include <memory>
-#include <string>
-#include <vector>
+#include "model_fixture.h"
 
 namespace shardformer::testing {
 
-class Gpt2Fixture {
+class Gpt2Fixture : public ModelFixture {
  public:
-  // `model`: a folder of the models directory, compared with test-data/gpt2/<model>.safetensors.
-  explicit Gpt2Fixture(const std::string& model = "tiny-gpt2")
-      : registry(host::PluginRegistry::discover({plugin_dir()})),
-        checkpoint(models_dir() / model),
-        reference(test_data_dir() / "gpt2" / (model + ".safetensors")) {}
-
-  // A session on this rank as a job builds it: options.checkpoint defaults to the fixture's,
-  // mesh null for one rank.
-  std::unique_ptr<Session> session(SessionOptions options = {},
-                                   const distributed::ProcessMesh* mesh = nullptr) const {
-    if (options.checkpoint.empty()) options.checkpoint = checkpoint.directory();
-    return std::make_unique<Session>(
-        std::move(options), [this](const ModelArgs& args) { return registry.create_model(args); },
-        mesh);
-  }
-  // The model of such a session (it keeps what it needs once built).
-  std::shared_ptr<Model> build(const std::string& architecture,
-                               const distributed::ProcessMesh* mesh = nullptr,
-                               SessionOptions options = {}) const {
-    options.architecture = architecture;
-    return session(std::move(options), mesh)->model_ptr();
-  }
-
-  at::Tensor ref(const std::string& name) const { return reference.read(name); }
-  // Every parameter HF computed a gradient for ("grad.<name>" in the reference), by name.
-  std::vector<std::string> grad_names() const {
-    std::vector<std::string> names;
-    for (const TensorInfo& t : reference.tensors()) {
-      if (t.name.starts_with("grad.")) names.push_back(t.name.substr(5));
-    }
-    return names;
-  }
-  int64_t ref_scalar(const std::string& name) const { return ref(name).item<int64_t>(); }
-
-  // HF's generation settings; with_eos: stop at the reference's eos as HF did.
-  GenerationConfig generation_config(bool with_eos) const {
-    GenerationConfig config;
-    config.max_new_tokens = ref_scalar("generate_max_new_tokens");
-    config.pad_token_id = ref_scalar("generate_pad_token_id");
-    if (with_eos) config.eos_token_id = ref_scalar("generate_eos_token_id");
-    return config;
-  }
-
-  // Prompts recovered from HF's left-padded generation inputs.
-  std::vector<std::vector<int64_t>> prompts() const {
-    const at::Tensor ids = ref("generate_input_ids"), mask = ref("generate_attention_mask");
-    std::vector<std::vector<int64_t>> result(ids.size(0));
-    for (int64_t row = 0; row < ids.size(0); ++row) {
-      for (int64_t col = 0; col < ids.size(1); ++col) {
-        if (mask[row][col].item<int64_t>() == 1)
-          result[row].push_back(ids[row][col].item<int64_t>());
-      }
-    }
-    return result;
-  }
-
-  ForwardInputs forward_inputs() const {
-    ForwardInputs inputs;
-    inputs.input_ids = ref("forward_input_ids");            // [batch, seq]
-    inputs.attention_mask = ref("forward_attention_mask");  // [batch, seq]
-    return inputs;
-  }
-  at::Tensor forward(Model& model) const {
-    at::NoGradGuard no_grad;
-    return model.forward(forward_inputs());
-  }
-
-  host::PluginRegistry registry;
-  Checkpoint checkpoint;
-  SafetensorsFile reference;
+  explicit Gpt2Fixture(const std::string& model = "tiny-gpt2") : ModelFixture(model, "gpt2") {}
 };
-
-// A mesh of forked local ranks on `port`; a collective or receive fails after `timeout`.
-inline distributed::MeshOptions local_mesh_options(
-    int port, std::chrono::milliseconds timeout = std::chrono::seconds(60)) {
-  distributed::MeshOptions options;
-  options.master_port = port;
-  options.timeout = timeout;
-  return options;
-}
-
-// |actual - expected| <= atol + rtol * |expected| everywhere, reporting the worst element.
-inline void expect_close(const at::Tensor& actual, const at::Tensor& expected, double atol,
-                         double rtol, const std::string& what) {
-  ASSERT_EQ(actual.sizes(), expected.sizes()) << what;
-  const at::Tensor excess = (actual - expected).abs() - rtol * expected.abs();
-  const double worst = excess.max().item<double>();
-  EXPECT_LE(worst, atol) << what << ": max |ours - HF| - rtol |HF| = " << worst << " (max |diff| "
-                         << (actual - expected).abs().max().item<double>() << ")";
-}
-
-// The documented fp32 tolerances: logits, hidden states and losses atol 1e-5; gradients atol
-// 1e-6 with rtol 1e-4.
-inline constexpr double kOutputAtol = 1e-5, kGradAtol = 1e-6, kGradRtol = 1e-4;
-
-// The loss and every gradient after one backward pass against the reference's; `tp` gathers
-// split gradients (null: one rank).
-inline void expect_loss_and_grads_match(const Gpt2Fixture& f, Model& model,
-                                        const distributed::ProcessGroup* tp) {
-  const at::Tensor loss = model.lm_loss(f.forward_inputs(), f.ref("train_labels"));
-  expect_close(loss.detach().reshape({1}), f.ref("train_loss"), kOutputAtol, 0.0, "loss");
-  loss.backward();
-  const auto grads = gather_parameters(model, tp, /*grads=*/true);
-  EXPECT_EQ(grads.size(), f.grad_names().size());
-  for (const auto& [name, grad] : grads) {
-    expect_close(grad, f.ref("grad." + name), kGradAtol, kGradRtol, "grad of " + name);
-  }
-}
 
 }  // namespace shardformer::testing

@@ -19,6 +19,10 @@ enum class WeightLayout {
 struct LinearOptions {
   bool bias = true;
   WeightLayout layout = WeightLayout::kLinear;
+  // Column split: the output is this many units (attention heads; 0: features). With fewer
+  // units than tp ranks each unit is held by tp / units consecutive ranks (GQA's KV heads,
+  // as Megatron and vLLM replicate them), whose gradients of it are summed.
+  int64_t column_units = 0;
 };
 
 class Linear : public torch::nn::Module {

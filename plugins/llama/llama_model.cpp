@@ -1,0 +1,91 @@
+// The Llama-family forward pass, as in HF's modeling_llama.py (and Mistral's sliding window,
+// Qwen2's QKV bias, Qwen3's q / k norms by flags).
+#include "llama_model.h"
+
+#include "shardformer/layers/forward_step.h"
+
+#include <ATen/ATen.h>
+
+namespace shardformer::llama {
+
+DecoderLayer::DecoderLayer(const BuildContext& ctx, const LlamaConfig& c, int64_t layer_idx)
+    : sliding_(c.sliding_layers[layer_idx]) {
+  const auto norm = [&](const char* name) {
+    return std::make_shared<layers::RMSNorm>(ctx.child(name), c.hidden_size, c.rms_norm_eps);
+  };
+  input_layernorm_ = register_module("input_layernorm", norm("input_layernorm"));
+  self_attn_ = register_module(
+      "self_attn",
+      std::make_shared<layers::SelfAttention>(
+          ctx.child("self_attn"),
+          layers::SelfAttentionOptions{.hidden_size = c.hidden_size,
+                                       .num_heads = c.num_attention_heads,
+                                       .num_kv_heads = c.num_key_value_heads,
+                                       .head_dim = c.head_dim,
+                                       .qkv_bias = c.attention_bias,
+                                       .out_bias = c.out_bias,
+                                       .dropout = c.attention_dropout,
+                                       .qk_norm_eps = c.qk_norm ? c.rms_norm_eps : 0.0},
+          layer_idx));
+  post_attention_layernorm_ =
+      register_module("post_attention_layernorm", norm("post_attention_layernorm"));
+  mlp_ = register_module("mlp", std::make_shared<layers::GatedMLP>(
+                                    ctx.child("mlp"), c.hidden_size, c.intermediate_size,
+                                    c.hidden_act, c.mlp_bias));
+}
+
+at::Tensor DecoderLayer::forward(const at::Tensor& x, const layers::AttentionStep& step) {
+  const at::Tensor h = x + self_attn_->forward(input_layernorm_->forward(x), step);
+  return h + mlp_->forward(post_attention_layernorm_->forward(h));
+}
+
+LlamaModel::LlamaModel(const BuildContext& ctx, const LlamaConfig& config,
+                       bool embedding_on_last_stage)
+    : config_(config), rotary_(ctx.config(), config.head_dim) {
+  bind(ctx);
+  const bool first = ctx.builds_first_piece(), last = ctx.builds_last_piece();
+  if (first || (embedding_on_last_stage && last)) {
+    embed_tokens_ = register_module(
+        "embed_tokens",
+        layers::make_embedding(ctx.child("embed_tokens"), config.vocab_size, config.hidden_size));
+  }
+  layers_ = layers::LayerStack<DecoderLayer>(
+      *this, ctx, "layers", config.num_hidden_layers,
+      [&](const auto& c, int64_t i) { return std::make_shared<DecoderLayer>(c, config, i); });
+  if (last) {
+    norm_ = register_module("norm", std::make_shared<layers::RMSNorm>(
+                                        ctx.child("norm"), config.hidden_size, config.rms_norm_eps));
+  }
+}
+
+ModelShape LlamaModel::shape() const {
+  return ModelShape{.num_layers = config_.num_hidden_layers,
+                    .num_heads = layers_.front()->num_kv_heads(),
+                    .head_dim = config_.head_dim,
+                    .hidden_size = config_.hidden_size,
+                    .vocab_size = config_.vocab_size,
+                    .max_positions = 0};  // rotary: no hard limit
+}
+
+at::Tensor LlamaModel::forward(const ForwardInputs& inputs) {
+  const int64_t chunk = inputs.chunk;
+  const layers::ForwardStep step = layers::forward_step(inputs, layers_.first_layer(chunk), {});
+  at::Tensor x = starts_model(chunk) ? embed_tokens_->forward(inputs.input_ids)
+                                     : layers::stage_input(inputs);  // [batch, seq, hidden]
+  layers::AttentionStep full{.mask = step.mask, .cache = inputs.cache};
+  std::tie(full.cos, full.sin) = rotary_.cos_sin(step.positions, x.scalar_type());
+  layers::AttentionStep sliding = full;  // its mask is made when a sliding layer comes
+  bool sliding_mask = false;
+  for (const auto& layer : layers_.chunk(chunk)) {
+    if (layer->sliding() && !sliding_mask) {
+      sliding.mask = layers::attention_mask({.sliding_window = config_.sliding_window},
+                                            inputs.attention_mask, x.size(0), x.size(1),
+                                            step.past, x.device());
+      sliding_mask = true;
+    }
+    x = layer->forward(x, layer->sliding() ? sliding : full);
+  }
+  return ends_model(chunk) ? norm_->forward(x) : x;
+}
+
+}  // namespace shardformer::llama

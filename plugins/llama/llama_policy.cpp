@@ -1,0 +1,28 @@
+// Megatron's split of a Llama decoder: q / k / v and gate / up column-parallel by heads and
+// features (KV heads fewer than tp shared, see SelfAttention), o_proj and down_proj
+// row-parallel: two all-reduces per layer; the vocabulary split in the embedding and the head.
+#include "llama_policy.h"
+
+namespace shardformer::llama {
+
+Policy llama_policy(bool tied) {
+  const ShardStyle vocab{.kind = ShardKind::kVocab};
+  const ShardStyle column{.kind = ShardKind::kColumn};
+  const ShardStyle row{.kind = ShardKind::kRow};
+  // module pattern                 style    (norms, rotary: replicated)
+  return Policy(
+      {
+          {"embed_tokens", vocab},
+          {"lm_head", vocab},
+          {"layers.*.self_attn.q_proj", column},
+          {"layers.*.self_attn.k_proj", column},
+          {"layers.*.self_attn.v_proj", column},
+          {"layers.*.self_attn.o_proj", row},
+          {"layers.*.mlp.gate_proj", column},
+          {"layers.*.mlp.up_proj", column},
+          {"layers.*.mlp.down_proj", row},
+      },
+      tied ? std::vector<std::string>{"embed_tokens.weight"} : std::vector<std::string>{});
+}
+
+}  // namespace shardformer::llama

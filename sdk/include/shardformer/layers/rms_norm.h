@@ -1,0 +1,26 @@
+// RMSNorm over the last dimension (parameter "weight" [dim]), computed as HF's LlamaRMSNorm:
+// in fp32, the result cast back to the input's dtype before the weight is applied.
+#pragma once
+
+#include "shardformer/build_context.h"
+
+#include <torch/nn/module.h>
+
+namespace shardformer::layers {
+
+class RMSNorm : public torch::nn::Module {
+ public:
+  // weight_shard: {} for a norm of replicated activations; {.replicas = tp} (set under tensor
+  // parallelism) for one applied per head to split heads (Qwen3's q_norm / k_norm), whose
+  // gradient each rank holds a part of.
+  RMSNorm(const BuildContext& ctx, int64_t dim, double eps, TensorShard weight_shard = {});
+
+  // [..., dim] -> [..., dim]
+  at::Tensor forward(const at::Tensor& input) const;
+
+ private:
+  double eps_;
+  at::Tensor weight_;
+};
+
+}  // namespace shardformer::layers

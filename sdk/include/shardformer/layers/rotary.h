@@ -1,0 +1,49 @@
+// Rotary position embeddings as HF computes them (rotate_half, cos/sin from fp32 frequencies),
+// with the scalings of `rope_parameters` (transformers 5) or `rope_theta` + `rope_scaling`
+// (older checkpoints): default, linear, dynamic NTK and Llama 3. Other types are refused by
+// name, and so is any key of the rope object this code does not read.
+#pragma once
+
+#include <ATen/Tensor.h>
+
+#include <cstdint>
+#include <string>
+#include <utility>
+
+namespace shardformer {
+class HFConfig;
+}
+
+namespace shardformer::layers {
+
+class RotaryEmbedding {
+ public:
+  enum class Type { kDefault, kLinear, kDynamic, kLlama3 };
+
+  // Reads the rope settings of `config` for heads of head_dim (partial_rotary_factor rotates
+  // the first part of each head only). Throws CheckpointError naming config.json and the key.
+  RotaryEmbedding(const HFConfig& config, int64_t head_dim);
+
+  // cos, sin [batch, seq, rotary_dim] for positions [batch, seq], in `dtype`. Dynamic NTK
+  // scales the frequencies for max(positions) + 1 over the batch when that exceeds
+  // max_position_embeddings, as HF does for each call that grows past it.
+  std::pair<at::Tensor, at::Tensor> cos_sin(const at::Tensor& positions,
+                                            c10::ScalarType dtype) const;
+  // q [batch, heads, seq, head_dim] and k [batch, kv_heads, seq, head_dim] rotated.
+  static std::pair<at::Tensor, at::Tensor> apply(const at::Tensor& q, const at::Tensor& k,
+                                                 const at::Tensor& cos, const at::Tensor& sin);
+
+  Type type() const { return type_; }
+  const at::Tensor& inv_freq() const { return inv_freq_; }  // [rotary_dim / 2] fp32
+
+ private:
+  at::Tensor frequencies(double base) const;
+
+  Type type_ = Type::kDefault;
+  int64_t dim_ = 0;  // rotated dimensions of each head
+  double theta_ = 10000.0, factor_ = 1.0;
+  int64_t max_positions_ = 0;
+  at::Tensor inv_freq_;
+};
+
+}  // namespace shardformer::layers

@@ -1,0 +1,56 @@
+// Self-attention with separate q / k / v / o projections under HF's names, shared by Llama,
+// Mistral, Qwen2, Qwen3 and OPT: grouped-query heads (KV heads fewer than tp are each held by
+// tp / kv_heads ranks, as Megatron and vLLM do), optional biases, rotary embeddings and
+// Qwen3's per-head q / k RMSNorm. Under tensor parallelism q / k / v are column-parallel by
+// heads and the output projection row-parallel, as the family's policy says.
+#pragma once
+
+#include "shardformer/build_context.h"
+#include "shardformer/layers/attention.h"
+#include "shardformer/layers/dropout.h"
+#include "shardformer/layers/linear.h"
+#include "shardformer/layers/rms_norm.h"
+
+#include <torch/nn/module.h>
+
+#include <memory>
+#include <string>
+
+namespace shardformer::layers {
+
+struct SelfAttentionOptions {
+  int64_t hidden_size = 0, num_heads = 0, num_kv_heads = 0, head_dim = 0;
+  bool qkv_bias = false, out_bias = false;
+  double scale = 0;        // 0: head_dim^-0.5
+  double dropout = 0;      // on the attention probabilities, in training
+  double qk_norm_eps = 0;  // > 0: q_norm / k_norm, RMSNorm over each head (Qwen3)
+  std::string out_name = "o_proj";  // OPT: "out_proj"
+};
+
+// What every layer's attention shares in one forward pass.
+struct AttentionStep {
+  at::Tensor mask{};           // from attention_mask()
+  at::Tensor cos{}, sin{};     // rotary, from RotaryEmbedding::cos_sin; undefined: no rotary
+  KVCache* cache = nullptr;
+};
+
+class SelfAttention : public torch::nn::Module {
+ public:
+  SelfAttention(const BuildContext& ctx, const SelfAttentionOptions& options, int64_t layer_idx);
+  // x [batch, seq, hidden] -> [batch, seq, hidden]
+  at::Tensor forward(const at::Tensor& x, const AttentionStep& step);
+  int64_t num_kv_heads() const { return kv_heads_; }  // this rank's
+
+ private:
+  int64_t layer_idx_, heads_, kv_heads_, head_dim_;  // heads_ / kv_heads_: this rank's
+  double scale_;
+  std::shared_ptr<Linear> q_proj_, k_proj_, v_proj_, o_proj_;
+  std::shared_ptr<RMSNorm> q_norm_, k_norm_;
+  std::shared_ptr<Dropout> dropout_;
+};
+
+// This rank's KV heads of `heads` when split over tp (all of them when not split); fewer KV
+// heads than tp give each rank one. Throws ModelError naming `key` when they do not divide.
+int64_t local_heads(const BuildContext& ctx, bool split, int64_t heads, std::string_view key);
+
+}  // namespace shardformer::layers

@@ -1,0 +1,35 @@
+// A base model plus its LM head, tied or untied, with the vocab-parallel loss.
+#include "shardformer/causal_lm.h"
+
+#include "shardformer/error.h"
+#include "shardformer/layers/lm_head.h"
+#include "shardformer/losses.h"
+
+namespace shardformer {
+
+CausalLM::CausalLM(const BuildContext& ctx, const std::string& base_name,
+                   std::shared_ptr<Model> base, std::shared_ptr<layers::Embedding> token_embedding,
+                   bool tied, int64_t vocab_size, int64_t hidden_size)
+    : parallel_output_(ctx.tensor_parallel() && ctx.parallel()->config.parallel_output) {
+  bind(ctx);
+  base_ = register_module(base_name, std::move(base));
+  if (!ctx.builds_last_piece()) return;
+  lm_head_ = tied ? layers::tied_lm_head(ctx, std::move(token_embedding))
+                  : register_module("lm_head", layers::make_lm_head(ctx.child("lm_head"),
+                                                                    vocab_size, hidden_size));
+}
+
+at::Tensor CausalLM::forward(const ForwardInputs& inputs) {
+  const at::Tensor hidden = base_->forward(inputs);  // [batch, seq, hidden]
+  if (!ends_model(inputs.chunk)) return hidden;
+  return lm_head_->lm_logits(hidden, /*gather=*/true).logits;  // [batch, seq, vocab]
+}
+
+at::Tensor CausalLM::lm_loss(const ForwardInputs& inputs, const at::Tensor& labels) {
+  if (!ends_model(inputs.chunk)) throw Error("lm_loss runs on the last pipeline piece");
+  if (!parallel_output_) return Model::lm_loss(inputs, labels);
+  const at::Tensor hidden = base_->forward(inputs);  // [batch, seq, hidden]
+  return causal_lm_loss(lm_head_->lm_logits(hidden, /*gather=*/false), labels);
+}
+
+}  // namespace shardformer

@@ -1,0 +1,32 @@
+// Gated MLP building block.
+#include "shardformer/layers/gated_mlp.h"
+
+#include "shardformer/error.h"
+#include "shardformer/strings.h"
+
+namespace shardformer::layers {
+
+GatedMLP::GatedMLP(const BuildContext& ctx, int64_t hidden_size, int64_t intermediate_size,
+                   Activation activation, bool bias)
+    : activation_(activation) {
+  const bool gate_split = split_pair(ctx.child("gate_proj"), ctx.child("down_proj"));
+  if (split_pair(ctx.child("up_proj"), ctx.child("down_proj")) != gate_split) {
+    throw ModelError(str(ctx.path(), ": the policy must split gate_proj and up_proj alike"));
+  }
+  if (gate_split) ctx.divide_by_tp(intermediate_size, "intermediate_size");
+  const LinearOptions options{.bias = bias};
+  gate_proj_ = register_module(
+      "gate_proj", make_linear(ctx.child("gate_proj"), hidden_size, intermediate_size, options));
+  up_proj_ = register_module(
+      "up_proj", make_linear(ctx.child("up_proj"), hidden_size, intermediate_size, options));
+  down_proj_ = register_module(
+      "down_proj", make_linear(ctx.child("down_proj"), intermediate_size, hidden_size, options));
+}
+
+at::Tensor GatedMLP::forward(const at::Tensor& x) {
+  const at::Tensor h =  // [batch, seq, intermediate/tp]
+      apply_activation(activation_, gate_proj_->forward(x)) * up_proj_->forward(x);
+  return down_proj_->forward(h);  // [batch, seq, hidden]
+}
+
+}  // namespace shardformer::layers
