@@ -63,7 +63,7 @@ class SleepStage : public Model {
             : inputs.hidden_states;  // [batch, seq, hidden]
     return Sleep::apply(x * weight_, forward_s_, backward_s_);
   }
-  at::Tensor lm_loss(const ForwardInputs& inputs, const at::Tensor&) override {
+  at::Tensor loss(const ForwardInputs& inputs, const at::Tensor&) override {
     return forward(inputs).mean();
   }
   ModelShape shape() const override { return {.hidden_size = kHidden}; }

@@ -1,7 +1,7 @@
-// The check every decoder family passes at every layout, written once: on the ranks of a
-// tp x pp layout (forked, Gloo), the model built through a Session as a job builds it gives HF's
-// logits, base-model hidden states, loss, every parameter's gradient (gathered over tp) and
-// greedy generations (with and without an early eos), from tools/gen_family_references.py.
+// The checks every family passes at every layout, written once: on the ranks of a tp x pp layout
+// (forked, Gloo), the model built through a Session as a job builds it gives HF's outputs, loss,
+// every parameter's gradient (gathered over tp) and, for decoders, greedy generations (with and
+// without an early eos), from tools/gen_family_references.py.
 #pragma once
 
 #include "model_fixture.h"
@@ -26,10 +26,9 @@ inline std::vector<Layout> standard_layouts() {
   return {{1, 1, "tp1"}, {2, 1, "tp2"}, {4, 1, "tp4"}, {1, 2, "pp2"}, {2, 2, "pp2_tp2"}};
 }
 
-// The checkpoint `model` (references in test-data/families) as `architecture` (a
-// ...ForCausalLM) and its base model `base_architecture` at `layout`.
-inline void check_decoder_against_hf(const std::string& model, const std::string& architecture,
-                                     const std::string& base_architecture, const Layout& layout) {
+// Runs body(fixture, mesh or null, rank) on the ranks of `layout` for checkpoint `model`.
+template <typename Body>
+void on_ranks(const std::string& model, const Layout& layout, Body body) {
   expect_all_ranks_passed(run_ranks(layout.tp * layout.pp, [&](int rank, int port) {
     at::set_num_threads(1);  // several ranks share this machine's cores
     const ModelFixture f(model, "families");
@@ -39,29 +38,57 @@ inline void check_decoder_against_hf(const std::string& model, const std::string
           rank, distributed::MeshShape{.pp = layout.pp, .tp = layout.tp},
           local_mesh_options(port));
     }
-    SessionOptions options{.architecture = architecture};
-    options.pipeline.num_microbatches = layout.pp > 1 ? 2 : 0;
-    const auto session = f.session(options, mesh.get());
-    const bool output_here = session->holds_output();
-    const at::Tensor logits = session->forward(f.forward_inputs());
-    if (output_here) expect_close(logits, f.ref("forward_logits"), kOutputAtol, 0.0, "logits");
+    body(f, mesh.get(), rank);
+  }));
+}
 
-    const at::Tensor loss = session->train_step(f.forward_inputs(), f.ref("train_labels"));
-    if (output_here) expect_close(loss.reshape({1}), f.ref("train_loss"), kOutputAtol, 0.0, "loss");
-    const auto grads =
-        gather_parameters(session->model(), mesh ? &mesh->tp() : nullptr, /*grads=*/true);
-    const std::vector<std::string> names = f.grad_names();
-    const std::set<std::string> expected(names.begin(), names.end());
-    for (const auto& [name, grad] : grads) {
-      if (!expected.contains(name)) {
-        ADD_FAILURE() << "parameter " << name << " has no HF gradient";
-        continue;
-      }
-      expect_close(grad, f.ref("grad." + name), kGradAtol, kGradRtol, "grad of " + name);
+// The session of `architecture` at the mesh's layout (pipelines: 1F1B, 2 micro-batches).
+inline std::unique_ptr<Session> layout_session(const ModelFixture& f,
+                                               const distributed::ProcessMesh* mesh,
+                                               const std::string& architecture) {
+  SessionOptions options{.architecture = architecture};
+  options.pipeline.num_microbatches = mesh != nullptr && mesh->shape().pp > 1 ? 2 : 0;
+  return f.session(options, mesh);
+}
+
+// forward() gives `logits_key`; a training step on `labels_key` gives `loss_key` and every
+// gradient "<grad_prefix><name>" (gathered over tp; a stage holds some of them).
+inline void check_output_loss_and_grads(const ModelFixture& f, Session& session,
+                                        const distributed::ProcessMesh* mesh,
+                                        const std::string& logits_key,
+                                        const std::string& labels_key,
+                                        const std::string& loss_key,
+                                        const std::string& grad_prefix) {
+  const bool output_here = session.holds_output();
+  const at::Tensor logits = session.forward(f.forward_inputs());
+  if (output_here) expect_close(logits, f.ref(logits_key), kOutputAtol, 0.0, logits_key);
+  const at::Tensor loss = session.train_step(f.forward_inputs(), f.ref(labels_key));
+  if (output_here) expect_close(loss.reshape({1}), f.ref(loss_key), kOutputAtol, 0.0, loss_key);
+  const auto grads =
+      gather_parameters(session.model(), mesh ? &mesh->tp() : nullptr, /*grads=*/true);
+  const std::vector<std::string> names = f.grad_names(grad_prefix);
+  const std::set<std::string> expected(names.begin(), names.end());
+  for (const auto& [name, grad] : grads) {
+    if (!expected.contains(name)) {
+      ADD_FAILURE() << "parameter " << name << " has no HF gradient";
+      continue;
     }
-    if (layout.pp == 1) {
-      EXPECT_EQ(grads.size(), expected.size());
-    }
+    expect_close(grad, f.ref(grad_prefix + name), kGradAtol, kGradRtol, "grad of " + name);
+  }
+  if (mesh == nullptr || mesh->shape().pp == 1) {
+    EXPECT_EQ(grads.size(), expected.size());
+  }
+}
+
+// The checkpoint `model` (references in test-data/families) as `architecture` (a
+// ...ForCausalLM) and its base model `base_architecture` at `layout`.
+inline void check_decoder_against_hf(const std::string& model, const std::string& architecture,
+                                     const std::string& base_architecture, const Layout& layout) {
+  on_ranks(model, layout, [&](const ModelFixture& f, const distributed::ProcessMesh* mesh,
+                              int rank) {
+    const auto session = layout_session(f, mesh, architecture);
+    check_output_loss_and_grads(f, *session, mesh, "forward_logits", "train_labels", "train_loss",
+                                "grad.");
 
     for (const bool with_eos : {false, true}) {
       const GenerationResult result = session->generate(f.prompts(), f.generation_config(with_eos));
@@ -72,14 +99,21 @@ inline void check_decoder_against_hf(const std::string& model, const std::string
           << f.ref(key);
     }
 
-    SessionOptions base_options = options;
-    base_options.architecture = base_architecture;
-    const auto base = f.session(base_options, mesh.get());
+    const auto base = layout_session(f, mesh, base_architecture);
     const at::Tensor hidden = base->forward(f.forward_inputs());
     if (base->holds_output()) {
       expect_close(hidden, f.ref("forward_last_hidden_state"), kOutputAtol, 0.0, "hidden states");
     }
-  }));
+  });
+}
+
+// The string a parameterised test's name ends with: "tiny_opt_pp2".
+inline std::string case_name(const std::string& model, const Layout& layout) {
+  std::string name = model + "_" + layout.name;
+  for (char& ch : name) {
+    if (ch == '-') ch = '_';
+  }
+  return name;
 }
 
 }  // namespace shardformer::testing

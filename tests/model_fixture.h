@@ -48,11 +48,11 @@ class ModelFixture {
   }
 
   at::Tensor ref(const std::string& name) const { return reference.read(name); }
-  // Every parameter HF computed a gradient for ("grad.<name>" in the reference), by name.
-  std::vector<std::string> grad_names() const {
+  // Every parameter HF computed a gradient for ("<prefix><name>" in the reference), by name.
+  std::vector<std::string> grad_names(const std::string& prefix = "grad.") const {
     std::vector<std::string> names;
     for (const TensorInfo& t : reference.tensors()) {
-      if (t.name.starts_with("grad.")) names.push_back(t.name.substr(5));
+      if (t.name.starts_with(prefix)) names.push_back(t.name.substr(prefix.size()));
     }
     return names;
   }
@@ -84,6 +84,9 @@ class ModelFixture {
     ForwardInputs inputs;
     inputs.input_ids = ref("forward_input_ids");            // [batch, seq]
     inputs.attention_mask = ref("forward_attention_mask");  // [batch, seq]
+    if (reference.contains("forward_token_type_ids")) {
+      inputs.token_type_ids = ref("forward_token_type_ids");  // [batch, seq]
+    }
     return inputs;
   }
   at::Tensor forward(Model& model) const {
@@ -123,7 +126,7 @@ inline constexpr double kOutputAtol = 1e-5, kGradAtol = 1e-6, kGradRtol = 1e-4;
 // split gradients (null: one rank).
 inline void expect_loss_and_grads_match(const ModelFixture& f, Model& model,
                                         const distributed::ProcessGroup* tp) {
-  const at::Tensor loss = model.lm_loss(f.forward_inputs(), f.ref("train_labels"));
+  const at::Tensor loss = model.loss(f.forward_inputs(), f.ref("train_labels"));
   expect_close(loss.detach().reshape({1}), f.ref("train_loss"), kOutputAtol, 0.0, "loss");
   loss.backward();
   const auto grads = gather_parameters(model, tp, /*grads=*/true);

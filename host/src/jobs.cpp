@@ -145,7 +145,7 @@ void run_forward(const JobConfig& config, Session& session, bool writer, std::os
   at::Tensor loss;
   if (f.loss) {  // HF's labels = input_ids, padding ignored
     const at::Tensor labels = inputs.input_ids.masked_fill(inputs.attention_mask == 0, kIgnoreIndex);
-    loss = session.lm_loss(inputs, labels);
+    loss = session.loss(inputs, labels);
   }
   if (!writer) return;
   std::map<std::string, at::Tensor> tensors{{session.model().output_name(), output},

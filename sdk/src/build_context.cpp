@@ -85,6 +85,21 @@ void BuildContext::skip(std::string_view leaf, std::string_view why) const {
   if (checkpoint_->contains(name)) usage_->skipped.emplace(name, why);
 }
 
+void BuildContext::skip_module(std::string_view child, std::string_view why) const {
+  const std::string path = name_of(child) + ".";
+  // The checkpoint may store the module with or without the base-model prefix.
+  std::vector<std::string> prefixes{path};
+  const std::string base = base_model_prefix_.empty() ? "" : base_model_prefix_ + ".";
+  if (!base.empty()) {
+    prefixes.push_back(path.starts_with(base) ? path.substr(base.size()) : base + path);
+  }
+  for (const std::string& name : checkpoint_->tensor_names()) {
+    for (const std::string& prefix : prefixes) {
+      if (name.starts_with(prefix)) usage_->skipped.emplace(name, why);
+    }
+  }
+}
+
 at::Tensor BuildContext::load(std::string_view leaf, const std::vector<int64_t>& shape,
                               TensorShard shard) const {
   const std::string name = resolve(name_of(leaf));

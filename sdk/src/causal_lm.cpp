@@ -14,7 +14,7 @@ CausalLM::CausalLM(const BuildContext& ctx, const std::string& base_name,
   bind(ctx);
   base_ = register_module(base_name, std::move(base));
   if (!ctx.builds_last_piece()) return;
-  lm_head_ = tied ? layers::tied_lm_head(ctx, std::move(token_embedding))
+  lm_head_ = tied ? layers::tied_lm_head(ctx.child("lm_head"), std::move(token_embedding))
                   : register_module("lm_head", layers::make_lm_head(ctx.child("lm_head"),
                                                                     vocab_size, hidden_size));
 }
@@ -25,9 +25,9 @@ at::Tensor CausalLM::forward(const ForwardInputs& inputs) {
   return lm_head_->lm_logits(hidden, /*gather=*/true).logits;  // [batch, seq, vocab]
 }
 
-at::Tensor CausalLM::lm_loss(const ForwardInputs& inputs, const at::Tensor& labels) {
-  if (!ends_model(inputs.chunk)) throw Error("lm_loss runs on the last pipeline piece");
-  if (!parallel_output_) return Model::lm_loss(inputs, labels);
+at::Tensor CausalLM::loss(const ForwardInputs& inputs, const at::Tensor& labels) {
+  if (!ends_model(inputs.chunk)) throw Error("loss runs on the last pipeline piece");
+  if (!parallel_output_) return Model::loss(inputs, labels);
   const at::Tensor hidden = base_->forward(inputs);  // [batch, seq, hidden]
   return causal_lm_loss(lm_head_->lm_logits(hidden, /*gather=*/false), labels);
 }

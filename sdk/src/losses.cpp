@@ -59,26 +59,61 @@ at::Tensor vocab_parallel_cross_entropy(const layers::VocabLogits& logits,
   return VocabParallelCrossEntropy::apply(logits.logits, targets, logits.vocab_start, logits.group);
 }
 
-at::Tensor causal_lm_loss(const layers::VocabLogits& logits, const at::Tensor& labels) {
-  const at::Tensor bad = (labels != kIgnoreIndex) & ((labels < 0) | (labels >= logits.vocab_size));
+namespace {
+
+void check_labels(const at::Tensor& labels, int64_t classes) {
+  const at::Tensor bad = (labels != kIgnoreIndex) & ((labels < 0) | (labels >= classes));
   if (bad.any().item<bool>()) {
-    throw Error(str("label ", labels.masked_select(bad)[0].item<int64_t>(),
-                    " is outside the vocabulary [0, ", logits.vocab_size, ") and is not ",
-                    kIgnoreIndex));
+    throw Error(str("label ", labels.masked_select(bad)[0].item<int64_t>(), " is outside [0, ",
+                    classes, ") and is not ", kIgnoreIndex));
   }
-  const int64_t vocab = logits.logits.size(-1);
-  const at::Tensor predicted = logits.logits.narrow(1, 0, logits.logits.size(1) - 1)
-                                   .reshape({-1, vocab})
-                                   .to(at::kFloat);  // [rows, vocab(/tp)]; fp32, as HF
-  const at::Tensor targets = labels.narrow(1, 1, labels.size(1) - 1).reshape({-1});  // [rows]
+}
+
+// Mean cross-entropy of rows [rows, classes(/tp)] against targets [rows] in fp32, as HF.
+at::Tensor mean_cross_entropy(const layers::VocabLogits& logits, const at::Tensor& rows,
+                              const at::Tensor& targets) {
+  const at::Tensor predicted = rows.to(at::kFloat);
   const at::Tensor counted = (targets != kIgnoreIndex).sum().clamp_min(1);
   if (!logits.parallel) {
     return at::cross_entropy_loss(predicted, targets, {}, at::Reduction::Sum, kIgnoreIndex) /
            counted;
   }
-  const layers::VocabLogits rows{predicted, true, logits.vocab_start, logits.vocab_size,
-                                 logits.group};
-  return vocab_parallel_cross_entropy(rows, targets).sum() / counted;
+  const layers::VocabLogits slice{predicted, true, logits.vocab_start, logits.vocab_size,
+                                  logits.group};
+  return vocab_parallel_cross_entropy(slice, targets).sum() / counted;
+}
+
+}  // namespace
+
+at::Tensor causal_lm_loss(const layers::VocabLogits& logits, const at::Tensor& labels) {
+  check_labels(labels, logits.vocab_size);
+  const int64_t vocab = logits.logits.size(-1);
+  const at::Tensor rows =  // [rows, vocab(/tp)]: position t predicts label t + 1
+      logits.logits.narrow(1, 0, logits.logits.size(1) - 1).reshape({-1, vocab});
+  const at::Tensor targets = labels.narrow(1, 1, labels.size(1) - 1).reshape({-1});  // [rows]
+  return mean_cross_entropy(logits, rows, targets);
+}
+
+at::Tensor cross_entropy_loss(const layers::VocabLogits& logits, const at::Tensor& labels) {
+  check_labels(labels, logits.vocab_size);
+  const int64_t classes = logits.logits.size(-1);
+  return mean_cross_entropy(logits, logits.logits.reshape({-1, classes}), labels.reshape({-1}));
+}
+
+at::Tensor task_loss(ModelTask task, const layers::VocabLogits& logits, const at::Tensor& labels) {
+  switch (task) {
+    case ModelTask::kCausalLM: return causal_lm_loss(logits, labels);
+    case ModelTask::kMaskedLM:
+    case ModelTask::kSequenceClassification: return cross_entropy_loss(logits, labels);
+    case ModelTask::kBase: break;
+  }
+  throw Error("a base model has no loss");
+}
+
+int64_t counted_labels(ModelTask task, const at::Tensor& labels) {
+  if (task != ModelTask::kCausalLM) return (labels != kIgnoreIndex).sum().item<int64_t>();
+  if (labels.size(1) < 2) return 0;  // nothing to predict
+  return (labels.narrow(1, 1, labels.size(1) - 1) != kIgnoreIndex).sum().item<int64_t>();
 }
 
 }  // namespace shardformer

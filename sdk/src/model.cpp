@@ -10,10 +10,15 @@
 
 namespace shardformer {
 
-at::Tensor Model::lm_loss(const ForwardInputs& inputs, const at::Tensor& labels) {
-  if (!has_lm_head()) throw Error("lm_loss needs a model with a language-model head");
+at::Tensor Model::loss(const ForwardInputs& inputs, const at::Tensor& labels) {
+  if (task() == ModelTask::kBase) throw Error("a base model (" + output_name() + ") has no loss");
   const at::Tensor logits = forward(inputs);
-  return causal_lm_loss(layers::VocabLogits{logits, false, 0, logits.size(-1), nullptr}, labels);
+  return task_loss(task(), layers::VocabLogits{logits, false, 0, logits.size(-1), nullptr},
+                   labels);
+}
+
+std::map<std::string, at::Tensor> Model::forward_all(const ForwardInputs& inputs) {
+  return {{output_name(), forward(inputs)}};
 }
 
 void Model::bind(const BuildContext& ctx) {

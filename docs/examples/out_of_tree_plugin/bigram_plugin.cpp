@@ -4,6 +4,7 @@
 #include "shardformer/checkpoint.h"
 #include "shardformer/layers/embedding.h"
 #include "shardformer/layers/linear.h"
+#include "shardformer/model_builder.h"
 #include "shardformer/plugin.h"
 
 #include <ATen/ATen.h>
@@ -14,6 +15,7 @@ class BigramLM : public shardformer::Model {
  public:
   explicit BigramLM(const shardformer::BuildContext& ctx)
       : vocab_(ctx.config().get_int("vocab_size")), hidden_(ctx.config().get_int("hidden_size")) {
+    bind(ctx);  // records the sharding plan and the tensors read (the host checks them all)
     wte_ = register_module("wte",
                            shardformer::layers::make_embedding(ctx.child("wte"), vocab_, hidden_));
     lm_head_ = register_module("lm_head", shardformer::layers::make_linear(
@@ -27,6 +29,7 @@ class BigramLM : public shardformer::Model {
     return {.num_layers = 0, .hidden_size = hidden_, .vocab_size = vocab_};
   }
   std::string output_name() const override { return "logits"; }
+  shardformer::ModelTask task() const override { return shardformer::ModelTask::kCausalLM; }
 
  private:
   int64_t vocab_, hidden_;
@@ -41,8 +44,12 @@ class BigramFamily : public shardformer::ModelFamily {
   std::string description() const override { return "example out-of-tree plugin"; }
   std::vector<std::string> architectures() const override { return {"BigramLM"}; }
   std::shared_ptr<shardformer::Model> create(const shardformer::ModelArgs& args) const override {
-    return std::make_shared<BigramLM>(
-        shardformer::BuildContext(*args.checkpoint, args.dtype, args.device));
+    // Tensor parallel as Megatron splits it: the vocabulary of wte, the columns of lm_head.
+    const shardformer::Policy policy(
+        {{"wte", {.kind = shardformer::ShardKind::kVocab}},
+         {"lm_head", {.kind = shardformer::ShardKind::kColumn, .gather_output = true}}});
+    const shardformer::ModelBuilder builder(args, policy, "");
+    return builder.finish(std::make_shared<BigramLM>(builder.context()));
   }
 };
 

@@ -49,6 +49,9 @@ class BuildContext {
   // buffers such as GPT-2's attn.bias, a tied head's copy of the embedding). `why` is logged.
   // Nothing happens when the checkpoint does not hold it.
   void skip(std::string_view leaf, std::string_view why) const;
+  // The same for every checkpoint tensor under module `child` of this one (another task's head,
+  // e.g. BERT's "cls" when building BertModel).
+  void skip_module(std::string_view child, std::string_view why) const;
   // What the model built from this context (and its children) loaded and skipped so far.
   const std::shared_ptr<CheckpointUsage>& usage() const { return usage_; }
 

@@ -24,7 +24,8 @@ class CausalLM : public Model {
   at::Tensor forward(const ForwardInputs& inputs) override;  // [batch, seq, vocab]
   ModelShape shape() const override { return base_->shape(); }
   std::string output_name() const override { return "logits"; }
-  at::Tensor lm_loss(const ForwardInputs& inputs, const at::Tensor& labels) override;
+  ModelTask task() const override { return ModelTask::kCausalLM; }
+  at::Tensor loss(const ForwardInputs& inputs, const at::Tensor& labels) override;
 
   Model& base() const { return *base_; }
 

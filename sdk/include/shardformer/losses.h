@@ -3,6 +3,7 @@
 #pragma once
 
 #include "shardformer/layers/embedding.h"
+#include "shardformer/model.h"
 
 #include <ATen/Tensor.h>
 
@@ -19,5 +20,16 @@ at::Tensor vocab_parallel_cross_entropy(const layers::VocabLogits& logits,
 // kIgnoreIndex are skipped. logits [batch, seq, vocab] (whole or vocab-parallel), labels
 // [batch, seq] int64.
 at::Tensor causal_lm_loss(const layers::VocabLogits& logits, const at::Tensor& labels);
+
+// Mean cross-entropy of logits [..., classes] (whole or vocab-parallel) against labels [...]
+// at the same positions, kIgnoreIndex skipped: the masked-LM loss ([batch, seq]) and the
+// single-label classification loss ([batch]).
+at::Tensor cross_entropy_loss(const layers::VocabLogits& logits, const at::Tensor& labels);
+
+// The loss of `task` (causal LM: shifted; masked LM and classification: unshifted).
+at::Tensor task_loss(ModelTask task, const layers::VocabLogits& logits, const at::Tensor& labels);
+
+// The number of labels `task`'s loss averages over (a pipeline weights micro-batches by it).
+int64_t counted_labels(ModelTask task, const at::Tensor& labels);
 
 }  // namespace shardformer

@@ -40,6 +40,7 @@ struct ForwardInputs {
   at::Tensor input_ids{};       // [batch, seq] int64
   at::Tensor attention_mask{};  // [batch, past + seq], 1 = attend, 0 = padding; undefined = all 1
   at::Tensor position_ids{};    // [batch, seq] int64; undefined = past + arange(seq)
+  at::Tensor token_type_ids{};  // [batch, seq] int64 (BERT's segments); undefined = all 0
   KVCache* cache = nullptr;     // when given, keys/values are appended and past = cache length
   // Pipeline parallelism: every stage gets input_ids and attention_mask (for the batch's shape
   // and mask); a piece that does not start the model also gets the previous piece's output.
@@ -57,23 +58,34 @@ struct ModelShape {
   int64_t max_positions = 0;
 };
 
-// A built model. forward() returns the model's main output: logits [batch, seq, vocab] for a
-// language-model head, the last hidden state [batch, seq, hidden] for a base model. Under
-// pipeline parallelism a model is one stage: forward(inputs) runs chunk inputs.chunk and
-// returns the model's output only when that chunk ends the model, else hidden states
-// [batch, seq, hidden] for the next stage.
+// What a model's head computes, which decides its loss and whether it generates.
+enum class ModelTask {
+  kBase,                    // hidden states; no loss
+  kCausalLM,                // logits [batch, seq, vocab]; shifted next-token loss; generates
+  kMaskedLM,                // logits [batch, seq, vocab]; loss on the labelled positions
+  kSequenceClassification,  // logits [batch, num_labels]; labels [batch]
+};
+
+// A built model. forward() returns the model's main output: logits for a head, the last hidden
+// state [batch, seq, hidden] for a base model. Under pipeline parallelism a model is one stage:
+// forward(inputs) runs chunk inputs.chunk and returns the model's output only when that chunk
+// ends the model, else hidden states [batch, seq, hidden] for the next stage.
 class Model : public torch::nn::Module {
  public:
   virtual at::Tensor forward(const ForwardInputs& inputs) = 0;
   virtual ModelShape shape() const = 0;
   // "logits" or "last_hidden_state": the name of forward()'s output in HF terms.
   virtual std::string output_name() const = 0;
-  bool has_lm_head() const { return output_name() == "logits"; }
+  virtual ModelTask task() const { return ModelTask::kBase; }
+  bool has_lm_head() const { return task() == ModelTask::kCausalLM; }
+  // Every output by its HF name (BertModel adds "pooler_output"); forward()'s by default.
+  virtual std::map<std::string, at::Tensor> forward_all(const ForwardInputs& inputs);
 
-  // Mean causal-LM loss of labels [batch, seq] (kIgnoreIndex = -100 skipped), as HF's
-  // labels= argument computes it. The default uses forward(); a model may override it to use
-  // vocab-parallel cross-entropy on its local logits.
-  virtual at::Tensor lm_loss(const ForwardInputs& inputs, const at::Tensor& labels);
+  // The mean loss of the task's labels, as HF's labels= argument computes it (kIgnoreIndex =
+  // -100 skipped): causal LM and masked LM labels [batch, seq], classification labels [batch].
+  // The default uses forward(); a model may override it to use vocab-parallel cross-entropy on
+  // its local logits. Throws Error for a base model.
+  virtual at::Tensor loss(const ForwardInputs& inputs, const at::Tensor& labels);
 
   // The parameters split across tensor-parallel ranks, by name; the others are replicated.
   const ShardingPlan& sharding() const { return *sharding_; }

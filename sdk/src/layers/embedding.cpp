@@ -20,6 +20,11 @@ void Embedding::check_ids(const at::Tensor& ids) const {
   }
 }
 
+int64_t Embedding::local_padding_idx(int64_t first, int64_t rows) const {
+  if (!padding_idx_ || *padding_idx_ < first || *padding_idx_ >= first + rows) return -1;
+  return *padding_idx_ - first;
+}
+
 ReplicatedEmbedding::ReplicatedEmbedding(const BuildContext& ctx, int64_t num_embeddings,
                                          int64_t embedding_dim)
     : Embedding(num_embeddings) {
@@ -28,20 +33,21 @@ ReplicatedEmbedding::ReplicatedEmbedding(const BuildContext& ctx, int64_t num_em
 
 at::Tensor ReplicatedEmbedding::forward(const at::Tensor& ids) {
   check_ids(ids);
-  return at::embedding(weight_, ids);
+  return at::embedding(weight_, ids, local_padding_idx(0, num_embeddings_));
 }
 
-VocabLogits ReplicatedEmbedding::lm_logits(const at::Tensor& hidden, bool) {
-  return {at::matmul(hidden, weight_.t()), false, 0, num_embeddings_, nullptr};
+VocabLogits ReplicatedEmbedding::lm_logits(const at::Tensor& hidden, bool, const at::Tensor& bias) {
+  const at::Tensor logits = at::matmul(hidden, weight_.t());  // [..., vocab]
+  return {bias.defined() ? logits + bias : logits, false, 0, num_embeddings_, nullptr};
 }
 
 VocabParallelEmbedding1D::VocabParallelEmbedding1D(const BuildContext& ctx, int64_t num_embeddings,
                                                    int64_t embedding_dim)
     : Embedding(num_embeddings), group_(ctx.parallel()->tp) {
-  const TensorShard shard{
-      .dim = 0,
-      .padded_size = padded_vocab_size(
-          num_embeddings, ctx.parallel()->config.make_vocab_size_divisible_by, ctx.tp_size())};
+  padded_rows_ = padded_vocab_size(num_embeddings,
+                                   ctx.parallel()->config.make_vocab_size_divisible_by,
+                                   ctx.tp_size());
+  const TensorShard shard{.dim = 0, .padded_size = padded_rows_};
   weight_ =
       register_parameter("weight", ctx.load("weight", {num_embeddings, embedding_dim}, shard));
   local_rows_ = weight_.size(0);
@@ -53,13 +59,16 @@ at::Tensor VocabParallelEmbedding1D::forward(const at::Tensor& ids) {
   const at::Tensor outside = (ids < vocab_start_) | (ids >= vocab_start_ + local_rows_);
   const at::Tensor local_ids = (ids - vocab_start_).masked_fill(outside, 0);
   const at::Tensor partial =  // [..., dim], zeros for ids other ranks hold
-      at::embedding(weight_, local_ids).masked_fill(outside.unsqueeze(-1), 0.0);
+      at::embedding(weight_, local_ids, local_padding_idx(vocab_start_, local_rows_))
+          .masked_fill(outside.unsqueeze(-1), 0.0);
   return distributed::reduce_from_parallel_region(partial, *group_);
 }
 
-VocabLogits VocabParallelEmbedding1D::lm_logits(const at::Tensor& hidden, bool gather) {
+VocabLogits VocabParallelEmbedding1D::lm_logits(const at::Tensor& hidden, bool gather,
+                                                const at::Tensor& bias) {
   const at::Tensor x = distributed::copy_to_parallel_region(hidden, *group_);
   at::Tensor local = at::matmul(x, weight_.t());  // [..., padded/tp]
+  if (bias.defined()) local = local + bias;        // bias: [padded/tp], this rank's rows
   const int64_t real = std::clamp<int64_t>(num_embeddings_ - vocab_start_, 0, local_rows_);
   if (real < local_rows_) {  // padding columns must never win a max or take probability
     local = at::cat(
@@ -81,14 +90,15 @@ Embedding1D::Embedding1D(const BuildContext& ctx, int64_t num_embeddings, int64_
 
 at::Tensor Embedding1D::forward(const at::Tensor& ids) {
   check_ids(ids);
-  return distributed::gather_from_parallel_region(at::embedding(weight_, ids), *group_);
+  return distributed::gather_from_parallel_region(
+      at::embedding(weight_, ids, local_padding_idx(0, num_embeddings_)), *group_);
 }
 
-VocabLogits Embedding1D::lm_logits(const at::Tensor& hidden, bool) {
+VocabLogits Embedding1D::lm_logits(const at::Tensor& hidden, bool, const at::Tensor& bias) {
   const at::Tensor x = distributed::scatter_to_parallel_region(hidden, *group_);  // [..., dim/tp]
-  const at::Tensor logits =
+  const at::Tensor logits =  // [..., vocab]
       distributed::reduce_from_parallel_region(at::matmul(x, weight_.t()), *group_);
-  return {logits, false, 0, num_embeddings_, nullptr};
+  return {bias.defined() ? logits + bias : logits, false, 0, num_embeddings_, nullptr};
 }
 
 std::shared_ptr<Embedding> make_embedding(const BuildContext& ctx, int64_t num_embeddings,

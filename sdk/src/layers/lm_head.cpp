@@ -20,8 +20,7 @@ std::shared_ptr<Embedding> make_lm_head(const BuildContext& ctx, int64_t vocab_s
 std::shared_ptr<Embedding> tied_lm_head(const BuildContext& ctx,
                                         std::shared_ptr<Embedding> embedding) {
   if (!embedding) throw ModelError(str(ctx.path(), ": a tied LM head needs the input embedding"));
-  ctx.child("lm_head").skip("weight", "the head is tied to the input embedding "
-                                      "(tie_word_embeddings = true)");
+  ctx.skip("weight", "the head is tied to the input embedding (tie_word_embeddings = true)");
   return embedding;
 }
 

@@ -21,7 +21,8 @@ SelfAttention::SelfAttention(const BuildContext& ctx, const SelfAttentionOptions
                              int64_t layer_idx)
     : layer_idx_(layer_idx),
       head_dim_(o.head_dim),
-      scale_(o.scale > 0 ? o.scale : 1.0 / std::sqrt(static_cast<double>(o.head_dim))) {
+      scale_(o.scale > 0 ? o.scale : 1.0 / std::sqrt(static_cast<double>(o.head_dim))),
+      scale_queries_(o.scale_queries) {
   const bool split = split_pair(ctx.child("q_proj"), ctx.child(o.out_name));
   for (const char* name : {"k_proj", "v_proj"}) {
     if (split_pair(ctx.child(name), ctx.child(o.out_name)) != split) {
@@ -61,7 +62,9 @@ SelfAttention::SelfAttention(const BuildContext& ctx, const SelfAttentionOptions
 at::Tensor SelfAttention::forward(const at::Tensor& x, const AttentionStep& step) {
   const int64_t batch = x.size(0), seq = x.size(1);
   // [batch, seq, heads * head_dim] -> [batch, seq, heads, head_dim]: norms act per head.
-  at::Tensor q = q_proj_->forward(x).view({batch, seq, heads_, head_dim_});
+  at::Tensor q = q_proj_->forward(x);
+  if (scale_queries_) q = q * scale_;
+  q = q.view({batch, seq, heads_, head_dim_});
   at::Tensor k = k_proj_->forward(x).view({batch, seq, kv_heads_, head_dim_});
   const at::Tensor v = v_proj_->forward(x).view({batch, seq, kv_heads_, head_dim_});
   if (q_norm_) {
@@ -73,7 +76,7 @@ at::Tensor SelfAttention::forward(const at::Tensor& x, const AttentionStep& step
   if (step.cos.defined()) std::tie(q, k) = RotaryEmbedding::apply(q, k, step.cos, step.sin);
   const at::Tensor out = attention(q, k, v.transpose(1, 2),
                                    {.mask = step.mask,
-                                    .scale = scale_,
+                                    .scale = scale_queries_ ? 1.0 : scale_,
                                     .dropout = dropout_.get(),
                                     .cache = step.cache,
                                     .layer = layer_idx_});  // [batch, seq, heads * head_dim]

@@ -18,11 +18,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
-// Tokens whose label counts in HF's shifted causal-LM loss: labels[:, 1:] != ignore.
-int64_t counted_tokens(const at::Tensor& labels) {
-  if (labels.size(1) < 2) return 0;
-  return (labels.narrow(1, 1, labels.size(1) - 1) != kIgnoreIndex).sum().item<int64_t>();
-}
 
 at::Tensor split_part(const at::Tensor& t, int64_t index, int64_t parts) {
   return t.defined() ? at::tensor_split(t, parts, 0)[index] : at::Tensor();
@@ -73,19 +68,22 @@ std::vector<PipelineRunner::MicroBatch> PipelineRunner::split(const ForwardInput
   };
   check_rows(batch.attention_mask, "attention_mask");
   check_rows(batch.position_ids, "position_ids");
+  check_rows(batch.token_type_ids, "token_type_ids");
   check_rows(labels, "labels");
   std::vector<MicroBatch> result(m);
   for (int64_t i = 0; i < m; ++i) {  // parts of [rows / m (+1), seq]
     result[i].inputs.input_ids = split_part(batch.input_ids, i, m);
     result[i].inputs.attention_mask = split_part(batch.attention_mask, i, m);
     result[i].inputs.position_ids = split_part(batch.position_ids, i, m);
+    result[i].inputs.token_type_ids = split_part(batch.token_type_ids, i, m);
     result[i].labels = split_part(labels, i, m);
   }
   if (labels.defined()) {
-    const int64_t total = counted_tokens(labels);
+    const int64_t total = counted_labels(model_->task(), labels);
     if (total == 0) throw Error("pipeline: every label is ignored; the loss is undefined");
     for (auto& mb : result) {
-      mb.loss_weight = static_cast<double>(counted_tokens(mb.labels)) / static_cast<double>(total);
+      mb.loss_weight = static_cast<double>(counted_labels(model_->task(), mb.labels)) /
+                       static_cast<double>(total);
     }
   }
   return result;
@@ -106,7 +104,7 @@ void PipelineRunner::run_forward(const MicroBatch& mb, int64_t index, int64_t ch
     if (mode == Mode::kForward) {
       outputs_[index] = model_->forward(inputs);
     } else if (mb.loss_weight > 0) {
-      live.output = model_->lm_loss(inputs, mb.labels) * mb.loss_weight;
+      live.output = model_->loss(inputs, mb.labels) * mb.loss_weight;
     } else if (train) {  // no counted token: nothing to learn, but the backward pass still runs
       live.output = model_->forward(inputs).sum() * 0.0;
     }
@@ -172,13 +170,15 @@ void PipelineRunner::run(const std::vector<MicroBatch>& microbatches, Mode mode)
 }
 
 void PipelineRunner::check_labels(const ForwardInputs& batch, const at::Tensor& labels) const {
-  if (!labels.defined() || !labels.sizes().equals(batch.input_ids.sizes())) {
-    throw Error("pipeline: the LM loss needs labels shaped like input_ids");
+  if (model_->task() == ModelTask::kBase) {
+    throw Error("pipeline: a base model (" + model_->output_name() + ") has no loss");
   }
-  if (!model_->has_lm_head()) {
-    throw Error("pipeline: the LM loss needs a model with a language-model head; this one "
-                "outputs " +
-                model_->output_name());
+  const bool per_sequence = model_->task() == ModelTask::kSequenceClassification;
+  const auto expected = per_sequence ? std::vector<int64_t>{batch.input_ids.size(0)}
+                                     : batch.input_ids.sizes().vec();
+  if (!labels.defined() || labels.sizes().vec() != expected) {
+    throw Error(str("pipeline: labels must be ", shape_str(expected),
+                    per_sequence ? " (one per sequence)" : " (shaped like input_ids)"));
   }
 }
 
@@ -222,7 +222,7 @@ at::Tensor PipelineRunner::forward(const ForwardInputs& batch) {
   return output;
 }
 
-at::Tensor PipelineRunner::lm_loss(const ForwardInputs& batch, const at::Tensor& labels) {
+at::Tensor PipelineRunner::loss(const ForwardInputs& batch, const at::Tensor& labels) {
   check_labels(batch, labels);
   const std::vector<MicroBatch> microbatches = split(batch, labels);
   check_usable();

@@ -139,15 +139,15 @@ at::Tensor Session::forward(const ForwardInputs& batch) {
   return model_->forward(batch);
 }
 
-at::Tensor Session::lm_loss(const ForwardInputs& batch, const at::Tensor& labels) {
-  if (stages_) return runner(batch.input_ids.size(0)).lm_loss(batch, labels);
+at::Tensor Session::loss(const ForwardInputs& batch, const at::Tensor& labels) {
+  if (stages_) return runner(batch.input_ids.size(0)).loss(batch, labels);
   torch::NoGradGuard no_grad;
-  return model_->lm_loss(batch, labels);
+  return model_->loss(batch, labels);
 }
 
 at::Tensor Session::train_step(const ForwardInputs& batch, const at::Tensor& labels) {
   if (stages_) return runner(batch.input_ids.size(0)).train_step(batch, labels);
-  at::Tensor loss = model_->lm_loss(batch, labels);
+  at::Tensor loss = model_->loss(batch, labels);
   loss.backward();
   return loss.detach();
 }

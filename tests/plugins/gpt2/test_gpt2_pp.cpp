@@ -111,7 +111,7 @@ TEST_P(Gpt2Pipeline, LogitsLossGradientsAndGenerationMatchHF) {
     const at::Tensor logits = session.forward(f.forward_inputs());
     EXPECT_EQ(logits.defined(), last);
     if (last) expect_close(logits, f.ref("forward_logits"), kOutputAtol, 0.0, "logits");
-    const at::Tensor eval_loss = session.lm_loss(f.forward_inputs(), f.ref("train_labels"));
+    const at::Tensor eval_loss = session.loss(f.forward_inputs(), f.ref("train_labels"));
     if (last) expect_close(eval_loss.reshape({1}), f.ref("train_loss"), kOutputAtol, 0.0, "loss");
 
     const at::Tensor loss = session.train_step(f.forward_inputs(), f.ref("train_labels"));

@@ -124,7 +124,7 @@ TEST(Gpt2TensorParallelComm, ParallelOutputKeepsTheLossFromGatheringLogits) {
       const auto session =
           f.session({.shard = ShardConfig{.parallel_output = parallel_output}}, &r.mesh);
       r.mesh.tp().reset_stats();
-      const at::Tensor loss = session->lm_loss(f.forward_inputs(), f.ref("train_labels"));
+      const at::Tensor loss = session->loss(f.forward_inputs(), f.ref("train_labels"));
       expect_close(loss.reshape({1}), f.ref("train_loss"), kOutputAtol, 0.0, "loss");
       EXPECT_EQ(r.mesh.tp().stats().all_gathers, parallel_output ? 0 : 1)
           << "parallel_output = " << parallel_output;

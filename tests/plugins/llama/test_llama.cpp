@@ -41,12 +41,8 @@ INSTANTIATE_TEST_SUITE_P(Checkpoints, LlamaFamily,
                                             ::testing::ValuesIn(
                                                 shardformer::testing::standard_layouts())),
                          [](const auto& info) {
-                           std::string name = std::get<0>(info.param).model + "_" +
-                                              std::get<1>(info.param).name;
-                           for (char& ch : name) {
-                             if (ch == '-') ch = '_';
-                           }
-                           return name;
+                           return shardformer::testing::case_name(std::get<0>(info.param).model,
+                                                                  std::get<1>(info.param));
                          });
 
 }  // namespace

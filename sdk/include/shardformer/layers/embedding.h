@@ -8,6 +8,7 @@
 #include <torch/nn/module.h>
 
 #include <memory>
+#include <optional>
 
 namespace shardformer::layers {
 
@@ -24,10 +25,18 @@ class Embedding : public torch::nn::Module {
  public:
   // [...] int64 ids -> [..., dim]
   virtual at::Tensor forward(const at::Tensor& ids) = 0;
-  // The tied LM head: hidden [..., dim] -> logits over the vocabulary. With gather = false a
-  // vocabulary-parallel embedding returns this rank's slice (for vocab-parallel losses).
-  virtual VocabLogits lm_logits(const at::Tensor& hidden, bool gather) = 0;
+  // The tied LM head: hidden [..., dim] -> logits over the vocabulary, plus `bias` when given
+  // (BERT's decoder bias, split like this embedding's rows: see bias_shard). With gather =
+  // false a vocabulary-parallel embedding returns this rank's slice (for vocab-parallel losses).
+  virtual VocabLogits lm_logits(const at::Tensor& hidden, bool gather,
+                                const at::Tensor& bias = {}) = 0;
+  // How a per-row vector (an LM head's bias [num_embeddings]) must be split to match this
+  // embedding's rows on this rank: {} when every rank holds all rows.
+  virtual TensorShard bias_shard() const { return {}; }
   int64_t num_embeddings() const { return num_embeddings_; }
+  // HF's nn.Embedding(padding_idx=...): lookups of this id give its row no gradient (the tied
+  // head still does). Set before the first forward.
+  void set_padding_idx(std::optional<int64_t> padding_idx) { padding_idx_ = padding_idx; }
 
  protected:
   // Throws ModelError when an id is outside [0, num_embeddings), the same at every tp size
@@ -35,7 +44,11 @@ class Embedding : public torch::nn::Module {
   void check_ids(const at::Tensor& ids) const;
 
   explicit Embedding(int64_t num_embeddings) : num_embeddings_(num_embeddings) {}
+  // The padding id as an index of this rank's rows starting at `first` (-1: none here).
+  int64_t local_padding_idx(int64_t first, int64_t rows) const;
+
   int64_t num_embeddings_;
+  std::optional<int64_t> padding_idx_;
   at::Tensor weight_;
 };
 
@@ -43,7 +56,8 @@ class ReplicatedEmbedding : public Embedding {
  public:
   ReplicatedEmbedding(const BuildContext& ctx, int64_t num_embeddings, int64_t embedding_dim);
   at::Tensor forward(const at::Tensor& ids) override;
-  VocabLogits lm_logits(const at::Tensor& hidden, bool gather) override;
+  VocabLogits lm_logits(const at::Tensor& hidden, bool gather,
+                        const at::Tensor& bias = {}) override;
 };
 
 // Rows [start, start + padded/tp) of the padded vocabulary on each rank; ids outside the
@@ -52,11 +66,13 @@ class VocabParallelEmbedding1D : public Embedding {
  public:
   VocabParallelEmbedding1D(const BuildContext& ctx, int64_t num_embeddings, int64_t embedding_dim);
   at::Tensor forward(const at::Tensor& ids) override;
-  VocabLogits lm_logits(const at::Tensor& hidden, bool gather) override;
+  VocabLogits lm_logits(const at::Tensor& hidden, bool gather,
+                        const at::Tensor& bias = {}) override;
+  TensorShard bias_shard() const override { return {.dim = 0, .padded_size = padded_rows_}; }
 
  private:
   const distributed::ProcessGroup* group_;
-  int64_t vocab_start_, local_rows_;
+  int64_t vocab_start_, local_rows_, padded_rows_;
 };
 
 // Columns [rank * dim/tp, (rank + 1) * dim/tp) on each rank; outputs all-gathered.
@@ -64,7 +80,8 @@ class Embedding1D : public Embedding {
  public:
   Embedding1D(const BuildContext& ctx, int64_t num_embeddings, int64_t embedding_dim);
   at::Tensor forward(const at::Tensor& ids) override;
-  VocabLogits lm_logits(const at::Tensor& hidden, bool gather) override;
+  VocabLogits lm_logits(const at::Tensor& hidden, bool gather,
+                        const at::Tensor& bias = {}) override;
 
  private:
   const distributed::ProcessGroup* group_;

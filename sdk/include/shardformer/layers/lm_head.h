@@ -15,9 +15,9 @@ namespace shardformer::layers {
 std::shared_ptr<Embedding> make_lm_head(const BuildContext& ctx, int64_t vocab_size,
                                         int64_t hidden_size);
 
-// A tied head: the input embedding itself. ctx is the head's context (e.g. the root for
-// "lm_head"): a copy of the embedding stored as lm_head.weight in the checkpoint is declared
-// unused, as HF ignores it too.
+// A tied head: the input embedding itself. ctx is the head module's context ("lm_head", BERT's
+// "cls.predictions.decoder"): a copy of the embedding stored as its "weight" in the checkpoint
+// is declared unused, as HF ignores it too.
 std::shared_ptr<Embedding> tied_lm_head(const BuildContext& ctx,
                                         std::shared_ptr<Embedding> embedding);
 

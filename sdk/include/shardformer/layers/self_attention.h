@@ -22,6 +22,7 @@ struct SelfAttentionOptions {
   int64_t hidden_size = 0, num_heads = 0, num_kv_heads = 0, head_dim = 0;
   bool qkv_bias = false, out_bias = false;
   double scale = 0;        // 0: head_dim^-0.5
+  bool scale_queries = false;  // multiply q by the scale before q . k (OPT), not the scores
   double dropout = 0;      // on the attention probabilities, in training
   double qk_norm_eps = 0;  // > 0: q_norm / k_norm, RMSNorm over each head (Qwen3)
   std::string out_name = "o_proj";  // OPT: "out_proj"
@@ -44,6 +45,7 @@ class SelfAttention : public torch::nn::Module {
  private:
   int64_t layer_idx_, heads_, kv_heads_, head_dim_;  // heads_ / kv_heads_: this rank's
   double scale_;
+  bool scale_queries_;
   std::shared_ptr<Linear> q_proj_, k_proj_, v_proj_, o_proj_;
   std::shared_ptr<RMSNorm> q_norm_, k_norm_;
   std::shared_ptr<Dropout> dropout_;

@@ -51,7 +51,7 @@ class PipelineRunner {
   at::Tensor forward(const ForwardInputs& batch);
   // Evaluation: the batch's mean causal-LM loss without gradients, on the last stage (each
   // micro-batch weighted like train_step), undefined elsewhere.
-  at::Tensor lm_loss(const ForwardInputs& batch, const at::Tensor& labels);
+  at::Tensor loss(const ForwardInputs& batch, const at::Tensor& labels);
 
   const StageStats& stats() const { return stats_; }
   const PipelineOptions& options() const { return options_; }

@@ -80,7 +80,7 @@ class Session {
   at::Tensor forward(const ForwardInputs& batch);
   // Mean causal-LM loss of the batch (labels [batch, seq], -100 ignored), without gradients;
   // vocab-parallel when ShardConfig::parallel_output. Undefined where !holds_output().
-  at::Tensor lm_loss(const ForwardInputs& batch, const at::Tensor& labels);
+  at::Tensor loss(const ForwardInputs& batch, const at::Tensor& labels);
   // The same loss with its backward pass: gradients accumulate in the model's parameters
   // (shared parameters summed over the stages holding them).
   at::Tensor train_step(const ForwardInputs& batch, const at::Tensor& labels);

@@ -1,0 +1,190 @@
+// BERT's config, embeddings, encoder layers and pooler, as in HF's modeling_bert.py.
+#include "bert_model.h"
+
+#include "shardformer/error.h"
+#include "shardformer/layers/attention.h"
+#include "shardformer/layers/forward_step.h"
+#include "shardformer/strings.h"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+
+namespace shardformer::bert {
+namespace {
+
+void require(bool ok, const HFConfig& config, const std::string& what) {
+  if (!ok) throw ModelError(str(config.path().string(), ": ", what));
+}
+
+std::shared_ptr<layers::LayerNorm> layer_norm(const BuildContext& ctx, const BertConfig& c) {
+  return std::make_shared<layers::LayerNorm>(ctx.child("LayerNorm"), c.hidden_size, c.layer_norm_eps);
+}
+
+}  // namespace
+
+BertConfig BertConfig::from(const HFConfig& c) {
+  BertConfig b{};
+  b.vocab_size = c.get_int("vocab_size");
+  b.hidden_size = c.get_int("hidden_size");
+  b.num_hidden_layers = c.get_int("num_hidden_layers");
+  b.num_attention_heads = c.get_int("num_attention_heads");
+  b.intermediate_size = c.get_int("intermediate_size");
+  b.max_position_embeddings = c.get_int("max_position_embeddings");
+  b.type_vocab_size = c.get_int("type_vocab_size", 2);
+  b.pad_token_id = c.get_int("pad_token_id", 0);
+  b.layer_norm_eps = c.get_double("layer_norm_eps", 1e-12);
+  b.hidden_dropout = c.get_probability("hidden_dropout_prob", 0.1);
+  b.attention_dropout = c.get_probability("attention_probs_dropout_prob", 0.1);
+  b.classifier_dropout = c.get_probability("classifier_dropout", b.hidden_dropout);
+  b.hidden_act = layers::parse_activation(c.get_string("hidden_act", "gelu"),
+                                          c.path().string() + ": hidden_act");
+  b.tie_word_embeddings = c.get_bool("tie_word_embeddings", true);
+  const std::optional<HFConfig> labels = c.get_object("id2label");
+  b.num_labels = labels ? static_cast<int64_t>(labels->keys().size()) : 2;
+  require(c.get_string("position_embedding_type", "absolute") == "absolute", c,
+          "position_embedding_type other than \"absolute\" is not supported");
+  require(!c.get_bool("is_decoder", false), c, "is_decoder = true (causal BERT) is not supported");
+  require(!c.get_bool("add_cross_attention", false), c, "add_cross_attention is not supported");
+  const std::string problem = c.get_string("problem_type", "single_label_classification");
+  require(problem == "single_label_classification", c,
+          str("problem_type '", problem, "' (only single_label_classification)"));
+  require(b.hidden_size % b.num_attention_heads == 0, c,
+          "hidden_size must divide by num_attention_heads");
+  return b;
+}
+
+BertLayer::BertLayer(const BuildContext& ctx, const BertConfig& c, int64_t /*layer_idx*/)
+    : head_dim_(c.hidden_size / c.num_attention_heads), act_(c.hidden_act) {
+  const BuildContext attention = ctx.child("attention"), self = attention.child("self");
+  const BuildContext attention_output = attention.child("output");
+  const bool split = layers::split_pair(self.child("query"), attention_output.child("dense"));
+  heads_ = split ? ctx.divide_by_tp(c.num_attention_heads, "num_attention_heads")
+                 : c.num_attention_heads;
+  const auto linear = [](const BuildContext& at, int64_t in, int64_t out) {
+    return layers::make_linear(at, in, out);
+  };
+  auto attention_module = register_module("attention", std::make_shared<torch::nn::Module>());
+  auto self_module = attention_module->register_module("self", std::make_shared<torch::nn::Module>());
+  auto output_module =
+      attention_module->register_module("output", std::make_shared<torch::nn::Module>());
+  query_ = self_module->register_module("query", linear(self.child("query"), c.hidden_size, c.hidden_size));
+  key_ = self_module->register_module("key", linear(self.child("key"), c.hidden_size, c.hidden_size));
+  value_ = self_module->register_module("value", linear(self.child("value"), c.hidden_size, c.hidden_size));
+  attention_dense_ = output_module->register_module(
+      "dense", linear(attention_output.child("dense"), c.hidden_size, c.hidden_size));
+  attention_norm_ = output_module->register_module("LayerNorm", layer_norm(attention_output, c));
+  const BuildContext intermediate = ctx.child("intermediate"), output = ctx.child("output");
+  if (layers::split_pair(intermediate.child("dense"), output.child("dense"))) {
+    ctx.divide_by_tp(c.intermediate_size, "intermediate_size");
+  }
+  intermediate_ = register_module("intermediate", std::make_shared<torch::nn::Module>())
+                      ->register_module("dense", linear(intermediate.child("dense"), c.hidden_size,
+                                                        c.intermediate_size));
+  auto out_module = register_module("output", std::make_shared<torch::nn::Module>());
+  output_ = out_module->register_module(
+      "dense", linear(output.child("dense"), c.intermediate_size, c.hidden_size));
+  output_norm_ = out_module->register_module("LayerNorm", layer_norm(output, c));
+  const int64_t first = split ? ctx.tp_rank() * heads_ : 0;
+  probs_dropout_ = self_module->register_module(
+      "dropout", std::make_shared<layers::Dropout>(
+                     self.child("dropout"), c.attention_dropout,
+                     layers::DropoutSlices{.dim = 1, .total = c.num_attention_heads, .first = first,
+                                           .count = heads_}));
+  attention_dropout_ = output_module->register_module(
+      "dropout", std::make_shared<layers::Dropout>(attention_output.child("dropout"), c.hidden_dropout));
+  output_dropout_ = out_module->register_module(
+      "dropout", std::make_shared<layers::Dropout>(output.child("dropout"), c.hidden_dropout));
+}
+
+at::Tensor BertLayer::forward(const at::Tensor& x, const at::Tensor& mask) {
+  const auto heads = [&](const at::Tensor& t) { return layers::split_heads(t, heads_, head_dim_); };
+  const at::Tensor context = layers::attention(  // [batch, seq, hidden/tp]
+      heads(query_->forward(x)), heads(key_->forward(x)), heads(value_->forward(x)),
+      {.mask = mask,
+       .scale = 1.0 / std::sqrt(static_cast<double>(head_dim_)),
+       .dropout = probs_dropout_.get()});
+  const at::Tensor h =
+      attention_norm_->forward(attention_dropout_->forward(attention_dense_->forward(context)) + x);
+  const at::Tensor f = output_->forward(layers::apply_activation(act_, intermediate_->forward(h)));
+  return output_norm_->forward(output_dropout_->forward(f) + h);
+}
+
+BertModel::BertModel(const BuildContext& ctx, const BertConfig& c, bool pooler,
+                     bool embedding_on_last_stage)
+    : config_(c) {
+  bind(ctx);
+  const bool first = ctx.builds_first_piece(), last = ctx.builds_last_piece();
+  auto embeddings = register_module("embeddings", std::make_shared<torch::nn::Module>());
+  const BuildContext e = ctx.child("embeddings");
+  if (first || (embedding_on_last_stage && last)) {
+    word_embeddings_ = embeddings->register_module(
+        "word_embeddings",
+        layers::make_embedding(e.child("word_embeddings"), c.vocab_size, c.hidden_size));
+    word_embeddings_->set_padding_idx(c.pad_token_id);
+  }
+  if (first) {
+    position_embeddings_ = embeddings->register_module(
+        "position_embeddings", layers::make_embedding(e.child("position_embeddings"),
+                                                      c.max_position_embeddings, c.hidden_size));
+    token_type_embeddings_ = embeddings->register_module(
+        "token_type_embeddings", layers::make_embedding(e.child("token_type_embeddings"),
+                                                        c.type_vocab_size, c.hidden_size));
+    embeddings_norm_ = embeddings->register_module("LayerNorm", layer_norm(e, c));
+    embeddings_dropout_ = embeddings->register_module(
+        "dropout", std::make_shared<layers::Dropout>(e.child("dropout"), c.hidden_dropout));
+  }
+  e.skip("position_ids", "a buffer of arange positions in older checkpoints");
+  auto encoder = register_module("encoder", std::make_shared<torch::nn::Module>());
+  layers_ = layers::LayerStack<BertLayer>(
+      *encoder, ctx.child("encoder"), "layer", c.num_hidden_layers,
+      [&](const auto& layer_ctx, int64_t i) { return std::make_shared<BertLayer>(layer_ctx, c, i); });
+  if (pooler && last) {
+    pooler_ = register_module("pooler", std::make_shared<torch::nn::Module>())
+                  ->register_module("dense", layers::make_linear(ctx.child("pooler").child("dense"),
+                                                                 c.hidden_size, c.hidden_size));
+  } else if (!pooler) {
+    ctx.skip_module("pooler", "this class has no pooler");
+  }
+}
+
+ModelShape BertModel::shape() const {
+  return ModelShape{.num_layers = config_.num_hidden_layers,
+                    .num_heads = config_.num_attention_heads,
+                    .head_dim = config_.hidden_size / config_.num_attention_heads,
+                    .hidden_size = config_.hidden_size,
+                    .vocab_size = config_.vocab_size,
+                    .max_positions = config_.max_position_embeddings};
+}
+
+at::Tensor BertModel::forward(const ForwardInputs& inputs) {
+  const int64_t chunk = inputs.chunk;
+  const layers::ForwardStep step =
+      layers::forward_step(inputs, layers_.first_layer(chunk), {.causal = false});
+  at::Tensor x;  // [batch, seq, hidden]
+  if (starts_model(chunk)) {
+    const at::Tensor types = inputs.token_type_ids.defined()
+                                 ? inputs.token_type_ids
+                                 : at::zeros_like(inputs.input_ids);
+    x = word_embeddings_->forward(inputs.input_ids) + token_type_embeddings_->forward(types);
+    x = embeddings_dropout_->forward(
+        embeddings_norm_->forward(x + position_embeddings_->forward(step.positions)));
+  } else {
+    x = layers::stage_input(inputs);
+  }
+  for (const auto& layer : layers_.chunk(chunk)) x = layer->forward(x, step.mask);
+  return x;
+}
+
+at::Tensor BertModel::pool(const at::Tensor& hidden) const {
+  if (!pooler_) throw Error("this BERT stage has no pooler");
+  return at::tanh(pooler_->forward(hidden.select(1, 0)));  // [batch, hidden]
+}
+
+std::map<std::string, at::Tensor> BertModel::forward_all(const ForwardInputs& inputs) {
+  const at::Tensor hidden = forward(inputs);
+  if (!ends_model(inputs.chunk) || !pooler_) return {{"last_hidden_state", hidden}};
+  return {{"last_hidden_state", hidden}, {"pooler_output", pool(hidden)}};
+}
+
+}  // namespace shardformer::bert

@@ -1,0 +1,104 @@
+// BERT (HF BertModel, BertForMaskedLM, BertForSequenceClassification) with SDK blocks: absolute
+// position and token-type embeddings, post-LayerNorm encoder layers with bidirectional attention
+// over padding masks, the pooler, the MLM head tied to the word embeddings and a classifier.
+#pragma once
+
+#include "shardformer/build_context.h"
+#include "shardformer/hf_config.h"
+#include "shardformer/layers/activation.h"
+#include "shardformer/layers/dropout.h"
+#include "shardformer/layers/embedding.h"
+#include "shardformer/layers/layer_norm.h"
+#include "shardformer/layers/layer_stack.h"
+#include "shardformer/layers/linear.h"
+#include "shardformer/model.h"
+
+#include <memory>
+
+namespace shardformer::bert {
+
+struct BertConfig {
+  int64_t vocab_size, hidden_size, num_hidden_layers, num_attention_heads, intermediate_size;
+  int64_t max_position_embeddings, type_vocab_size, pad_token_id, num_labels;
+  double layer_norm_eps, hidden_dropout, attention_dropout, classifier_dropout;
+  layers::Activation hidden_act;
+  bool tie_word_embeddings;
+
+  static BertConfig from(const HFConfig& config);
+};
+
+class BertLayer : public torch::nn::Module {
+ public:
+  BertLayer(const BuildContext& ctx, const BertConfig& config, int64_t layer_idx);
+  at::Tensor forward(const at::Tensor& x, const at::Tensor& mask);  // [b, s, hidden] -> same
+
+ private:
+  int64_t heads_, head_dim_;  // heads_: this rank's
+  layers::Activation act_;
+  std::shared_ptr<layers::Linear> query_, key_, value_, attention_dense_, intermediate_, output_;
+  std::shared_ptr<layers::LayerNorm> attention_norm_, output_norm_;
+  std::shared_ptr<layers::Dropout> probs_dropout_, attention_dropout_, output_dropout_;
+};
+
+// HF BertModel: its outputs are the last hidden state and (with the pooler) the pooler output.
+class BertModel : public Model {
+ public:
+  BertModel(const BuildContext& ctx, const BertConfig& config, bool pooler,
+            bool embedding_on_last_stage);
+  at::Tensor forward(const ForwardInputs& inputs) override;  // [batch, seq, hidden]
+  std::map<std::string, at::Tensor> forward_all(const ForwardInputs& inputs) override;
+  ModelShape shape() const override;
+  std::string output_name() const override { return "last_hidden_state"; }
+  // tanh(dense(hidden[:, 0])): [batch, seq, hidden] -> [batch, hidden]
+  at::Tensor pool(const at::Tensor& hidden) const;
+  const std::shared_ptr<layers::Embedding>& word_embeddings() const { return word_embeddings_; }
+
+ private:
+  BertConfig config_;
+  std::shared_ptr<layers::Embedding> word_embeddings_, position_embeddings_, token_type_embeddings_;
+  std::shared_ptr<layers::LayerNorm> embeddings_norm_;
+  std::shared_ptr<layers::Dropout> embeddings_dropout_;
+  layers::LayerStack<BertLayer> layers_;
+  std::shared_ptr<layers::Linear> pooler_;
+};
+
+// BertForMaskedLM: BertModel under "bert" (no pooler) and cls.predictions: transform (dense,
+// activation, LayerNorm) and the decoder tied to the word embeddings with a bias of its own.
+class BertForMaskedLM : public Model {
+ public:
+  BertForMaskedLM(const BuildContext& ctx, const BertConfig& config);
+  at::Tensor forward(const ForwardInputs& inputs) override;  // [batch, seq, vocab]
+  ModelShape shape() const override { return bert_->shape(); }
+  std::string output_name() const override { return "logits"; }
+  ModelTask task() const override { return ModelTask::kMaskedLM; }
+  at::Tensor loss(const ForwardInputs& inputs, const at::Tensor& labels) override;
+
+ private:
+  layers::VocabLogits logits(const ForwardInputs& inputs, bool gather);
+
+  std::shared_ptr<BertModel> bert_;
+  layers::Activation act_;
+  std::shared_ptr<layers::Linear> transform_;
+  std::shared_ptr<layers::LayerNorm> transform_norm_;
+  std::shared_ptr<layers::Embedding> decoder_;  // the word embeddings
+  at::Tensor bias_;                              // [vocab], split like the decoder's rows
+  bool parallel_output_;
+};
+
+// BertForSequenceClassification: the pooled output through dropout and a replicated classifier
+// (num_labels rarely divides by tp).
+class BertForSequenceClassification : public Model {
+ public:
+  BertForSequenceClassification(const BuildContext& ctx, const BertConfig& config);
+  at::Tensor forward(const ForwardInputs& inputs) override;  // [batch, num_labels]
+  ModelShape shape() const override { return bert_->shape(); }
+  std::string output_name() const override { return "logits"; }
+  ModelTask task() const override { return ModelTask::kSequenceClassification; }
+
+ private:
+  std::shared_ptr<BertModel> bert_;
+  std::shared_ptr<layers::Dropout> dropout_;
+  std::shared_ptr<layers::Linear> classifier_;
+};
+
+}  // namespace shardformer::bert

@@ -1,0 +1,57 @@
+// The BERT plugin: its policy table and factory.
+#include "bert_model.h"
+
+#include "shardformer/checkpoint.h"
+#include "shardformer/model_builder.h"
+#include "shardformer/plugin.h"
+
+namespace shardformer::bert {
+
+// Megatron's split: query / key / value and intermediate column-parallel, the attention output
+// and output dense row-parallel (two all-reduces per layer); the word embeddings (and the tied
+// MLM decoder with its bias) vocab-parallel. Position and type embeddings, norms, the pooler,
+// the MLM transform and the classifier stay replicated.
+Policy bert_policy() {
+  const ShardStyle column{.kind = ShardKind::kColumn};
+  const ShardStyle row{.kind = ShardKind::kRow};
+  return Policy(
+      {
+          {"embeddings.word_embeddings", {.kind = ShardKind::kVocab}},
+          {"encoder.layer.*.attention.self.query", column},
+          {"encoder.layer.*.attention.self.key", column},
+          {"encoder.layer.*.attention.self.value", column},
+          {"encoder.layer.*.attention.output.dense", row},
+          {"encoder.layer.*.intermediate.dense", column},
+          {"encoder.layer.*.output.dense", row},
+      },
+      {"embeddings.word_embeddings.weight"});
+}
+
+class BertFamily : public ModelFamily {
+ public:
+  std::string name() const override { return "bert"; }
+  std::string version() const override { return "0.1.0"; }
+  std::string description() const override { return "Google BERT (HF modeling_bert)"; }
+  std::vector<std::string> architectures() const override {
+    return {"BertModel", "BertForMaskedLM", "BertForSequenceClassification"};
+  }
+
+  std::shared_ptr<Model> create(const ModelArgs& args) const override {
+    const BertConfig config = BertConfig::from(args.checkpoint->config());
+    const ModelBuilder builder(args, bert_policy(), "bert");
+    const BuildContext& ctx = builder.context();
+    if (args.architecture == "BertForMaskedLM") {
+      return builder.finish(std::make_shared<BertForMaskedLM>(ctx, config));
+    }
+    if (args.architecture == "BertForSequenceClassification") {
+      return builder.finish(std::make_shared<BertForSequenceClassification>(ctx, config));
+    }
+    ctx.skip_module("cls", "BertModel has no pre-training heads");
+    ctx.skip_module("classifier", "BertModel has no classifier");
+    return builder.finish(std::make_shared<BertModel>(ctx, config, true, false));
+  }
+};
+
+}  // namespace shardformer::bert
+
+SHARDFORMER_PLUGIN(shardformer::bert::BertFamily)
