@@ -27,8 +27,9 @@ constexpr int64_t kNoMax = std::numeric_limits<int64_t>::max();
 constexpr int64_t kMaxNewTokens = 1000000;
 constexpr int64_t kMaxRanks = 1024;  // per parallel axis
 constexpr size_t kMaxSuggestionEdits = 2;
-constexpr std::array<std::string_view, 9> kSections = {
-    "model", "parallel", "pipeline", "shard", "job", "forward", "generate", "plugins", "log"};
+constexpr std::array<std::string_view, 10> kSections = {
+    "model",    "parallel", "pipeline", "shard",   "job",
+    "forward",  "generate", "embed",    "plugins", "log"};
 const Names kSchedules = {"gpipe", "1f1b", "interleaved"};
 const Names kDtypes = {"float32", "float16", "bfloat16", "float64"};
 const Names kDevices = {"cpu", "cuda"};
@@ -290,6 +291,19 @@ class SectionReader {
       return checked_integers(source_, node, label, min, max);
     });
   }
+  // A non-empty array of strings.
+  std::optional<std::vector<std::string>> strings(std::string_view key) const {
+    return read(key, [&](const toml::node& node, const std::string& label) {
+      const auto& items = typed<toml::array>(source_, node, label);
+      if (items.empty()) fail(source_, node.source().begin, str(label, " must not be empty"));
+      std::vector<std::string> values;
+      for (size_t i = 0; i < items.size(); ++i) {
+        values.push_back(typed<std::string>(source_, items[i], str(label, "[", i, "]")).get());
+      }
+      return values;
+    });
+  }
+  bool has(std::string_view key) const { return find(key) != nullptr; }
   std::optional<TokenLists> token_lists(std::string_view key) const {
     return read(key, [&](const toml::node& node, const std::string& label) {
       return checked_token_lists(source_, node, label);
@@ -347,7 +361,7 @@ void check_sections(const Source& source, const toml::table& root) {
 
 // Every section's reader; building them reports unknown keys before any value is read.
 struct Sections {
-  SectionReader model, parallel, pipeline, shard, job, forward, generate, plugins, log;
+  SectionReader model, parallel, pipeline, shard, job, forward, generate, embed, plugins, log;
 };
 
 Sections open_sections(const Source& source, const toml::table& root) {
@@ -364,6 +378,8 @@ Sections open_sections(const Source& source, const toml::table& root) {
       SectionReader(source, root, "forward", {"input_ids", "output", "loss"}),
       SectionReader(source, root, "generate",
                     {"prompts", "max_new_tokens", "eos_token_id", "pad_token_id"}),
+      SectionReader(source, root, "embed",
+                    {"sentences", "sentences_file", "output", "batch_size", "max_length"}),
       SectionReader(source, root, "plugins", {"paths"}),
       SectionReader(source, root, "log", {"level"}),
   };
@@ -426,9 +442,13 @@ ShardSection read_shard(const SectionReader& reader) {
 
 // The mode named by job.mode; generate while it is absent (require_keys reports that).
 JobMode read_mode(const SectionReader& reader) {
-  const char* forward = job_mode_name(JobMode::kForward);
-  const auto mode = reader.choice("mode", {forward, job_mode_name(JobMode::kGenerate)});
-  return mode == forward ? JobMode::kForward : JobMode::kGenerate;
+  const auto mode = reader.choice("mode", {job_mode_name(JobMode::kForward),
+                                           job_mode_name(JobMode::kGenerate),
+                                           job_mode_name(JobMode::kEmbed)});
+  for (const JobMode m : {JobMode::kForward, JobMode::kEmbed}) {
+    if (mode == job_mode_name(m)) return m;
+  }
+  return JobMode::kGenerate;
 }
 
 ForwardSection read_forward(const SectionReader& reader) {
@@ -447,6 +467,19 @@ GenerateSection read_generate(const SectionReader& reader) {
   generate.eos_token_id = reader.integer("eos_token_id", 0, kNoMax);
   generate.pad_token_id = reader.integer("pad_token_id", 0, kNoMax);
   return generate;
+}
+
+EmbedSection read_embed(const SectionReader& reader) {
+  EmbedSection embed;
+  embed.sentences = reader.strings("sentences").value_or(embed.sentences);
+  embed.sentences_file = reader.path("sentences_file").value_or(embed.sentences_file);
+  embed.output = reader.path("output").value_or(embed.output);
+  embed.batch_size = reader.integer("batch_size", 1, 1 << 20).value_or(embed.batch_size);
+  embed.max_length = reader.integer("max_length", 2, 1 << 20).value_or(embed.max_length);
+  if (!embed.sentences.empty() && !embed.sentences_file.empty()) {
+    reader.fail_at("sentences_file", "give either embed.sentences or embed.sentences_file");
+  }
+  return embed;
 }
 
 PluginsSection read_plugins(const SectionReader& reader) {
@@ -504,6 +537,9 @@ void require_keys(const Sections& sections, JobMode mode) {
   if (mode == JobMode::kForward) {
     sections.forward.require("input_ids", why);
     sections.forward.require("output", why);
+  } else if (mode == JobMode::kEmbed) {
+    sections.embed.require("output", why);
+    if (!sections.embed.has("sentences")) sections.embed.require("sentences_file", why);
   } else {
     sections.generate.require("prompts", why);
   }
@@ -551,6 +587,7 @@ JobConfig parse_job_config(const std::string& text, const std::filesystem::path&
   config.mode = read_mode(sections.job);
   config.forward = read_forward(sections.forward);
   config.generate = read_generate(sections.generate);
+  config.embed = read_embed(sections.embed);
   config.plugins = read_plugins(sections.plugins);
   config.log = read_log(sections.log);
   require_keys(sections, config.mode);
@@ -561,6 +598,7 @@ const char* job_mode_name(JobMode mode) {
   switch (mode) {
     case JobMode::kForward: return "forward";
     case JobMode::kGenerate: return "generate";
+    case JobMode::kEmbed: return "embed";
   }
   return "unknown";
 }

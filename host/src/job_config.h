@@ -56,7 +56,7 @@ struct ShardSection {
   std::vector<PolicyOverride> policy;
 };
 
-enum class JobMode { kForward, kGenerate };
+enum class JobMode { kForward, kGenerate, kEmbed };
 
 struct ForwardSection {
   std::vector<std::vector<int64_t>> input_ids;  // one token-id list per sequence (right-padded)
@@ -69,6 +69,15 @@ struct GenerateSection {
   int64_t max_new_tokens = 20;
   std::optional<int64_t> eos_token_id;  // default: the checkpoint's config.json
   std::optional<int64_t> pad_token_id;  // default: the checkpoint's, else eos
+};
+
+// Sentence embeddings (sentence-transformers' pooling and normalisation from the model folder).
+struct EmbedSection {
+  std::vector<std::string> sentences;   // the texts, or:
+  std::filesystem::path sentences_file;  // one text per line (blank lines skipped)
+  std::filesystem::path output;          // safetensors file: "embeddings" [n, dim]
+  int64_t batch_size = 32;
+  int64_t max_length = 0;  // tokens per text incl. [CLS] / [SEP]; 0: the model folder's
 };
 
 struct PluginsSection {
@@ -89,6 +98,7 @@ struct JobConfig {
   JobMode mode = JobMode::kGenerate;
   ForwardSection forward;
   GenerateSection generate;
+  EmbedSection embed;
   PluginsSection plugins;
   LogSection log;
 };

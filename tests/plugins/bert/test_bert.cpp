@@ -2,11 +2,16 @@
 // checkpoint: BertForMaskedLM (the tied decoder with its bias, vocab-parallel; MLM loss and every
 // gradient), BertForSequenceClassification (pooler and a 3-label classifier, which divides by no
 // tp; classification loss and gradients) and BertModel (last hidden state and pooler output),
-// with token type ids and padding masks. Also the real all-MiniLM-L6-v2 checkpoint: it loads
-// with every tensor and config key used.
+// with token type ids and padding masks. Also the real all-MiniLM-L6-v2 through the host's
+// embed job: sentence-transformers' embeddings at tp 1 and 2.
 #include "family_checks.h"
 
+#include "shardformer/safetensors.h"
 #include "test_env.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 
 using namespace shardformer;
 using shardformer::testing::check_output_loss_and_grads;
@@ -49,5 +54,40 @@ TEST_P(BertFamily, MaskedLMClassificationAndBaseMatchHF) {
 INSTANTIATE_TEST_SUITE_P(Layouts, BertFamily,
                          ::testing::ValuesIn(shardformer::testing::standard_layouts()),
                          [](const auto& info) { return info.param.name; });
+
+// The embed job on the real all-MiniLM-L6-v2, through shardformer-host as users run it, against
+// sentence-transformers' embeddings of 24 varied texts (one truncated at 256 tokens), at the
+// model's max_seq_length and at 16 tokens.
+class MiniLMEmbeddings : public ::testing::TestWithParam<int> {};
+
+TEST_P(MiniLMEmbeddings, EqualSentenceTransformers) {
+  namespace fs = std::filesystem;
+  const int tp = GetParam();
+  const fs::path data = shardformer::testing::test_data_dir() / "minilm";
+  const SafetensorsFile reference(data / "reference.safetensors");
+  for (const int64_t max_length : {int64_t{0}, int64_t{16}}) {
+    const fs::path dir = fs::path(::testing::TempDir()) /
+                         ("shardformer_minilm_tp" + std::to_string(tp) + "_" + std::to_string(max_length));
+    fs::create_directories(dir);
+    std::ofstream(dir / "job.toml")
+        << "[model]\npath = \"" << (shardformer::testing::models_dir() / "all-MiniLM-L6-v2").string()
+        << "\"\n[parallel]\ntp_size = " << tp << "\n[job]\nmode = \"embed\"\n[embed]\n"
+        << "sentences_file = \"" << (data / "sentences.txt").string() << "\"\noutput = \""
+        << (dir / "out.safetensors").string() << "\"\nbatch_size = 8\n"
+        << (max_length > 0 ? "max_length = " + std::to_string(max_length) + "\n" : "");
+    const std::string command = shardformer::testing::host_binary().string() + " run " +
+                                (dir / "job.toml").string() + " > " + (dir / "log").string() +
+                                " 2>&1";
+    ASSERT_EQ(std::system(command.c_str()), 0) << command;
+    const at::Tensor ours = SafetensorsFile(dir / "out.safetensors").read("embeddings");
+    const at::Tensor expected =
+        reference.read(max_length > 0 ? "embeddings_max_length_16" : "embeddings");
+    shardformer::testing::expect_close(ours, expected, 1e-5, 0.0,
+                                       "embeddings, max_length " + std::to_string(max_length));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, MiniLMEmbeddings, ::testing::Values(1, 2),
+                         [](const auto& info) { return "tp" + std::to_string(info.param); });
 
 }  // namespace

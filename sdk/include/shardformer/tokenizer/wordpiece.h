@@ -53,7 +53,7 @@ struct TruncationParams {
 // its fixed length applies only when BatchOptions asks for it.
 struct PaddingParams {
   std::optional<size_t> fixed_length;  // "Fixed": n; nullopt for "BatchLongest"
-  std::optional<size_t> pad_to_multiple_of;
+  std::optional<size_t> pad_to_multiple_of{};
   Side direction = Side::kRight;
   int64_t pad_id = 0;
   int64_t pad_type_id = 0;
@@ -69,11 +69,11 @@ struct Encoding {
 struct BatchOptions {
   bool add_special_tokens = true;
   // Truncate each sequence to this many tokens, special tokens included and kept.
-  std::optional<size_t> max_length;
+  std::optional<size_t> max_length{};
   // Pad every row to max_length (transformers' padding="max_length") instead of the longest.
   bool pad_to_max_length = false;
   // Round the padded length up to a multiple of this.
-  std::optional<size_t> pad_to_multiple_of;
+  std::optional<size_t> pad_to_multiple_of{};
 };
 
 // Rows of equal length, padded on the tokenizer's padding side: pad_id() in input_ids, 0 in
