@@ -35,8 +35,7 @@ void on_ranks(const std::string& model, const Layout& layout, Body body) {
     std::unique_ptr<distributed::ProcessMesh> mesh;
     if (layout.tp * layout.pp > 1) {
       mesh = std::make_unique<distributed::ProcessMesh>(
-          rank, distributed::MeshShape{.pp = layout.pp, .tp = layout.tp},
-          local_mesh_options(port));
+          rank, distributed::MeshShape{.pp = layout.pp, .tp = layout.tp}, local_mesh_options(port));
     }
     body(f, mesh.get(), rank);
   }));
@@ -56,8 +55,7 @@ inline std::unique_ptr<Session> layout_session(const ModelFixture& f,
 inline void check_output_loss_and_grads(const ModelFixture& f, Session& session,
                                         const distributed::ProcessMesh* mesh,
                                         const std::string& logits_key,
-                                        const std::string& labels_key,
-                                        const std::string& loss_key,
+                                        const std::string& labels_key, const std::string& loss_key,
                                         const std::string& grad_prefix) {
   const bool output_here = session.holds_output();
   const at::Tensor logits = session.forward(f.forward_inputs());
@@ -84,27 +82,29 @@ inline void check_output_loss_and_grads(const ModelFixture& f, Session& session,
 // ...ForCausalLM) and its base model `base_architecture` at `layout`.
 inline void check_decoder_against_hf(const std::string& model, const std::string& architecture,
                                      const std::string& base_architecture, const Layout& layout) {
-  on_ranks(model, layout, [&](const ModelFixture& f, const distributed::ProcessMesh* mesh,
-                              int rank) {
-    const auto session = layout_session(f, mesh, architecture);
-    check_output_loss_and_grads(f, *session, mesh, "forward_logits", "train_labels", "train_loss",
-                                "grad.");
+  on_ranks(model, layout,
+           [&](const ModelFixture& f, const distributed::ProcessMesh* mesh, int rank) {
+             const auto session = layout_session(f, mesh, architecture);
+             check_output_loss_and_grads(f, *session, mesh, "forward_logits", "train_labels",
+                                         "train_loss", "grad.");
 
-    for (const bool with_eos : {false, true}) {
-      const GenerationResult result = session->generate(f.prompts(), f.generation_config(with_eos));
-      const std::string key = with_eos ? "generate_eos_sequences" : "generate_sequences";
-      EXPECT_TRUE(at::equal(result.sequences, f.ref(key)))
-          << key << ", rank " << rank << ": ours\n"
-          << result.sequences << "\nHF\n"
-          << f.ref(key);
-    }
+             for (const bool with_eos : {false, true}) {
+               const GenerationResult result =
+                   session->generate(f.prompts(), f.generation_config(with_eos));
+               const std::string key = with_eos ? "generate_eos_sequences" : "generate_sequences";
+               EXPECT_TRUE(at::equal(result.sequences, f.ref(key)))
+                   << key << ", rank " << rank << ": ours\n"
+                   << result.sequences << "\nHF\n"
+                   << f.ref(key);
+             }
 
-    const auto base = layout_session(f, mesh, base_architecture);
-    const at::Tensor hidden = base->forward(f.forward_inputs());
-    if (base->holds_output()) {
-      expect_close(hidden, f.ref("forward_last_hidden_state"), kOutputAtol, 0.0, "hidden states");
-    }
-  });
+             const auto base = layout_session(f, mesh, base_architecture);
+             const at::Tensor hidden = base->forward(f.forward_inputs());
+             if (base->holds_output()) {
+               expect_close(hidden, f.ref("forward_last_hidden_state"), kOutputAtol, 0.0,
+                            "hidden states");
+             }
+           });
 }
 
 // The string a parameterised test's name ends with: "tiny_opt_pp2".

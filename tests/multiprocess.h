@@ -2,8 +2,8 @@
 // only forks and waits, so it never forks after LibTorch started its thread pools.
 #pragma once
 
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/file.h>

@@ -40,23 +40,13 @@ from torch import nn
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from family_checkpoints import (CHECKPOINTS, FORWARD_BATCH, GENERATE_PROMPTS,  # noqa: E402
                                 MAX_NEW_TOKENS)
+from gen_gpt2_references import pad  # noqa: E402
 
 SEED = 1234
 PERTURB_STD = 0.1
 MASK_TOKEN_ID = 103  # BERT: inputs replaced at the masked positions
 MLM_POSITIONS = [(0, 1), (0, 4), (1, 2), (3, 0), (3, 7)]
 CLASSIFICATION_LABELS = [0, 2, 1, 2]
-
-
-def pad(sequences, pad_id, left):
-    width = max(len(s) for s in sequences)
-    ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(sequences), width), dtype=torch.long)
-    for row, seq in enumerate(sequences):
-        span = slice(width - len(seq), width) if left else slice(0, len(seq))
-        ids[row, span] = torch.tensor(seq)
-        mask[row, span] = 1
-    return ids, mask
 
 
 def reset_rotary(model):

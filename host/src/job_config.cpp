@@ -27,9 +27,9 @@ constexpr int64_t kNoMax = std::numeric_limits<int64_t>::max();
 constexpr int64_t kMaxNewTokens = 1000000;
 constexpr int64_t kMaxRanks = 1024;  // per parallel axis
 constexpr size_t kMaxSuggestionEdits = 2;
-constexpr std::array<std::string_view, 10> kSections = {
-    "model",    "parallel", "pipeline", "shard",   "job",
-    "forward",  "generate", "embed",    "plugins", "log"};
+constexpr std::array<std::string_view, 10> kSections = {"model",   "parallel", "pipeline", "shard",
+                                                        "job",     "forward",  "generate", "embed",
+                                                        "plugins", "log"};
 const Names kSchedules = {"gpipe", "1f1b", "interleaved"};
 const Names kDtypes = {"float32", "float16", "bfloat16", "float64"};
 const Names kDevices = {"cpu", "cuda"};
@@ -390,7 +390,8 @@ ModelSection read_model(const SectionReader& reader) {
   model.path = reader.path("path").value_or(model.path);
   model.dtype = reader.choice("dtype", kDtypes).value_or(model.dtype);
   model.device = reader.choice("device", kDevices).value_or(model.device);
-  model.unused_tensors = reader.choice("unused_tensors", kUnusedActions).value_or(model.unused_tensors);
+  model.unused_tensors =
+      reader.choice("unused_tensors", kUnusedActions).value_or(model.unused_tensors);
   model.unused_config_keys =
       reader.choice("unused_config_keys", kUnusedActions).value_or(model.unused_config_keys);
   return model;
@@ -442,9 +443,9 @@ ShardSection read_shard(const SectionReader& reader) {
 
 // The mode named by job.mode; generate while it is absent (require_keys reports that).
 JobMode read_mode(const SectionReader& reader) {
-  const auto mode = reader.choice("mode", {job_mode_name(JobMode::kForward),
-                                           job_mode_name(JobMode::kGenerate),
-                                           job_mode_name(JobMode::kEmbed)});
+  const auto mode =
+      reader.choice("mode", {job_mode_name(JobMode::kForward), job_mode_name(JobMode::kGenerate),
+                             job_mode_name(JobMode::kEmbed)});
   for (const JobMode m : {JobMode::kForward, JobMode::kEmbed}) {
     if (mode == job_mode_name(m)) return m;
   }

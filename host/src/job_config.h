@@ -73,7 +73,7 @@ struct GenerateSection {
 
 // Sentence embeddings (sentence-transformers' pooling and normalisation from the model folder).
 struct EmbedSection {
-  std::vector<std::string> sentences;   // the texts, or:
+  std::vector<std::string> sentences;    // the texts, or:
   std::filesystem::path sentences_file;  // one text per line (blank lines skipped)
   std::filesystem::path output;          // safetensors file: "embeddings" [n, dim]
   int64_t batch_size = 32;

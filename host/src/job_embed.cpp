@@ -62,8 +62,8 @@ void run_embed(const JobConfig& config, Session& session, bool writer, std::ostr
     throw ConfigError(str(config.source.string(), ": job.mode = \"embed\" needs a base model ",
                           "(such as BertModel), not ", session.architecture()));
   }
-  const std::vector<std::string> texts = e.sentences.empty() ? read_lines(e.sentences_file)
-                                                             : e.sentences;
+  const std::vector<std::string> texts =
+      e.sentences.empty() ? read_lines(e.sentences_file) : e.sentences;
   const std::filesystem::path folder = session.checkpoint().directory();
   const auto tokenizer = tokenizer::WordPieceTokenizer::from_file(folder);
   const SentencePooling pooling = SentencePooling::from_folder(folder);
@@ -78,10 +78,10 @@ void run_embed(const JobConfig& config, Session& session, bool writer, std::ostr
   int64_t tokens = 0;
   for (size_t first = 0; first < texts.size(); first += static_cast<size_t>(e.batch_size)) {
     const size_t last = std::min(texts.size(), first + static_cast<size_t>(e.batch_size));
-    const tokenizer::BatchEncoding batch = tokenizer.encode_batch(
-        {texts.begin() + static_cast<std::ptrdiff_t>(first),
-         texts.begin() + static_cast<std::ptrdiff_t>(last)},
-        {.max_length = static_cast<size_t>(max_length)});
+    const tokenizer::BatchEncoding batch =
+        tokenizer.encode_batch({texts.begin() + static_cast<std::ptrdiff_t>(first),
+                                texts.begin() + static_cast<std::ptrdiff_t>(last)},
+                               {.max_length = static_cast<size_t>(max_length)});
     const ForwardInputs inputs{.input_ids = to_tensor(batch.input_ids),
                                .attention_mask = to_tensor(batch.attention_mask),
                                .token_type_ids = to_tensor(batch.token_type_ids)};

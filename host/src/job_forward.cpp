@@ -48,7 +48,8 @@ void run_forward(const JobConfig& config, Session& session, bool writer, std::os
   const double elapsed = seconds_since(start);
   at::Tensor loss;
   if (f.loss) {  // HF's labels = input_ids, padding ignored
-    const at::Tensor labels = inputs.input_ids.masked_fill(inputs.attention_mask == 0, kIgnoreIndex);
+    const at::Tensor labels =
+        inputs.input_ids.masked_fill(inputs.attention_mask == 0, kIgnoreIndex);
     loss = session.loss(inputs, labels);
   }
   if (!writer) return;

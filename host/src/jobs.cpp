@@ -75,8 +75,7 @@ void inject_test_failure(int rank) {
 }
 
 // The session options a job config describes.
-SessionOptions session_options(const JobConfig& config, c10::ScalarType dtype,
-                               c10::Device device) {
+SessionOptions session_options(const JobConfig& config, c10::ScalarType dtype, c10::Device device) {
   SessionOptions options;
   options.checkpoint = config.model.path;
   options.dtype = dtype;

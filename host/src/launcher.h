@@ -65,7 +65,7 @@ class RankErrorFolder {
   // The error recorded first — the cause; peers whose collectives then failed record theirs
   // later. Empty text when none was recorded.
   struct RecordedError {
-    std::string text;  // "rank N: message"
+    std::string text;   // "rank N: message"
     int exit_code = 1;  // the exit status that rank reports for it
   };
   RecordedError first_error() const;

@@ -29,13 +29,14 @@ BertForMaskedLM::BertForMaskedLM(const BuildContext& ctx, const BertConfig& c)
                                                        c.layer_norm_eps));
   decoder_ = layers::tied_lm_head(predictions.child("decoder"), bert_->word_embeddings());
   predictions.child("decoder").skip("bias", "the same tensor as cls.predictions.bias");
-  bias_ = p->register_parameter("bias", predictions.load("bias", {c.vocab_size}, decoder_->bias_shard()));
+  bias_ = p->register_parameter("bias",
+                                predictions.load("bias", {c.vocab_size}, decoder_->bias_shard()));
 }
 
 layers::VocabLogits BertForMaskedLM::logits(const ForwardInputs& inputs, bool gather) {
   const at::Tensor hidden = bert_->forward(inputs);  // [batch, seq, hidden]
-  const at::Tensor h = transform_norm_->forward(
-      layers::apply_activation(act_, transform_->forward(hidden)));
+  const at::Tensor h =
+      transform_norm_->forward(layers::apply_activation(act_, transform_->forward(hidden)));
   return decoder_->lm_logits(h, gather, bias_);
 }
 

@@ -13,12 +13,9 @@
 namespace shardformer::bert {
 namespace {
 
-void require(bool ok, const HFConfig& config, const std::string& what) {
-  if (!ok) throw ModelError(str(config.path().string(), ": ", what));
-}
-
 std::shared_ptr<layers::LayerNorm> layer_norm(const BuildContext& ctx, const BertConfig& c) {
-  return std::make_shared<layers::LayerNorm>(ctx.child("LayerNorm"), c.hidden_size, c.layer_norm_eps);
+  return std::make_shared<layers::LayerNorm>(ctx.child("LayerNorm"), c.hidden_size,
+                                             c.layer_norm_eps);
 }
 
 }  // namespace
@@ -42,15 +39,15 @@ BertConfig BertConfig::from(const HFConfig& c) {
   b.tie_word_embeddings = c.get_bool("tie_word_embeddings", true);
   const std::optional<HFConfig> labels = c.get_object("id2label");
   b.num_labels = labels ? static_cast<int64_t>(labels->keys().size()) : 2;
-  require(c.get_string("position_embedding_type", "absolute") == "absolute", c,
-          "position_embedding_type other than \"absolute\" is not supported");
-  require(!c.get_bool("is_decoder", false), c, "is_decoder = true (causal BERT) is not supported");
-  require(!c.get_bool("add_cross_attention", false), c, "add_cross_attention is not supported");
+  c.require(c.get_string("position_embedding_type", "absolute") == "absolute",
+            "position_embedding_type other than \"absolute\" is not supported");
+  c.require(!c.get_bool("is_decoder", false), "is_decoder = true (causal BERT) is not supported");
+  c.require(!c.get_bool("add_cross_attention", false), "add_cross_attention is not supported");
   const std::string problem = c.get_string("problem_type", "single_label_classification");
-  require(problem == "single_label_classification", c,
-          str("problem_type '", problem, "' (only single_label_classification)"));
-  require(b.hidden_size % b.num_attention_heads == 0, c,
-          "hidden_size must divide by num_attention_heads");
+  c.require(problem == "single_label_classification",
+            str("problem_type '", problem, "' (only single_label_classification)"));
+  c.require(b.hidden_size % b.num_attention_heads == 0,
+            "hidden_size must divide by num_attention_heads");
   return b;
 }
 
@@ -65,12 +62,16 @@ BertLayer::BertLayer(const BuildContext& ctx, const BertConfig& c, int64_t /*lay
     return layers::make_linear(at, in, out);
   };
   auto attention_module = register_module("attention", std::make_shared<torch::nn::Module>());
-  auto self_module = attention_module->register_module("self", std::make_shared<torch::nn::Module>());
+  auto self_module =
+      attention_module->register_module("self", std::make_shared<torch::nn::Module>());
   auto output_module =
       attention_module->register_module("output", std::make_shared<torch::nn::Module>());
-  query_ = self_module->register_module("query", linear(self.child("query"), c.hidden_size, c.hidden_size));
-  key_ = self_module->register_module("key", linear(self.child("key"), c.hidden_size, c.hidden_size));
-  value_ = self_module->register_module("value", linear(self.child("value"), c.hidden_size, c.hidden_size));
+  query_ = self_module->register_module("query",
+                                        linear(self.child("query"), c.hidden_size, c.hidden_size));
+  key_ =
+      self_module->register_module("key", linear(self.child("key"), c.hidden_size, c.hidden_size));
+  value_ = self_module->register_module("value",
+                                        linear(self.child("value"), c.hidden_size, c.hidden_size));
   attention_dense_ = output_module->register_module(
       "dense", linear(attention_output.child("dense"), c.hidden_size, c.hidden_size));
   attention_norm_ = output_module->register_module("LayerNorm", layer_norm(attention_output, c));
@@ -87,12 +88,14 @@ BertLayer::BertLayer(const BuildContext& ctx, const BertConfig& c, int64_t /*lay
   output_norm_ = out_module->register_module("LayerNorm", layer_norm(output, c));
   const int64_t first = split ? ctx.tp_rank() * heads_ : 0;
   probs_dropout_ = self_module->register_module(
-      "dropout", std::make_shared<layers::Dropout>(
-                     self.child("dropout"), c.attention_dropout,
-                     layers::DropoutSlices{.dim = 1, .total = c.num_attention_heads, .first = first,
-                                           .count = heads_}));
+      "dropout",
+      std::make_shared<layers::Dropout>(
+          self.child("dropout"), c.attention_dropout,
+          layers::DropoutSlices{
+              .dim = 1, .total = c.num_attention_heads, .first = first, .count = heads_}));
   attention_dropout_ = output_module->register_module(
-      "dropout", std::make_shared<layers::Dropout>(attention_output.child("dropout"), c.hidden_dropout));
+      "dropout",
+      std::make_shared<layers::Dropout>(attention_output.child("dropout"), c.hidden_dropout));
   output_dropout_ = out_module->register_module(
       "dropout", std::make_shared<layers::Dropout>(output.child("dropout"), c.hidden_dropout));
 }
@@ -128,17 +131,19 @@ BertModel::BertModel(const BuildContext& ctx, const BertConfig& c, bool pooler,
         "position_embeddings", layers::make_embedding(e.child("position_embeddings"),
                                                       c.max_position_embeddings, c.hidden_size));
     token_type_embeddings_ = embeddings->register_module(
-        "token_type_embeddings", layers::make_embedding(e.child("token_type_embeddings"),
-                                                        c.type_vocab_size, c.hidden_size));
+        "token_type_embeddings",
+        layers::make_embedding(e.child("token_type_embeddings"), c.type_vocab_size, c.hidden_size));
     embeddings_norm_ = embeddings->register_module("LayerNorm", layer_norm(e, c));
     embeddings_dropout_ = embeddings->register_module(
         "dropout", std::make_shared<layers::Dropout>(e.child("dropout"), c.hidden_dropout));
   }
   e.skip("position_ids", "a buffer of arange positions in older checkpoints");
   auto encoder = register_module("encoder", std::make_shared<torch::nn::Module>());
-  layers_ = layers::LayerStack<BertLayer>(
-      *encoder, ctx.child("encoder"), "layer", c.num_hidden_layers,
-      [&](const auto& layer_ctx, int64_t i) { return std::make_shared<BertLayer>(layer_ctx, c, i); });
+  layers_ =
+      layers::LayerStack<BertLayer>(*encoder, ctx.child("encoder"), "layer", c.num_hidden_layers,
+                                    [&](const auto& layer_ctx, int64_t i) {
+                                      return std::make_shared<BertLayer>(layer_ctx, c, i);
+                                    });
   if (pooler && last) {
     pooler_ = register_module("pooler", std::make_shared<torch::nn::Module>())
                   ->register_module("dense", layers::make_linear(ctx.child("pooler").child("dense"),
@@ -163,9 +168,8 @@ at::Tensor BertModel::forward(const ForwardInputs& inputs) {
       layers::forward_step(inputs, layers_.first_layer(chunk), {.causal = false});
   at::Tensor x;  // [batch, seq, hidden]
   if (starts_model(chunk)) {
-    const at::Tensor types = inputs.token_type_ids.defined()
-                                 ? inputs.token_type_ids
-                                 : at::zeros_like(inputs.input_ids);
+    const at::Tensor types =
+        inputs.token_type_ids.defined() ? inputs.token_type_ids : at::zeros_like(inputs.input_ids);
     x = word_embeddings_->forward(inputs.input_ids) + token_type_embeddings_->forward(types);
     x = embeddings_dropout_->forward(
         embeddings_norm_->forward(x + position_embeddings_->forward(step.positions)));

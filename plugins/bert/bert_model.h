@@ -81,7 +81,7 @@ class BertForMaskedLM : public Model {
   std::shared_ptr<layers::Linear> transform_;
   std::shared_ptr<layers::LayerNorm> transform_norm_;
   std::shared_ptr<layers::Embedding> decoder_;  // the word embeddings
-  at::Tensor bias_;                              // [vocab], split like the decoder's rows
+  at::Tensor bias_;                             // [vocab], split like the decoder's rows
   bool parallel_output_;
 };
 

@@ -12,11 +12,10 @@ namespace shardformer::bert {
 // MLM decoder with its bias) vocab-parallel. Position and type embeddings, norms, the pooler,
 // the MLM transform and the classifier stay replicated.
 Policy bert_policy() {
-  const ShardStyle column{.kind = ShardKind::kColumn};
-  const ShardStyle row{.kind = ShardKind::kRow};
+  using namespace styles;
   return Policy(
       {
-          {"embeddings.word_embeddings", {.kind = ShardKind::kVocab}},
+          {"embeddings.word_embeddings", vocab},
           {"encoder.layer.*.attention.self.query", column},
           {"encoder.layer.*.attention.self.key", column},
           {"encoder.layer.*.attention.self.value", column},

@@ -12,13 +12,7 @@
 #include <cmath>
 
 namespace shardformer::bloom {
-namespace {
-
-void require(bool ok, const HFConfig& config, const std::string& what) {
-  if (!ok) throw ModelError(str(config.path().string(), ": ", what));
-}
-
-}  // namespace
+namespace {}  // namespace
 
 BloomConfig BloomConfig::from(const HFConfig& c) {
   BloomConfig b{};
@@ -32,9 +26,9 @@ BloomConfig BloomConfig::from(const HFConfig& c) {
   b.apply_residual_connection_post_layernorm =
       c.get_bool("apply_residual_connection_post_layernorm", false);
   b.tie_word_embeddings = c.get_bool("tie_word_embeddings", true);
-  require(b.hidden_size % b.n_head == 0, c, "hidden_size must divide by n_head");
-  require(!c.get_bool("slow_but_exact", false), c,
-          "slow_but_exact = true (Megatron's sliced linear layers) is not supported");
+  c.require(b.hidden_size % b.n_head == 0, "hidden_size must divide by n_head");
+  c.require(!c.get_bool("slow_but_exact", false),
+            "slow_but_exact = true (Megatron's sliced linear layers) is not supported");
   c.ignore({"pretraining_tp"});  // used by HF only together with slow_but_exact
   return b;
 }
@@ -51,24 +45,26 @@ BloomAttention::BloomAttention(const BuildContext& ctx, const BloomConfig& c, in
                                              3 * c.hidden_size, {.column_units = c.n_head}));
   dense_ = register_module("dense",
                            layers::make_linear(ctx.child("dense"), c.hidden_size, c.hidden_size));
-  attn_dropout_ = register_module(
-      "attention_dropout",
-      std::make_shared<layers::Dropout>(
-          ctx.child("attention_dropout"), c.attention_dropout,
-          layers::DropoutSlices{.dim = 1, .total = c.n_head, .first = first_head_, .count = heads_}));
+  attn_dropout_ =
+      register_module("attention_dropout",
+                      std::make_shared<layers::Dropout>(
+                          ctx.child("attention_dropout"), c.attention_dropout,
+                          layers::DropoutSlices{
+                              .dim = 1, .total = c.n_head, .first = first_head_, .count = heads_}));
 }
 
 at::Tensor BloomAttention::forward(const at::Tensor& x, const BloomStep& step) {
   const int64_t batch = x.size(0), seq = x.size(1);
   const at::Tensor qkv = query_key_value_->forward(x).view({batch, seq, heads_, 3, head_dim_});
   const auto part = [&](int64_t i) { return qkv.select(3, i).transpose(1, 2); };  // [b, h, s, d]
-  const at::Tensor out = layers::attention(part(0), part(1), part(2),
-                                           {.mask = step.mask,
-                                            .bias = step.alibi,
-                                            .scale = 1.0 / std::sqrt(static_cast<double>(head_dim_)),
-                                            .dropout = attn_dropout_.get(),
-                                            .cache = step.cache,
-                                            .layer = layer_idx_});  // [b, s, hidden/tp]
+  const at::Tensor out =
+      layers::attention(part(0), part(1), part(2),
+                        {.mask = step.mask,
+                         .bias = step.alibi,
+                         .scale = 1.0 / std::sqrt(static_cast<double>(head_dim_)),
+                         .dropout = attn_dropout_.get(),
+                         .cache = step.cache,
+                         .layer = layer_idx_});  // [b, s, hidden/tp]
   return dense_->forward(out);
 }
 
@@ -79,8 +75,9 @@ BloomBlock::BloomBlock(const BuildContext& ctx, const BloomConfig& c, int64_t la
                                                c.layer_norm_epsilon);
   };
   input_layernorm_ = register_module("input_layernorm", norm("input_layernorm"));
-  self_attention_ = register_module(
-      "self_attention", std::make_shared<BloomAttention>(ctx.child("self_attention"), c, layer_idx));
+  self_attention_ =
+      register_module("self_attention",
+                      std::make_shared<BloomAttention>(ctx.child("self_attention"), c, layer_idx));
   post_attention_layernorm_ =
       register_module("post_attention_layernorm", norm("post_attention_layernorm"));
   const BuildContext mlp = ctx.child("mlp");
@@ -89,13 +86,17 @@ BloomBlock::BloomBlock(const BuildContext& ctx, const BloomConfig& c, int64_t la
   }
   auto mlp_module = register_module("mlp", std::make_shared<torch::nn::Module>());
   dense_h_to_4h_ = mlp_module->register_module(
-      "dense_h_to_4h", layers::make_linear(mlp.child("dense_h_to_4h"), c.hidden_size, 4 * c.hidden_size));
+      "dense_h_to_4h",
+      layers::make_linear(mlp.child("dense_h_to_4h"), c.hidden_size, 4 * c.hidden_size));
   dense_4h_to_h_ = mlp_module->register_module(
-      "dense_4h_to_h", layers::make_linear(mlp.child("dense_4h_to_h"), 4 * c.hidden_size, c.hidden_size));
+      "dense_4h_to_h",
+      layers::make_linear(mlp.child("dense_4h_to_h"), 4 * c.hidden_size, c.hidden_size));
   attn_out_dropout_ = register_module(
-      "hidden_dropout", std::make_shared<layers::Dropout>(ctx.child("hidden_dropout"), c.hidden_dropout));
+      "hidden_dropout",
+      std::make_shared<layers::Dropout>(ctx.child("hidden_dropout"), c.hidden_dropout));
   mlp_dropout_ = mlp_module->register_module(
-      "hidden_dropout", std::make_shared<layers::Dropout>(mlp.child("hidden_dropout"), c.hidden_dropout));
+      "hidden_dropout",
+      std::make_shared<layers::Dropout>(mlp.child("hidden_dropout"), c.hidden_dropout));
 }
 
 at::Tensor BloomBlock::forward(const at::Tensor& x, const BloomStep& step) {
@@ -126,9 +127,9 @@ BloomModel::BloomModel(const BuildContext& ctx, const BloomConfig& config,
     word_embeddings_layernorm_ =
         register_module("word_embeddings_layernorm", norm("word_embeddings_layernorm"));
   }
-  h_ = layers::LayerStack<BloomBlock>(*this, ctx, "h", config.n_layer, [&](const auto& c, int64_t i) {
-    return std::make_shared<BloomBlock>(c, config, i);
-  });
+  h_ = layers::LayerStack<BloomBlock>(
+      *this, ctx, "h", config.n_layer,
+      [&](const auto& c, int64_t i) { return std::make_shared<BloomBlock>(c, config, i); });
   if (last) ln_f_ = register_module("ln_f", norm("ln_f"));
 }
 
@@ -144,19 +145,21 @@ ModelShape BloomModel::shape() const {
 at::Tensor BloomModel::forward(const ForwardInputs& inputs) {
   const int64_t chunk = inputs.chunk;
   const layers::ForwardStep step = layers::forward_step(inputs, h_.first_layer(chunk), {});
-  at::Tensor x = starts_model(chunk)
-                     ? word_embeddings_layernorm_->forward(word_embeddings_->forward(inputs.input_ids))
-                     : layers::stage_input(inputs);  // [batch, seq, hidden]
+  at::Tensor x =
+      starts_model(chunk)
+          ? word_embeddings_layernorm_->forward(word_embeddings_->forward(inputs.input_ids))
+          : layers::stage_input(inputs);  // [batch, seq, hidden]
   const int64_t batch = x.size(0), kv_len = step.past + x.size(1);
   const at::Tensor padding =
       inputs.attention_mask.defined()
           ? inputs.attention_mask
           : at::ones({batch, kv_len}, inputs.input_ids.options());  // [batch, past + seq]
   const BloomAttention& attention = h_.front()->attention();
-  const BloomStep bloom{.mask = step.mask,
-                        .alibi = layers::alibi_bias(slopes_, attention.first_head(),
-                                                    attention.num_heads(), padding, x.scalar_type()),
-                        .cache = inputs.cache};
+  const BloomStep bloom{
+      .mask = step.mask,
+      .alibi = layers::alibi_bias(slopes_, attention.first_head(), attention.num_heads(), padding,
+                                  x.scalar_type()),
+      .cache = inputs.cache};
   for (const auto& block : h_.chunk(chunk)) x = block->forward(x, bloom);
   return ends_model(chunk) ? ln_f_->forward(x) : x;
 }

@@ -1,7 +1,6 @@
 // The BLOOM plugin: its policy table and factory.
 #include "bloom_model.h"
 
-#include "shardformer/causal_lm.h"
 #include "shardformer/checkpoint.h"
 #include "shardformer/model_builder.h"
 #include "shardformer/plugin.h"
@@ -12,9 +11,7 @@ namespace shardformer::bloom {
 // per-head [q k v] groups), dense and dense_4h_to_h row-parallel, dense_h_to_4h column-parallel;
 // the vocabulary split in the (tied) embedding and head. Norms replicated.
 Policy bloom_policy(bool tied) {
-  const ShardStyle vocab{.kind = ShardKind::kVocab};
-  const ShardStyle column{.kind = ShardKind::kColumn};
-  const ShardStyle row{.kind = ShardKind::kRow};
+  using namespace styles;
   return Policy(
       {
           {"word_embeddings", vocab},
@@ -40,15 +37,8 @@ class BloomFamily : public ModelFamily {
     const BloomConfig config = BloomConfig::from(args.checkpoint->config());
     const bool tied = config.tie_word_embeddings;
     const ModelBuilder builder(args, bloom_policy(tied), "transformer");
-    const BuildContext& ctx = builder.context();
-    if (args.architecture == "BloomModel") {
-      ctx.skip("lm_head.weight", "BloomModel has no LM head");
-      return builder.finish(std::make_shared<BloomModel>(ctx, config, false));
-    }
-    auto base = std::make_shared<BloomModel>(ctx.child("transformer"), config, tied);
-    return builder.finish(std::make_shared<CausalLM>(ctx, "transformer", base,
-                                                     base->token_embedding(), tied,
-                                                     config.vocab_size, config.hidden_size));
+    return builder.decoder<BloomModel>(args.architecture == "BloomForCausalLM", config, tied,
+                                       config.vocab_size, config.hidden_size);
   }
 };
 

@@ -10,13 +10,7 @@
 #include <ATen/ATen.h>
 
 namespace shardformer::gpt2 {
-namespace {
-
-void require(bool ok, const HFConfig& config, const std::string& what) {
-  if (!ok) throw ModelError(str(config.path().string(), ": ", what));
-}
-
-}  // namespace
+namespace {}  // namespace
 
 GPT2Config GPT2Config::from(const HFConfig& c) {
   GPT2Config g{};
@@ -43,13 +37,14 @@ GPT2Config GPT2Config::from(const HFConfig& c) {
   // Only GPT2DoubleHeadsModel and GPT2ForSequenceClassification read these.
   c.ignore({"summary_type", "summary_use_proj", "summary_activation", "summary_proj_to_labels",
             "summary_first_dropout"});
-  require(g.vocab_size > 0 && g.n_positions > 0 && g.n_embd > 0 && g.n_layer > 0 && g.n_head > 0 &&
-              g.n_inner > 0,
-          c, "vocab_size, n_positions, n_embd, n_layer, n_head and n_inner must be positive");
-  require(g.n_embd % g.n_head == 0, c,
-          str("n_embd (", g.n_embd, ") is not divisible by n_head (", g.n_head, ")"));
-  require(!c.get_bool("add_cross_attention", false), c,
-          "add_cross_attention = true (GPT-2 as a decoder with cross-attention) is not supported");
+  c.require(g.vocab_size > 0 && g.n_positions > 0 && g.n_embd > 0 && g.n_layer > 0 &&
+                g.n_head > 0 && g.n_inner > 0,
+            "vocab_size, n_positions, n_embd, n_layer, n_head and n_inner must be positive");
+  c.require(g.n_embd % g.n_head == 0,
+            str("n_embd (", g.n_embd, ") is not divisible by n_head (", g.n_head, ")"));
+  c.require(
+      !c.get_bool("add_cross_attention", false),
+      "add_cross_attention = true (GPT-2 as a decoder with cross-attention) is not supported");
   return g;
 }
 
@@ -81,8 +76,8 @@ GPT2Attention::GPT2Attention(const BuildContext& ctx, const GPT2Config& config, 
       "attn_dropout",
       std::make_shared<layers::Dropout>(
           ctx.child("attn_dropout"), config.attn_pdrop,
-          layers::DropoutSlices{.dim = 1, .total = config.n_head, .first = first_head,
-                                .count = num_heads_}));
+          layers::DropoutSlices{
+              .dim = 1, .total = config.n_head, .first = first_head, .count = num_heads_}));
   // After the row-parallel all-reduce the activation is replicated: one mask on every rank.
   resid_dropout_ = register_module(
       "resid_dropout",
@@ -103,7 +98,7 @@ at::Tensor GPT2Attention::forward(const at::Tensor& x, const at::Tensor& mask, K
                                             .cache = cache,
                                             .layer = layer_idx_,
                                             .upcast = upcast_});  // [batch, seq, hidden/tp]
-  return resid_dropout_->forward(c_proj_->forward(out));         // [batch, seq, hidden]
+  return resid_dropout_->forward(c_proj_->forward(out));          // [batch, seq, hidden]
 }
 
 GPT2MLP::GPT2MLP(const BuildContext& ctx, const GPT2Config& config)
@@ -148,12 +143,12 @@ GPT2Model::GPT2Model(const BuildContext& ctx, const GPT2Config& config, bool wte
   if (first) {
     wpe_ = register_module(
         "wpe", layers::make_embedding(ctx.child("wpe"), config.n_positions, config.n_embd));
-    drop_ = register_module("drop",
-                            std::make_shared<layers::Dropout>(ctx.child("drop"), config.embd_pdrop));
+    drop_ = register_module(
+        "drop", std::make_shared<layers::Dropout>(ctx.child("drop"), config.embd_pdrop));
   }
-  h_ = layers::LayerStack<GPT2Block>(*this, ctx, "h", config.n_layer, [&](const auto& c, int64_t i) {
-    return std::make_shared<GPT2Block>(c, config, i);
-  });
+  h_ = layers::LayerStack<GPT2Block>(
+      *this, ctx, "h", config.n_layer,
+      [&](const auto& c, int64_t i) { return std::make_shared<GPT2Block>(c, config, i); });
   if (last) ln_f_ = register_module("ln_f", layer_norm(ctx.child("ln_f"), config));
 }
 

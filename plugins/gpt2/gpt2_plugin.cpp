@@ -2,7 +2,6 @@
 #include "gpt2_model.h"
 #include "gpt2_policy.h"
 
-#include "shardformer/causal_lm.h"
 #include "shardformer/checkpoint.h"
 #include "shardformer/model_builder.h"
 #include "shardformer/plugin.h"
@@ -22,14 +21,8 @@ class GPT2Family : public ModelFamily {
     const GPT2Config config = GPT2Config::from(args.checkpoint->config());
     const bool tied = config.tie_word_embeddings;
     const ModelBuilder builder(args, gpt2_policy(tied), "transformer");
-    const BuildContext& ctx = builder.context();
-    if (args.architecture == "GPT2Model") {
-      ctx.skip("lm_head.weight", "GPT2Model has no LM head");
-      return builder.finish(std::make_shared<GPT2Model>(ctx, config));
-    }
-    auto base = std::make_shared<GPT2Model>(ctx.child("transformer"), config, tied);
-    return builder.finish(std::make_shared<CausalLM>(
-        ctx, "transformer", base, base->token_embedding(), tied, config.vocab_size, config.n_embd));
+    return builder.decoder<GPT2Model>(args.architecture == "GPT2LMHeadModel", config, tied,
+                                      config.vocab_size, config.n_embd);
   }
 };
 

@@ -6,10 +6,8 @@
 namespace shardformer::gpt2 {
 
 Policy gpt2_policy(bool tied) {
-  const ShardStyle vocab{.kind = ShardKind::kVocab};
-  const ShardStyle column{.kind = ShardKind::kColumn};
+  using namespace styles;
   const ShardStyle fused_qkv{.kind = ShardKind::kColumn, .fused_blocks = 3};
-  const ShardStyle row{.kind = ShardKind::kRow};
   // module pattern       style        (wpe, ln_1, ln_2, ln_f: replicated)
   return Policy(
       {

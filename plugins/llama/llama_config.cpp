@@ -7,10 +7,6 @@
 namespace shardformer::llama {
 namespace {
 
-void require(bool ok, const HFConfig& config, const std::string& what) {
-  if (!ok) throw ModelError(str(config.path().string(), ": ", what));
-}
-
 // Which layers use the sliding window: layer_types when given, else Mistral's sliding_window on
 // every layer, or Qwen's use_sliding_window from max_window_layers on.
 std::vector<bool> layers_with_window(const HFConfig& c, const LlamaConfig& l) {
@@ -20,18 +16,18 @@ std::vector<bool> layers_with_window(const HFConfig& c, const LlamaConfig& l) {
   std::vector<bool> sliding(static_cast<size_t>(l.num_hidden_layers));
   for (int64_t i = 0; i < l.num_hidden_layers; ++i) sliding[i] = use && i >= from;
   if (const auto types = c.get_string_list("layer_types")) {
-    require(static_cast<int64_t>(types->size()) == l.num_hidden_layers, c,
-            "layer_types must list one type per layer");
+    c.require(static_cast<int64_t>(types->size()) == l.num_hidden_layers,
+              "layer_types must list one type per layer");
     for (size_t i = 0; i < types->size(); ++i) {
       const std::string& t = (*types)[i];
-      require(t == "full_attention" || t == "sliding_attention", c,
-              str("layer_types[", i, "] = '", t, "' (full_attention or sliding_attention)"));
+      c.require(t == "full_attention" || t == "sliding_attention",
+                str("layer_types[", i, "] = '", t, "' (full_attention or sliding_attention)"));
       sliding[i] = t == "sliding_attention";
     }
   }
   for (size_t i = 0; i < sliding.size(); ++i) {
-    require(!sliding[i] || l.sliding_window > 0, c,
-            str("layer ", i, " uses a sliding window but sliding_window is not set"));
+    c.require(!sliding[i] || l.sliding_window > 0,
+              str("layer ", i, " uses a sliding window but sliding_window is not set"));
   }
   return sliding;
 }
@@ -41,18 +37,18 @@ std::vector<bool> layers_with_window(const HFConfig& c, const LlamaConfig& l) {
 LlamaConfig LlamaConfig::from(const HFConfig& c) {
   LlamaConfig l{};
   l.model_type = c.model_type();
-  require(l.model_type == "llama" || l.model_type == "mistral" || l.model_type == "qwen2" ||
-              l.model_type == "qwen3",
-          c, str("model_type '", l.model_type, "' is not a Llama-family model"));
+  c.require(l.model_type == "llama" || l.model_type == "mistral" || l.model_type == "qwen2" ||
+                l.model_type == "qwen3",
+            str("model_type '", l.model_type, "' is not a Llama-family model"));
   l.vocab_size = c.get_int("vocab_size");
   l.hidden_size = c.get_int("hidden_size");
   l.intermediate_size = c.get_int("intermediate_size");
   l.num_hidden_layers = c.get_int("num_hidden_layers");
   l.num_attention_heads = c.get_int("num_attention_heads");
   l.num_key_value_heads = c.get_int("num_key_value_heads", l.num_attention_heads);
-  require(l.num_attention_heads > 0 &&
-              (l.hidden_size % l.num_attention_heads == 0 || c.get_optional_int("head_dim")),
-          c, "hidden_size must divide by num_attention_heads unless head_dim is given");
+  c.require(l.num_attention_heads > 0 &&
+                (l.hidden_size % l.num_attention_heads == 0 || c.get_optional_int("head_dim")),
+            "hidden_size must divide by num_attention_heads unless head_dim is given");
   l.head_dim = c.get_optional_int("head_dim").value_or(l.hidden_size / l.num_attention_heads);
   l.max_position_embeddings = c.get_int("max_position_embeddings");
   l.rms_norm_eps = c.get_double("rms_norm_eps", 1e-6);
@@ -67,9 +63,9 @@ LlamaConfig LlamaConfig::from(const HFConfig& c) {
   l.tie_word_embeddings = c.get_bool("tie_word_embeddings", false);
   l.sliding_window = c.get_optional_int("sliding_window").value_or(0);
   l.sliding_layers = layers_with_window(c, l);
-  require(l.vocab_size > 0 && l.hidden_size > 0 && l.intermediate_size > 0 &&
-              l.num_hidden_layers > 0 && l.num_key_value_heads > 0 && l.head_dim > 0,
-          c, "sizes must be positive");
+  c.require(l.vocab_size > 0 && l.hidden_size > 0 && l.intermediate_size > 0 &&
+                l.num_hidden_layers > 0 && l.num_key_value_heads > 0 && l.head_dim > 0,
+            "sizes must be positive");
   c.ignore({"pretraining_tp"});  // a config field HF's modeling code no longer reads
   return l;
 }

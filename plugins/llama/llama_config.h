@@ -21,7 +21,7 @@ struct LlamaConfig {
   bool mlp_bias;
   bool qk_norm;  // Qwen3: RMSNorm of each query and key head before rotary
   bool tie_word_embeddings;
-  int64_t sliding_window;             // keys a query sees on sliding layers (Mistral, Qwen2)
+  int64_t sliding_window;            // keys a query sees on sliding layers (Mistral, Qwen2)
   std::vector<bool> sliding_layers;  // per layer: sliding window or full attention
 
   static LlamaConfig from(const HFConfig& config);

@@ -29,9 +29,9 @@ DecoderLayer::DecoderLayer(const BuildContext& ctx, const LlamaConfig& c, int64_
           layer_idx));
   post_attention_layernorm_ =
       register_module("post_attention_layernorm", norm("post_attention_layernorm"));
-  mlp_ = register_module("mlp", std::make_shared<layers::GatedMLP>(
-                                    ctx.child("mlp"), c.hidden_size, c.intermediate_size,
-                                    c.hidden_act, c.mlp_bias));
+  mlp_ = register_module(
+      "mlp", std::make_shared<layers::GatedMLP>(ctx.child("mlp"), c.hidden_size,
+                                                c.intermediate_size, c.hidden_act, c.mlp_bias));
 }
 
 at::Tensor DecoderLayer::forward(const at::Tensor& x, const layers::AttentionStep& step) {
@@ -53,8 +53,9 @@ LlamaModel::LlamaModel(const BuildContext& ctx, const LlamaConfig& config,
       *this, ctx, "layers", config.num_hidden_layers,
       [&](const auto& c, int64_t i) { return std::make_shared<DecoderLayer>(c, config, i); });
   if (last) {
-    norm_ = register_module("norm", std::make_shared<layers::RMSNorm>(
-                                        ctx.child("norm"), config.hidden_size, config.rms_norm_eps));
+    norm_ =
+        register_module("norm", std::make_shared<layers::RMSNorm>(
+                                    ctx.child("norm"), config.hidden_size, config.rms_norm_eps));
   }
 }
 
@@ -78,9 +79,9 @@ at::Tensor LlamaModel::forward(const ForwardInputs& inputs) {
   bool sliding_mask = false;
   for (const auto& layer : layers_.chunk(chunk)) {
     if (layer->sliding() && !sliding_mask) {
-      sliding.mask = layers::attention_mask({.sliding_window = config_.sliding_window},
-                                            inputs.attention_mask, x.size(0), x.size(1),
-                                            step.past, x.device());
+      sliding.mask =
+          layers::attention_mask({.sliding_window = config_.sliding_window}, inputs.attention_mask,
+                                 x.size(0), x.size(1), step.past, x.device());
       sliding_mask = true;
     }
     x = layer->forward(x, layer->sliding() ? sliding : full);

@@ -2,7 +2,6 @@
 #include "llama_model.h"
 #include "llama_policy.h"
 
-#include "shardformer/causal_lm.h"
 #include "shardformer/checkpoint.h"
 #include "shardformer/model_builder.h"
 #include "shardformer/plugin.h"
@@ -17,22 +16,16 @@ class LlamaFamily : public ModelFamily {
     return "Llama, Mistral, Qwen2, Qwen3 (HF modeling_llama and its variants)";
   }
   std::vector<std::string> architectures() const override {
-    return {"LlamaForCausalLM",   "LlamaModel", "MistralForCausalLM", "MistralModel",
-            "Qwen2ForCausalLM",   "Qwen2Model", "Qwen3ForCausalLM",   "Qwen3Model"};
+    return {"LlamaForCausalLM", "LlamaModel", "MistralForCausalLM", "MistralModel",
+            "Qwen2ForCausalLM", "Qwen2Model", "Qwen3ForCausalLM",   "Qwen3Model"};
   }
 
   std::shared_ptr<Model> create(const ModelArgs& args) const override {
     const LlamaConfig config = LlamaConfig::from(args.checkpoint->config());
     const bool tied = config.tie_word_embeddings;
     const ModelBuilder builder(args, llama_policy(tied), "model");
-    const BuildContext& ctx = builder.context();
-    if (!args.architecture.ends_with("ForCausalLM")) {
-      ctx.skip("lm_head.weight", args.architecture + " has no LM head");
-      return builder.finish(std::make_shared<LlamaModel>(ctx, config, false));
-    }
-    auto base = std::make_shared<LlamaModel>(ctx.child("model"), config, tied);
-    return builder.finish(std::make_shared<CausalLM>(ctx, "model", base, base->token_embedding(),
-                                                     tied, config.vocab_size, config.hidden_size));
+    return builder.decoder<LlamaModel>(args.architecture.ends_with("ForCausalLM"), config, tied,
+                                       config.vocab_size, config.hidden_size);
   }
 };
 

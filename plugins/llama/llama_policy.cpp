@@ -6,10 +6,7 @@
 namespace shardformer::llama {
 
 Policy llama_policy(bool tied) {
-  const ShardStyle vocab{.kind = ShardKind::kVocab};
-  const ShardStyle column{.kind = ShardKind::kColumn};
-  const ShardStyle row{.kind = ShardKind::kRow};
-  // module pattern                 style    (norms, rotary: replicated)
+  using namespace styles;  // module pattern, style (norms, rotary: replicated)
   return Policy(
       {
           {"embed_tokens", vocab},

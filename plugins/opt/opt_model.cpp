@@ -12,10 +12,6 @@ namespace {
 
 constexpr int64_t kPositionOffset = 2;  // OPT's learned positions start at row 2
 
-void require(bool ok, const HFConfig& config, const std::string& what) {
-  if (!ok) throw ModelError(str(config.path().string(), ": ", what));
-}
-
 }  // namespace
 
 OPTConfig OPTConfig::from(const HFConfig& c) {
@@ -37,12 +33,12 @@ OPTConfig OPTConfig::from(const HFConfig& c) {
   o.attention_dropout = c.get_probability("attention_dropout", 0.0);
   o.activation = layers::parse_activation(c.get_string("activation_function", "relu"),
                                           c.path().string() + ": activation_function");
-  require(c.get_bool("layer_norm_elementwise_affine", true), c,
-          "layer_norm_elementwise_affine = false is not supported");
-  require(c.get_double("layerdrop", 0.0) == 0.0, c,
-          "layerdrop > 0 (dropping whole layers in training) is not supported");
-  require(o.hidden_size % o.num_attention_heads == 0, c,
-          "hidden_size must divide by num_attention_heads");
+  c.require(c.get_bool("layer_norm_elementwise_affine", true),
+            "layer_norm_elementwise_affine = false is not supported");
+  c.require(c.get_double("layerdrop", 0.0) == 0.0,
+            "layerdrop > 0 (dropping whole layers in training) is not supported");
+  c.require(o.hidden_size % o.num_attention_heads == 0,
+            "hidden_size must divide by num_attention_heads");
   c.ignore({"init_std"});  // initialisation only
   return o;
 }
@@ -67,15 +63,17 @@ OPTDecoderLayer::OPTDecoderLayer(const BuildContext& ctx, const OPTConfig& c, in
     return std::make_shared<layers::LayerNorm>(ctx.child(name), c.hidden_size, 1e-5);
   };
   self_attn_layer_norm_ = register_module("self_attn_layer_norm", norm("self_attn_layer_norm"));
-  if (layers::split_pair(ctx.child("fc1"), ctx.child("fc2"))) ctx.divide_by_tp(c.ffn_dim, "ffn_dim");
+  if (layers::split_pair(ctx.child("fc1"), ctx.child("fc2")))
+    ctx.divide_by_tp(c.ffn_dim, "ffn_dim");
   fc1_ = register_module("fc1", layers::make_linear(ctx.child("fc1"), c.hidden_size, c.ffn_dim,
-                                                     {.bias = c.enable_bias}));
+                                                    {.bias = c.enable_bias}));
   fc2_ = register_module("fc2", layers::make_linear(ctx.child("fc2"), c.ffn_dim, c.hidden_size,
-                                                     {.bias = c.enable_bias}));
+                                                    {.bias = c.enable_bias}));
   final_layer_norm_ = register_module("final_layer_norm", norm("final_layer_norm"));
   // Both act on replicated activations (after the row-parallel all-reduce).
-  attn_dropout_ = register_module(
-      "attn_out_dropout", std::make_shared<layers::Dropout>(ctx.child("attn_out_dropout"), c.dropout));
+  attn_dropout_ =
+      register_module("attn_out_dropout",
+                      std::make_shared<layers::Dropout>(ctx.child("attn_out_dropout"), c.dropout));
   ffn_dropout_ = register_module(
       "ffn_dropout", std::make_shared<layers::Dropout>(ctx.child("ffn_dropout"), c.dropout));
 }
@@ -115,8 +113,9 @@ OPTModel::OPTModel(const BuildContext& model_ctx, const OPTConfig& c, bool embed
     }
   }
   layers_ = layers::LayerStack<OPTDecoderLayer>(
-      *decoder, ctx, "layers", c.num_hidden_layers,
-      [&](const auto& layer_ctx, int64_t i) { return std::make_shared<OPTDecoderLayer>(layer_ctx, c, i); });
+      *decoder, ctx, "layers", c.num_hidden_layers, [&](const auto& layer_ctx, int64_t i) {
+        return std::make_shared<OPTDecoderLayer>(layer_ctx, c, i);
+      });
   if (last && c.final_layer_norm) {
     final_layer_norm_ = decoder->register_module(
         "final_layer_norm",

@@ -1,7 +1,6 @@
 // The OPT plugin: its policy table and factory.
 #include "opt_model.h"
 
-#include "shardformer/causal_lm.h"
 #include "shardformer/checkpoint.h"
 #include "shardformer/model_builder.h"
 #include "shardformer/plugin.h"
@@ -12,9 +11,7 @@ namespace shardformer::opt {
 // all-reduces per layer); the vocabulary split in the (tied) embedding and head. Positions,
 // norms and the projections in and out stay replicated.
 Policy opt_policy(bool tied) {
-  const ShardStyle vocab{.kind = ShardKind::kVocab};
-  const ShardStyle column{.kind = ShardKind::kColumn};
-  const ShardStyle row{.kind = ShardKind::kRow};
+  using namespace styles;
   return Policy(
       {
           {"embed_tokens", vocab},
@@ -34,23 +31,14 @@ class OPTFamily : public ModelFamily {
   std::string name() const override { return "opt"; }
   std::string version() const override { return "0.1.0"; }
   std::string description() const override { return "Meta OPT (HF modeling_opt)"; }
-  std::vector<std::string> architectures() const override {
-    return {"OPTForCausalLM", "OPTModel"};
-  }
+  std::vector<std::string> architectures() const override { return {"OPTForCausalLM", "OPTModel"}; }
 
   std::shared_ptr<Model> create(const ModelArgs& args) const override {
     const OPTConfig config = OPTConfig::from(args.checkpoint->config());
     const bool tied = config.tie_word_embeddings;
     const ModelBuilder builder(args, opt_policy(tied), "model");
-    const BuildContext& ctx = builder.context();
-    if (args.architecture == "OPTModel") {
-      ctx.skip("lm_head.weight", "OPTModel has no LM head");
-      return builder.finish(std::make_shared<OPTModel>(ctx, config, false));
-    }
-    auto base = std::make_shared<OPTModel>(ctx.child("model"), config, tied);
-    return builder.finish(std::make_shared<CausalLM>(ctx, "model", base, base->token_embedding(),
-                                                     tied, config.vocab_size,
-                                                     config.word_embed_proj_dim));
+    return builder.decoder<OPTModel>(args.architecture == "OPTForCausalLM", config, tied,
+                                     config.vocab_size, config.word_embed_proj_dim);
   }
 };
 

@@ -20,13 +20,13 @@ namespace {
 // switches, initialisation, special token ids (the jobs read eos and pad themselves), and the
 // generation defaults of HF's generate() (a generate job's own keys decide instead).
 constexpr std::array<std::string_view, 52> kHarmlessKeys = {
-    "_name_or_path", "transformers_version", "architectures", "model_type", "dtype",
-    "torch_dtype", "output_attentions", "output_hidden_states", "return_dict", "torchscript",
-    "use_bfloat16", "use_cache", "initializer_range", "initializer_factor",
-    "gradient_checkpointing", "chunk_size_feed_forward", "_attn_implementation",
-    "_attn_implementation_autoset", "attn_implementation", "tokenizer_class", "prefix",
-    "finetuning_task", "task_specific_params", "bos_token_id", "eos_token_id", "pad_token_id",
-    "sep_token_id", "decoder_start_token_id", "tf_legacy_loss", "id2label", "label2id",
+    "_name_or_path", "transformers_version", "architectures", "model_type", "dtype", "torch_dtype",
+    "output_attentions", "output_hidden_states", "return_dict", "torchscript", "use_bfloat16",
+    "use_cache", "initializer_range", "initializer_factor", "gradient_checkpointing",
+    "chunk_size_feed_forward", "_attn_implementation", "_attn_implementation_autoset",
+    "attn_implementation", "tokenizer_class", "prefix", "finetuning_task", "task_specific_params",
+    "bos_token_id", "eos_token_id", "pad_token_id", "sep_token_id", "decoder_start_token_id",
+    "tf_legacy_loss", "id2label", "label2id",
     // generation defaults
     "max_length", "min_length", "do_sample", "early_stopping", "num_beams", "num_beam_groups",
     "diversity_penalty", "temperature", "top_k", "top_p", "typical_p", "repetition_penalty",
@@ -37,7 +37,7 @@ constexpr std::array<std::string_view, 52> kHarmlessKeys = {
 // Switches of PretrainedConfig that change the model when set; at HF's default (false, null,
 // empty) they change nothing, so a model that never reads them still computes the same.
 constexpr std::array<std::string_view, 7> kSwitchKeys = {
-    "is_decoder", "add_cross_attention", "is_encoder_decoder", "tie_encoder_decoder",
+    "is_decoder",   "add_cross_attention",         "is_encoder_decoder", "tie_encoder_decoder",
     "pruned_heads", "cross_attention_hidden_size", "problem_type"};
 
 bool harmless(const HFConfig& config, const std::string& key) {
@@ -104,14 +104,14 @@ void check_checkpoint_usage(const Checkpoint& checkpoint, const CheckpointUsage&
   std::vector<std::string> errors, warnings;
   if (!unused.tensors.empty()) {
     (policy.tensors == UnusedAction::kError ? errors : warnings)
-        .push_back(str(unused.tensors.size(), " tensor(s) that no module of the model reads: ",
-                       listing(unused.tensors)));
+        .push_back(str(unused.tensors.size(),
+                       " tensor(s) that no module of the model reads: ", listing(unused.tensors)));
   }
   if (!unused.config_keys.empty()) {
     (policy.config_keys == UnusedAction::kError ? errors : warnings)
         .push_back(str(checkpoint.config().path().filename().string(), " has ",
-                       unused.config_keys.size(), " key(s) that the model does not implement: ",
-                       listing(unused.config_keys)));
+                       unused.config_keys.size(),
+                       " key(s) that the model does not implement: ", listing(unused.config_keys)));
   }
   for (const std::string& w : warnings) {
     log::warn(str(checkpoint.directory().string(), ": ", w, " (ignored as the job config allows)"));

@@ -8,8 +8,8 @@
 
 #include <algorithm>
 #include <fstream>
-#include <set>
 #include <limits>
+#include <set>
 #include <sstream>
 
 namespace shardformer {
@@ -190,6 +190,10 @@ void HFConfig::ignore(std::initializer_list<std::string_view> keys) const {
   for (std::string_view key : keys) impl_->read.emplace(key);
 }
 
+void HFConfig::require(bool ok, std::string_view what) const {
+  if (!ok) throw ModelError(str(impl_->path.string(), ": ", what));
+}
+
 std::optional<HFConfig> HFConfig::get_object(const std::string& key) const {
   const nlohmann::json* value = impl_->find_non_null(key);
   if (value == nullptr) return std::nullopt;
@@ -207,8 +211,8 @@ void HFConfig::refuse_unread(std::string_view why) const {
     if (!was_read(key)) unread.push_back("'" + impl_->prefix + key + "'");
   }
   if (!unread.empty()) {
-    throw CheckpointError(str(impl_->path.string(), ": ", join(unread, ", "), " not supported (",
-                              why, ")"));
+    throw CheckpointError(
+        str(impl_->path.string(), ": ", join(unread, ", "), " not supported (", why, ")"));
   }
 }
 

@@ -13,8 +13,7 @@ namespace shardformer {
 at::Tensor Model::loss(const ForwardInputs& inputs, const at::Tensor& labels) {
   if (task() == ModelTask::kBase) throw Error("a base model (" + output_name() + ") has no loss");
   const at::Tensor logits = forward(inputs);
-  return task_loss(task(), layers::VocabLogits{logits, false, 0, logits.size(-1), nullptr},
-                   labels);
+  return task_loss(task(), layers::VocabLogits{logits, false, 0, logits.size(-1), nullptr}, labels);
 }
 
 std::map<std::string, at::Tensor> Model::forward_all(const ForwardInputs& inputs) {

@@ -8,8 +8,9 @@ namespace shardformer {
 
 ModelBuilder::ModelBuilder(const ModelArgs& args, const Policy& family_policy,
                            std::string base_model_prefix)
-    : parallel_(with_family_policy(args.parallel, family_policy)),
-      ctx_(*args.checkpoint, args.dtype, args.device, std::move(base_model_prefix), &parallel_) {}
+    : prefix_(std::move(base_model_prefix)),
+      parallel_(with_family_policy(args.parallel, family_policy)),
+      ctx_(*args.checkpoint, args.dtype, args.device, prefix_, &parallel_) {}
 
 std::shared_ptr<Model> ModelBuilder::finish(std::shared_ptr<Model> model) const {
   if (!model) throw ModelError("the family built no model");

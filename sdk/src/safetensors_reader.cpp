@@ -158,8 +158,9 @@ TensorInfo parse_entry(const fs::path& path, const std::string& name, const json
   info.dtype_name = dtype.get<std::string>();
   auto scalar_type = scalar_type_from_safetensors(info.dtype_name);
   if (!scalar_type && is_packed_safetensors_dtype(info.dtype_name)) {
-    fail_tensor(path, name, str("dtype '", info.dtype_name,
-                                "' packs several values per byte and is not supported"));
+    fail_tensor(
+        path, name,
+        str("dtype '", info.dtype_name, "' packs several values per byte and is not supported"));
   }
   if (!scalar_type) fail_tensor(path, name, str("unknown dtype '", info.dtype_name, "'"));
   info.dtype = *scalar_type;

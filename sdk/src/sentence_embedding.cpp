@@ -42,14 +42,15 @@ void read_pooling(const fs::path& file, SentencePooling& pooling) {
         throw CheckpointError(str(file.string(), ": ", key, " = true is not supported"));
       }
     } else if (key == "include_prompt") {
-      if (!flag()) throw CheckpointError(str(file.string(), ": include_prompt = false is not supported"));
+      if (!flag())
+        throw CheckpointError(str(file.string(), ": include_prompt = false is not supported"));
     } else {
       throw CheckpointError(str(file.string(), ": unknown key '", key, "'"));
     }
   }
   if (modes != 1) {
-    throw CheckpointError(str(file.string(), ": ", modes,
-                              " pooling modes are set; exactly one is supported"));
+    throw CheckpointError(
+        str(file.string(), ": ", modes, " pooling modes are set; exactly one is supported"));
   }
 }
 
@@ -98,10 +99,11 @@ SentencePooling SentencePooling::from_folder(const fs::path& folder) {
   return pooling;
 }
 
-at::Tensor SentencePooling::apply(const at::Tensor& hidden, const at::Tensor& attention_mask) const {
-  const at::Tensor x = hidden.to(at::kFloat);                                     // [b, s, d]
+at::Tensor SentencePooling::apply(const at::Tensor& hidden,
+                                  const at::Tensor& attention_mask) const {
+  const at::Tensor x = hidden.to(at::kFloat);                                          // [b, s, d]
   const at::Tensor mask = attention_mask.to(x.device()).to(at::kFloat).unsqueeze(-1);  // [b, s, 1]
-  at::Tensor pooled;  // [b, d]
+  at::Tensor pooled;                                                                   // [b, d]
   switch (mode) {
     case Mode::kCls: pooled = x.select(1, 0); break;
     case Mode::kMax: pooled = std::get<0>(x.masked_fill(mask == 0, -1e9).max(1)); break;

@@ -38,7 +38,8 @@ HostRun run_host(const std::string& config, const std::vector<std::string>& env)
   close(pipe_fds[1]);
   HostRun run;
   char buffer[4096];
-  for (ssize_t n; (n = read(pipe_fds[0], buffer, sizeof(buffer))) > 0;) run.output.append(buffer, n);
+  for (ssize_t n; (n = read(pipe_fds[0], buffer, sizeof(buffer))) > 0;)
+    run.output.append(buffer, n);
   close(pipe_fds[0]);
   waitpid(pid, &run.status, 0);
   run.exited = std::chrono::steady_clock::now();
@@ -51,8 +52,8 @@ TEST_P(JobFailure, EndsTheWholeJobWithinOneSecondOfTheRankFailing) {
   const std::string config =
       (shardformer::testing::tools_dir().parent_path() / "configs" / "gpt2_tiny_tp2_generate.toml")
           .string();
-  const HostRun run =
-      run_host(config, {"SHARDFORMER_TEST_FAIL_RANK=1", "SHARDFORMER_TEST_FAIL_MODE=" + GetParam()});
+  const HostRun run = run_host(
+      config, {"SHARDFORMER_TEST_FAIL_RANK=1", "SHARDFORMER_TEST_FAIL_MODE=" + GetParam()});
   std::smatch match;
   ASSERT_TRUE(std::regex_search(run.output, match, std::regex("steady-clock ns ([0-9]+)")))
       << run.output;

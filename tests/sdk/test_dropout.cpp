@@ -74,9 +74,9 @@ TEST_F(DropoutTest, SavedStreamStatesReplayTheSameMasks) {
   auto root = std::make_shared<torch::nn::Module>();
   auto a = root->register_module("a", std::make_shared<layers::Dropout>(ctx().child("a"), 0.4));
   auto b = root->register_module(
-      "b", std::make_shared<layers::Dropout>(ctx().child("b"), 0.4,
-                                             layers::DropoutSlices{.dim = 0, .total = 3,
-                                                                   .first = 0, .count = 3}));
+      "b", std::make_shared<layers::Dropout>(
+               ctx().child("b"), 0.4,
+               layers::DropoutSlices{.dim = 0, .total = 3, .first = 0, .count = 3}));
   root->train();
   const at::Tensor x = at::ones({3, 32});
   a->forward(x);  // advance the streams

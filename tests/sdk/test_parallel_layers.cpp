@@ -120,8 +120,7 @@ void check_linear(int tp, ShardStyle style, layers::LinearOptions options, bool 
     const at::Tensor expected_x_grad =
         input_split ? x_full.grad().chunk(tp, -1)[rank] : x_full.grad();
     expect_equal(x_local.grad(), expected_x_grad, "input grad");
-    expect_equal(r.full_grad("fc.weight", param(*sharded, "weight")), weight.grad(),
-                 "weight grad");
+    expect_equal(r.full_grad("fc.weight", param(*sharded, "weight")), weight.grad(), "weight grad");
     expect_equal(r.full_grad("fc.bias", param(*sharded, "bias")), bias.grad(), "bias grad");
   }));
 }
@@ -175,8 +174,8 @@ void check_embedding(int tp, ShardKind kind) {
                                labels.narrow(1, 1, vocab - 1).reshape({-1}));
     const at::Tensor loss = causal_lm_loss(sharded->lm_logits(hidden, /*gather=*/false), labels);
     expect_equal(loss.detach(), loss_full.detach(), "loss", 1e-5);
-    expect_equal(sharded->lm_logits(hidden, /*gather=*/true).logits.detach(),
-                 logits_full.detach(), "gathered logits", 1e-5);
+    expect_equal(sharded->lm_logits(hidden, /*gather=*/true).logits.detach(), logits_full.detach(),
+                 "gathered logits", 1e-5);
     const at::Tensor upstream = seeded(8, {2, vocab, dim});
     ((lookup * upstream).sum() + loss_full).backward();
     ((sharded->forward(ids) * upstream).sum() + loss).backward();
@@ -211,7 +210,7 @@ TEST(ParallelDropout, MasksDoNotDependOnTheTensorParallelLayout) {
     layers::Dropout whole(r.full->child("attn_dropout"), 0.25,
                           {.dim = 1, .total = 4, .first = 0, .count = 4});
     const at::Tensor mine = split.forward(x.narrow(1, 2 * rank, 2));  // [8, 2, 16, 16]
-    const at::Tensor gathered = r.mesh.tp().all_gather(mine, 1);        // [8, 4, 16, 16]
+    const at::Tensor gathered = r.mesh.tp().all_gather(mine, 1);      // [8, 4, 16, 16]
     EXPECT_TRUE(at::equal(gathered, whole.forward(x))) << "a head's mask depends on its rank";
     EXPECT_FALSE(at::equal(gathered.select(1, 0), gathered.select(1, 1))) << "heads share a stream";
     layers::Dropout other(r.sharded->child("drop_c"), 0.25);
@@ -223,8 +222,9 @@ TEST(ParallelDropout, DataParallelRanksDrawDifferentMasks) {
   expect_all_ranks_passed(run_ranks(2, [&](int rank, int port) {
     at::set_num_threads(1);
     distributed::ProcessMesh mesh(rank, {.dp = 2}, LayerRank::options(port));
-    const auto dir = std::filesystem::path(::testing::TempDir()) /
-                     ("shardformer_dp_dropout_" + std::to_string(port) + "_" + std::to_string(rank));
+    const auto dir =
+        std::filesystem::path(::testing::TempDir()) /
+        ("shardformer_dp_dropout_" + std::to_string(port) + "_" + std::to_string(rank));
     std::filesystem::create_directories(dir);
     std::ofstream(dir / "config.json") << "{}";
     save_safetensors(dir / "model.safetensors", {{"unused", at::zeros({1})}});

@@ -162,8 +162,7 @@ TEST_F(SafetensorsValidation, F8E8M0ReadsAsPowersOfTwo) {
   }
   SafetensorsFile file(path);
   EXPECT_EQ(file.info("scale").dtype, c10::ScalarType::Float8_e8m0fnu);
-  EXPECT_TRUE(at::equal(file.read("scale").to(at::kFloat),
-                        at::tensor({1.0f, 2.0f, 0.0078125f})));
+  EXPECT_TRUE(at::equal(file.read("scale").to(at::kFloat), at::tensor({1.0f, 2.0f, 0.0078125f})));
 }
 
 TEST_F(SafetensorsValidation, ZeroElementTensorsAreValid) {
@@ -348,9 +347,8 @@ TEST_F(SafetensorsPythonFixtures, EveryDtypeMatchesItsFloat64Copy) {
     EXPECT_TRUE(at::equal(tensor.to(at::kDouble), file.read(expected_name)));
     checked.push_back(info.name);
   }
-  for (const char* name : {"BF16", "BOOL", "F16", "F32", "F64", "F8_E4M3", "F8_E5M2",
-                           "F8_E4M3FNUZ", "F8_E5M2FNUZ", "I16", "I32", "I64", "I8", "U8", "U16",
-                           "U32", "U64"}) {
+  for (const char* name : {"BF16", "BOOL", "F16", "F32", "F64", "F8_E4M3", "F8_E5M2", "F8_E4M3FNUZ",
+                           "F8_E5M2FNUZ", "I16", "I32", "I64", "I8", "U8", "U16", "U32", "U64"}) {
     EXPECT_NE(std::find(checked.begin(), checked.end(), name), checked.end())
         << name << " missing from " << file.path();
   }

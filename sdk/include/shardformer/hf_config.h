@@ -39,6 +39,8 @@ class HFConfig {
   // Whether `key` is absent or holds null, false, 0, "", [] or {} (HF's defaults for switches
   // such as is_decoder or pruned_heads). Does not count as reading the key.
   bool holds_default(const std::string& key) const;
+  // Throws ModelError "<config.json>: what" unless ok: for values a model does not support.
+  void require(bool ok, std::string_view what) const;
   // Declares keys that the model knows and that do not change what it computes (e.g. GPT-2's
   // summary_* keys, which only GPT2DoubleHeadsModel reads).
   void ignore(std::initializer_list<std::string_view> keys) const;

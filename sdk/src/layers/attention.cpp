@@ -48,8 +48,8 @@ at::Tensor alibi_slopes(int64_t num_heads) {
 
 at::Tensor alibi_bias(const at::Tensor& slopes, int64_t first, int64_t count,
                       const at::Tensor& padding, c10::ScalarType dtype) {
-  const at::Tensor real = padding.to(at::kLong);                              // [batch, kv]
-  const at::Tensor positions = ((real.cumsum(-1) - 1) * real).to(at::kFloat);  // [batch, kv]
+  const at::Tensor real = padding.to(at::kLong);                                 // [batch, kv]
+  const at::Tensor positions = ((real.cumsum(-1) - 1) * real).to(at::kFloat);    // [batch, kv]
   const at::Tensor local = slopes.narrow(0, first, count).to(padding.device());  // [count]
   return (local.view({1, count, 1, 1}) * positions.unsqueeze(1).unsqueeze(1)).to(dtype);
 }
@@ -98,7 +98,8 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
   keys = repeat_kv(keys, groups);
   values = repeat_kv(values, groups);
   at::Tensor out;  // [batch, heads, q_len, head_dim]
-  const bool upcast = args.upcast && q.scalar_type() != at::kFloat && q.scalar_type() != at::kDouble;
+  const bool upcast =
+      args.upcast && q.scalar_type() != at::kFloat && q.scalar_type() != at::kDouble;
   if (upcast) {
     AttentionArgs wide = args;
     if (wide.bias.defined()) wide.bias = wide.bias.to(at::kFloat);

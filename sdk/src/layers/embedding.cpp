@@ -44,9 +44,8 @@ VocabLogits ReplicatedEmbedding::lm_logits(const at::Tensor& hidden, bool, const
 VocabParallelEmbedding1D::VocabParallelEmbedding1D(const BuildContext& ctx, int64_t num_embeddings,
                                                    int64_t embedding_dim)
     : Embedding(num_embeddings), group_(ctx.parallel()->tp) {
-  padded_rows_ = padded_vocab_size(num_embeddings,
-                                   ctx.parallel()->config.make_vocab_size_divisible_by,
-                                   ctx.tp_size());
+  padded_rows_ = padded_vocab_size(
+      num_embeddings, ctx.parallel()->config.make_vocab_size_divisible_by, ctx.tp_size());
   const TensorShard shard{.dim = 0, .padded_size = padded_rows_};
   weight_ =
       register_parameter("weight", ctx.load("weight", {num_embeddings, embedding_dim}, shard));
@@ -68,7 +67,7 @@ VocabLogits VocabParallelEmbedding1D::lm_logits(const at::Tensor& hidden, bool g
                                                 const at::Tensor& bias) {
   const at::Tensor x = distributed::copy_to_parallel_region(hidden, *group_);
   at::Tensor local = at::matmul(x, weight_.t());  // [..., padded/tp]
-  if (bias.defined()) local = local + bias;        // bias: [padded/tp], this rank's rows
+  if (bias.defined()) local = local + bias;       // bias: [padded/tp], this rank's rows
   const int64_t real = std::clamp<int64_t>(num_embeddings_ - vocab_start_, 0, local_rows_);
   if (real < local_rows_) {  // padding columns must never win a max or take probability
     local = at::cat(
@@ -96,7 +95,7 @@ at::Tensor Embedding1D::forward(const at::Tensor& ids) {
 
 VocabLogits Embedding1D::lm_logits(const at::Tensor& hidden, bool, const at::Tensor& bias) {
   const at::Tensor x = distributed::scatter_to_parallel_region(hidden, *group_);  // [..., dim/tp]
-  const at::Tensor logits =  // [..., vocab]
+  const at::Tensor logits =                                                       // [..., vocab]
       distributed::reduce_from_parallel_region(at::matmul(x, weight_.t()), *group_);
   return {bias.defined() ? logits + bias : logits, false, 0, num_embeddings_, nullptr};
 }

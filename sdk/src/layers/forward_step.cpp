@@ -14,11 +14,10 @@ ForwardStep forward_step(const ForwardInputs& inputs, int64_t first_layer,
   const int64_t batch = ids.size(0), seq = ids.size(1);
   ForwardStep step;
   step.past = inputs.cache != nullptr ? inputs.cache->length(first_layer) : 0;
-  step.positions = inputs.position_ids.defined()
-                       ? inputs.position_ids
-                       : at::arange(step.past, step.past + seq, ids.options())
-                             .unsqueeze(0)
-                             .expand({batch, seq});
+  step.positions =
+      inputs.position_ids.defined()
+          ? inputs.position_ids
+          : at::arange(step.past, step.past + seq, ids.options()).unsqueeze(0).expand({batch, seq});
   step.mask = attention_mask(options, inputs.attention_mask, batch, seq, step.past, ids.device());
   return step;
 }

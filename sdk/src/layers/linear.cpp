@@ -117,9 +117,9 @@ std::shared_ptr<Linear> make_linear(const BuildContext& ctx, int64_t in_features
       if (options.column_units > 0 && options.column_units < ctx.tp_size()) {
         column_replicas(ctx, options);  // units shared by several ranks: checked there
       } else {
-        ctx.divide_by_tp(options.column_units > 0 ? options.column_units
-                                                  : out_features / style.fused_blocks,
-                         ctx.name_of(options.column_units > 0 ? "heads" : "out_features per block"));
+        ctx.divide_by_tp(
+            options.column_units > 0 ? options.column_units : out_features / style.fused_blocks,
+            ctx.name_of(options.column_units > 0 ? "heads" : "out_features per block"));
       }
       return std::make_shared<Linear1D_Col>(ctx, in_features, out_features, options, style);
     case ShardKind::kRow:

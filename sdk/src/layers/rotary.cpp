@@ -59,9 +59,9 @@ RotaryEmbedding::RotaryEmbedding(const HFConfig& config, int64_t head_dim) {
   }
   dim_ = static_cast<int64_t>(static_cast<double>(head_dim) * partial);
   if (dim_ < 2 || dim_ % 2 != 0 || dim_ > head_dim || !(factor_ > 0)) {
-    throw CheckpointError(str(config.path().string(), ": rotary dimension ", dim_,
-                              " (head_dim ", head_dim, " x partial_rotary_factor ", partial,
-                              ") or factor ", factor_, " is invalid"));
+    throw CheckpointError(str(config.path().string(), ": rotary dimension ", dim_, " (head_dim ",
+                              head_dim, " x partial_rotary_factor ", partial, ") or factor ",
+                              factor_, " is invalid"));
   }
   inv_freq_ = frequencies(theta_);
   if (type_ == Type::kLinear) inv_freq_ = inv_freq_ / factor_;
@@ -84,7 +84,7 @@ at::Tensor RotaryEmbedding::frequencies(double base) const {
 }
 
 std::pair<at::Tensor, at::Tensor> RotaryEmbedding::cos_sin(const at::Tensor& positions,
-                                                            c10::ScalarType dtype) const {
+                                                           c10::ScalarType dtype) const {
   at::Tensor inv_freq = inv_freq_;
   if (type_ == Type::kDynamic) {
     const int64_t seq_len = positions.max().item<int64_t>() + 1;

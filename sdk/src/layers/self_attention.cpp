@@ -36,8 +36,9 @@ SelfAttention::SelfAttention(const BuildContext& ctx, const SelfAttentionOptions
   heads_ = split ? ctx.divide_by_tp(o.num_heads, "num_attention_heads") : o.num_heads;
   kv_heads_ = local_heads(ctx, split, o.num_kv_heads, "num_key_value_heads");
   const int64_t q_out = o.num_heads * o.head_dim, kv_out = o.num_kv_heads * o.head_dim;
-  q_proj_ = register_module("q_proj", make_linear(ctx.child("q_proj"), o.hidden_size, q_out,
-                                                  {.bias = o.qkv_bias, .column_units = o.num_heads}));
+  q_proj_ =
+      register_module("q_proj", make_linear(ctx.child("q_proj"), o.hidden_size, q_out,
+                                            {.bias = o.qkv_bias, .column_units = o.num_heads}));
   const LinearOptions kv{.bias = o.qkv_bias, .column_units = o.num_kv_heads};
   k_proj_ = register_module("k_proj", make_linear(ctx.child("k_proj"), o.hidden_size, kv_out, kv));
   v_proj_ = register_module("v_proj", make_linear(ctx.child("v_proj"), o.hidden_size, kv_out, kv));
@@ -46,17 +47,17 @@ SelfAttention::SelfAttention(const BuildContext& ctx, const SelfAttentionOptions
   if (o.qk_norm_eps > 0) {
     // One weight for every head: each rank's gradient covers its own heads only.
     const TensorShard shared{.replicas = split ? ctx.tp_size() : 1};
-    q_norm_ = register_module(
-        "q_norm", std::make_shared<RMSNorm>(ctx.child("q_norm"), o.head_dim, o.qk_norm_eps, shared));
-    k_norm_ = register_module(
-        "k_norm", std::make_shared<RMSNorm>(ctx.child("k_norm"), o.head_dim, o.qk_norm_eps, shared));
+    q_norm_ = register_module("q_norm", std::make_shared<RMSNorm>(ctx.child("q_norm"), o.head_dim,
+                                                                  o.qk_norm_eps, shared));
+    k_norm_ = register_module("k_norm", std::make_shared<RMSNorm>(ctx.child("k_norm"), o.head_dim,
+                                                                  o.qk_norm_eps, shared));
   }
   const int64_t first_head = split ? ctx.tp_rank() * heads_ : 0;
   dropout_ = register_module(
       "attn_dropout",
-      std::make_shared<Dropout>(ctx.child("attn_dropout"), o.dropout,
-                                DropoutSlices{.dim = 1, .total = o.num_heads, .first = first_head,
-                                              .count = heads_}));
+      std::make_shared<Dropout>(
+          ctx.child("attn_dropout"), o.dropout,
+          DropoutSlices{.dim = 1, .total = o.num_heads, .first = first_head, .count = heads_}));
 }
 
 at::Tensor SelfAttention::forward(const at::Tensor& x, const AttentionStep& step) {

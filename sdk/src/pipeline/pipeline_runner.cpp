@@ -18,7 +18,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
-
 at::Tensor split_part(const at::Tensor& t, int64_t index, int64_t parts) {
   return t.defined() ? at::tensor_split(t, parts, 0)[index] : at::Tensor();
 }
@@ -174,8 +173,8 @@ void PipelineRunner::check_labels(const ForwardInputs& batch, const at::Tensor& 
     throw Error("pipeline: a base model (" + model_->output_name() + ") has no loss");
   }
   const bool per_sequence = model_->task() == ModelTask::kSequenceClassification;
-  const auto expected = per_sequence ? std::vector<int64_t>{batch.input_ids.size(0)}
-                                     : batch.input_ids.sizes().vec();
+  const auto expected =
+      per_sequence ? std::vector<int64_t>{batch.input_ids.size(0)} : batch.input_ids.sizes().vec();
   if (!labels.defined() || labels.sizes().vec() != expected) {
     throw Error(str("pipeline: labels must be ", shape_str(expected),
                     per_sequence ? " (one per sequence)" : " (shaped like input_ids)"));

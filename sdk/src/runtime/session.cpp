@@ -77,8 +77,8 @@ Session::Session(SessionOptions options, const ModelFactory& factory,
     parallel_.pipeline = &*stages_;
   }
 
-  model_ = factory(ModelArgs{checkpoint_.get(), architecture_, options_.dtype, options_.device,
-                             &parallel_});
+  model_ = factory(
+      ModelArgs{checkpoint_.get(), architecture_, options_.dtype, options_.device, &parallel_});
   if (!model_) throw ModelError(str("no model was built for ", architecture_));
   check_checkpoint_usage(*checkpoint_, model_->checkpoint_usage(),
                          mesh_ ? &mesh_->world() : nullptr, options_.usage);
@@ -97,9 +97,10 @@ pipeline::PipelineOptions Session::pipeline_options(int64_t batch) const {
   result.schedule = options_.pipeline.schedule;
   const int64_t pp = stages_ ? stages_->num_stages() : 1;
   const int64_t m = options_.pipeline.num_microbatches;
-  result.num_microbatches = m > 0                                                    ? m
-                            : result.schedule == pipeline::ScheduleKind::kInterleaved ? pp
-                                                                                      : std::min(batch, pp);
+  result.num_microbatches = m > 0 ? m
+                            : result.schedule == pipeline::ScheduleKind::kInterleaved
+                                ? pp
+                                : std::min(batch, pp);
   try {
     pipeline::check_schedule(result.schedule,
                              {pp, result.num_microbatches, options_.pipeline.num_model_chunks});
@@ -120,8 +121,8 @@ GenerationConfig Session::generation_config(int64_t max_new_tokens,
   GenerationConfig config;
   config.max_new_tokens = max_new_tokens;
   config.eos_token_id = eos_token_id ? eos_token_id : hf.get_optional_int("eos_token_id");
-  config.pad_token_id =
-      pad_token_id.value_or(hf.get_optional_int("pad_token_id").value_or(config.eos_token_id.value_or(0)));
+  config.pad_token_id = pad_token_id.value_or(
+      hf.get_optional_int("pad_token_id").value_or(config.eos_token_id.value_or(0)));
   return config;
 }
 

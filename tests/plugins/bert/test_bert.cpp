@@ -66,11 +66,13 @@ TEST_P(MiniLMEmbeddings, EqualSentenceTransformers) {
   const fs::path data = shardformer::testing::test_data_dir() / "minilm";
   const SafetensorsFile reference(data / "reference.safetensors");
   for (const int64_t max_length : {int64_t{0}, int64_t{16}}) {
-    const fs::path dir = fs::path(::testing::TempDir()) /
-                         ("shardformer_minilm_tp" + std::to_string(tp) + "_" + std::to_string(max_length));
+    const fs::path dir =
+        fs::path(::testing::TempDir()) /
+        ("shardformer_minilm_tp" + std::to_string(tp) + "_" + std::to_string(max_length));
     fs::create_directories(dir);
     std::ofstream(dir / "job.toml")
-        << "[model]\npath = \"" << (shardformer::testing::models_dir() / "all-MiniLM-L6-v2").string()
+        << "[model]\npath = \""
+        << (shardformer::testing::models_dir() / "all-MiniLM-L6-v2").string()
         << "\"\n[parallel]\ntp_size = " << tp << "\n[job]\nmode = \"embed\"\n[embed]\n"
         << "sentences_file = \"" << (data / "sentences.txt").string() << "\"\noutput = \""
         << (dir / "out.safetensors").string() << "\"\nbatch_size = 8\n"

@@ -15,13 +15,12 @@ TEST_P(BloomFamily, MatchesHFAtThisLayout) {
   check_decoder_against_hf(model, "BloomForCausalLM", "BloomModel", layout);
 }
 
-INSTANTIATE_TEST_SUITE_P(Checkpoints, BloomFamily,
-                         ::testing::Combine(::testing::Values("tiny-bloom"),
-                                            ::testing::ValuesIn(
-                                                shardformer::testing::standard_layouts())),
-                         [](const auto& info) {
-                           return shardformer::testing::case_name(std::get<0>(info.param),
-                                                                  std::get<1>(info.param));
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Checkpoints, BloomFamily,
+    ::testing::Combine(::testing::Values("tiny-bloom"),
+                       ::testing::ValuesIn(shardformer::testing::standard_layouts())),
+    [](const auto& info) {
+      return shardformer::testing::case_name(std::get<0>(info.param), std::get<1>(info.param));
+    });
 
 }  // namespace

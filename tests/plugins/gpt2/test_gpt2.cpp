@@ -222,11 +222,10 @@ TEST_F(GPT2Test, AnExtraTensorIsRefusedByNameUnlessTheJobAllowsIt) {
     tensors["score.weight"] = at::ones({2, 64});
   });
   expect_error<CheckpointError>([&] { build_from(dir); },
-                           {"2 tensor(s) that no module of the model reads",
-                            "'score.weight'", "'transformer.h.0.attn.rotary.inv_freq'",
-                            "unused_tensors"});
-  const auto model = build("GPT2LMHeadModel",
-                           {.checkpoint = dir, .usage = {.tensors = UnusedAction::kWarn}});
+                                {"2 tensor(s) that no module of the model reads", "'score.weight'",
+                                 "'transformer.h.0.attn.rotary.inv_freq'", "unused_tensors"});
+  const auto model =
+      build("GPT2LMHeadModel", {.checkpoint = dir, .usage = {.tensors = UnusedAction::kWarn}});
   expect_close(forward(*model), ref("forward_logits"), kOutputAtol);
 }
 
@@ -234,10 +233,10 @@ TEST_F(GPT2Test, AnUnknownConfigKeyIsRefusedByNameUnlessTheJobAllowsIt) {
   const fs::path dir = copy_checkpoint("unknown_key");
   replace_in_file(dir / "config.json", "\"n_head\": 4", "\"n_head\": 4, \"rotary_dim\": 16");
   expect_error<CheckpointError>([&] { build_from(dir); },
-                           {"config.json has 1 key(s) that the model does not implement",
-                            "'rotary_dim'", "unused_config_keys"});
-  const auto model = build("GPT2LMHeadModel",
-                           {.checkpoint = dir, .usage = {.config_keys = UnusedAction::kWarn}});
+                                {"config.json has 1 key(s) that the model does not implement",
+                                 "'rotary_dim'", "unused_config_keys"});
+  const auto model =
+      build("GPT2LMHeadModel", {.checkpoint = dir, .usage = {.config_keys = UnusedAction::kWarn}});
   expect_close(forward(*model), ref("forward_logits"), kOutputAtol);
 }
 
@@ -289,16 +288,18 @@ TEST_F(GPT2Test, Float64Float16AndBfloat16JobsMatchHFInTheSameDtype) {
     c10::ScalarType dtype;
     std::string name;
     double atol;
-  } cases[] = {{at::kDouble, "float64", 1e-12}, {at::kHalf, "float16", 0.00390625},
+  } cases[] = {{at::kDouble, "float64", 1e-12},
+               {at::kHalf, "float16", 0.00390625},
                {at::kBFloat16, "bfloat16", 0.03125}};
   for (const auto& c : cases) {
     const auto model = build("GPT2LMHeadModel", {.dtype = c.dtype});
     const at::Tensor logits = forward(*model);
     EXPECT_EQ(logits.scalar_type(), c.dtype) << c.name;
     const at::Tensor expected = ref("forward_logits_" + c.name);
-    const double worst = (logits.to(at::kDouble) - expected.to(at::kDouble)).abs().max().item<double>();
-    EXPECT_LE(worst, c.atol) << c.name << " (max |logit| "
-                             << expected.abs().max().item<double>() << ")";
+    const double worst =
+        (logits.to(at::kDouble) - expected.to(at::kDouble)).abs().max().item<double>();
+    EXPECT_LE(worst, c.atol) << c.name << " (max |logit| " << expected.abs().max().item<double>()
+                             << ")";
     std::cout << c.name << ": max |ours - HF| = " << worst << "\n";
   }
 }

@@ -76,8 +76,7 @@ TEST_P(Gpt2TensorParallel, BaseModelHiddenStatesMatchHF) {
     const Gpt2Fixture f;
     Rank r(rank, tp, port);
     const auto model = f.build("GPT2Model", &r.mesh);
-    expect_close(f.forward(*model), f.ref("forward_last_hidden_state"), kOutputAtol, 0.0,
-                 "hidden");
+    expect_close(f.forward(*model), f.ref("forward_last_hidden_state"), kOutputAtol, 0.0, "hidden");
   }));
 }
 
@@ -168,9 +167,9 @@ TEST(Gpt2TensorParallelShardConfig, EmbeddingDimStyleAndOtherVocabMultiplesMatch
   expect_all_ranks_passed(run_ranks(2, [&](int rank, int port) {
     const Gpt2Fixture f;
     Rank r(rank, 2, port);
-    const auto dim_split = f.build(
-        "GPT2LMHeadModel", &r.mesh,
-        {.overrides = Policy({{"wte", ShardStyle{.kind = ShardKind::kEmbeddingDim}}})});
+    const auto dim_split =
+        f.build("GPT2LMHeadModel", &r.mesh,
+                {.overrides = Policy({{"wte", ShardStyle{.kind = ShardKind::kEmbeddingDim}}})});
     EXPECT_EQ(dim_split->sharding().at("transformer.wte.weight").dim, 1);
     expect_close(f.forward(*dim_split), f.ref("forward_logits"), kOutputAtol, 0.0, "logits");
     expect_loss_and_grads_match(f, *dim_split, &r.mesh.tp());

@@ -36,13 +36,13 @@ const Case kCases[] = {
     {"tiny-qwen3", "Qwen3ForCausalLM", "Qwen3Model"},
 };
 
-INSTANTIATE_TEST_SUITE_P(Checkpoints, LlamaFamily,
-                         ::testing::Combine(::testing::ValuesIn(kCases),
-                                            ::testing::ValuesIn(
-                                                shardformer::testing::standard_layouts())),
-                         [](const auto& info) {
-                           return shardformer::testing::case_name(std::get<0>(info.param).model,
-                                                                  std::get<1>(info.param));
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Checkpoints, LlamaFamily,
+    ::testing::Combine(::testing::ValuesIn(kCases),
+                       ::testing::ValuesIn(shardformer::testing::standard_layouts())),
+    [](const auto& info) {
+      return shardformer::testing::case_name(std::get<0>(info.param).model,
+                                             std::get<1>(info.param));
+    });
 
 }  // namespace

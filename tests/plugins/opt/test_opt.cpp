@@ -15,14 +15,12 @@ TEST_P(OPTFamily, MatchesHFAtThisLayout) {
   check_decoder_against_hf(model, "OPTForCausalLM", "OPTModel", layout);
 }
 
-INSTANTIATE_TEST_SUITE_P(Checkpoints, OPTFamily,
-                         ::testing::Combine(::testing::Values("tiny-opt", "tiny-opt-post-ln",
-                                                              "tiny-opt-proj"),
-                                            ::testing::ValuesIn(
-                                                shardformer::testing::standard_layouts())),
-                         [](const auto& info) {
-                           return shardformer::testing::case_name(std::get<0>(info.param),
-                                                                  std::get<1>(info.param));
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Checkpoints, OPTFamily,
+    ::testing::Combine(::testing::Values("tiny-opt", "tiny-opt-post-ln", "tiny-opt-proj"),
+                       ::testing::ValuesIn(shardformer::testing::standard_layouts())),
+    [](const auto& info) {
+      return shardformer::testing::case_name(std::get<0>(info.param), std::get<1>(info.param));
+    });
 
 }  // namespace

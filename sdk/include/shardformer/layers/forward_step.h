@@ -8,7 +8,7 @@
 namespace shardformer::layers {
 
 struct ForwardStep {
-  int64_t past = 0;      // tokens already cached for the chunk's first layer
+  int64_t past = 0;        // tokens already cached for the chunk's first layer
   at::Tensor positions{};  // [batch, seq]: inputs.position_ids, or past + arange(seq)
   at::Tensor mask{};       // attention_mask(options, inputs.attention_mask, ...)
 };

@@ -50,8 +50,8 @@ class LayerStack {
  private:
   void check(int64_t chunk) const {
     if (chunk < 0 || chunk >= static_cast<int64_t>(chunks_.size())) {
-      throw Error(str("model chunk ", chunk, " requested from a stage of ", chunks_.size(),
-                      " chunks"));
+      throw Error(
+          str("model chunk ", chunk, " requested from a stage of ", chunks_.size(), " chunks"));
     }
   }
 

@@ -21,17 +21,17 @@ namespace shardformer::layers {
 struct SelfAttentionOptions {
   int64_t hidden_size = 0, num_heads = 0, num_kv_heads = 0, head_dim = 0;
   bool qkv_bias = false, out_bias = false;
-  double scale = 0;        // 0: head_dim^-0.5
-  bool scale_queries = false;  // multiply q by the scale before q . k (OPT), not the scores
-  double dropout = 0;      // on the attention probabilities, in training
-  double qk_norm_eps = 0;  // > 0: q_norm / k_norm, RMSNorm over each head (Qwen3)
+  double scale = 0;                 // 0: head_dim^-0.5
+  bool scale_queries = false;       // multiply q by the scale before q . k (OPT), not the scores
+  double dropout = 0;               // on the attention probabilities, in training
+  double qk_norm_eps = 0;           // > 0: q_norm / k_norm, RMSNorm over each head (Qwen3)
   std::string out_name = "o_proj";  // OPT: "out_proj"
 };
 
 // What every layer's attention shares in one forward pass.
 struct AttentionStep {
-  at::Tensor mask{};           // from attention_mask()
-  at::Tensor cos{}, sin{};     // rotary, from RotaryEmbedding::cos_sin; undefined: no rotary
+  at::Tensor mask{};        // from attention_mask()
+  at::Tensor cos{}, sin{};  // rotary, from RotaryEmbedding::cos_sin; undefined: no rotary
   KVCache* cache = nullptr;
 };
 

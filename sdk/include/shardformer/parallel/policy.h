@@ -32,6 +32,14 @@ struct ShardStyle {
   bool input_is_parallel = true;  // kRow: false splits a replicated input first
 };
 
+// The styles policy tables use most, by name.
+namespace styles {
+inline constexpr ShardStyle replicate{};
+inline constexpr ShardStyle vocab{.kind = ShardKind::kVocab};
+inline constexpr ShardStyle column{.kind = ShardKind::kColumn};
+inline constexpr ShardStyle row{.kind = ShardKind::kRow};
+}  // namespace styles
+
 struct PolicyRule {
   // Dotted module path; "*" matches one component ("h.*.attn.c_attn"). A pattern matches the
   // whole path or a suffix of it that starts at a component ("wte" matches "transformer.wte").

@@ -19,9 +19,9 @@ class ProcessGroup;
 
 struct TensorShard {
   std::vector<int64_t> full_shape{};  // the HF tensor's shape
-  int64_t dim = -1;                 // split dimension; -1: replicated
-  int64_t fused_blocks = 1;         // dim holds this many equal blocks, each split across ranks
-  int64_t padded_size = 0;          // dim padded to this size before splitting (vocab); 0: none
+  int64_t dim = -1;                   // split dimension; -1: replicated
+  int64_t fused_blocks = 1;           // dim holds this many equal blocks, each split across ranks
+  int64_t padded_size = 0;            // dim padded to this size before splitting (vocab); 0: none
   // Consecutive ranks holding the same piece: size / replicas pieces. Each of them computes
   // part of the piece's gradient, and the parts sum to it (GQA's KV heads when there are
   // fewer than tp ranks; with dim = -1 and replicas = size, a replicated parameter applied to

@@ -24,8 +24,8 @@ namespace shardformer {
 // How a pipeline (mesh pp > 1) splits the model and schedules micro-batches.
 struct PipelineLayout {
   pipeline::ScheduleKind schedule = pipeline::ScheduleKind::kOneFOneB;
-  int64_t num_microbatches = 0;  // 0: min(batch, pp); interleaved: pp
-  int64_t num_model_chunks = 1;  // interleaved: >= 2
+  int64_t num_microbatches = 0;                            // 0: min(batch, pp); interleaved: pp
+  int64_t num_model_chunks = 1;                            // interleaved: >= 2
   std::optional<std::vector<int64_t>> layers_per_stage{};  // per piece in model order
 };
 
