@@ -26,9 +26,15 @@ class ModelFixture {
   // `model`: a folder of the models directory, compared with
   // test-data/<reference_dir>/<model>.safetensors.
   ModelFixture(const std::string& model, const std::string& reference_dir)
+      : ModelFixture(model,
+                     ReferenceFile{test_data_dir() / reference_dir / (model + ".safetensors")}) {}
+  struct ReferenceFile {
+    std::filesystem::path path;
+  };
+  ModelFixture(const std::string& model, const ReferenceFile& reference_file)
       : registry(host::PluginRegistry::discover({plugin_dir()})),
         checkpoint(models_dir() / model),
-        reference(test_data_dir() / reference_dir / (model + ".safetensors")) {}
+        reference(reference_file.path) {}
 
   // A session on this rank as a job builds it: options.checkpoint defaults to the fixture's,
   // mesh null for one rank.

@@ -2,17 +2,12 @@
 // ConfigError "FILE:LINE:COLUMN: message"; the keys are documented in docs/config.md.
 #include "job_config.h"
 
-#include <toml++/toml.h>
+#include "config_reader.h"
 
 #include <algorithm>
-#include <array>
 #include <fstream>
-#include <initializer_list>
-#include <limits>
 #include <sstream>
-#include <string_view>
 #include <system_error>
-#include <type_traits>
 
 #include "shardformer/error.h"
 #include "shardformer/strings.h"
@@ -20,16 +15,13 @@
 namespace shardformer::host {
 namespace {
 
-using TokenLists = std::vector<std::vector<int64_t>>;
-using Names = std::initializer_list<std::string_view>;
+using namespace config;
 
-constexpr int64_t kNoMax = std::numeric_limits<int64_t>::max();
 constexpr int64_t kMaxNewTokens = 1000000;
 constexpr int64_t kMaxRanks = 1024;  // per parallel axis
-constexpr size_t kMaxSuggestionEdits = 2;
-constexpr std::array<std::string_view, 10> kSections = {"model",   "parallel", "pipeline", "shard",
-                                                        "job",     "forward",  "generate", "embed",
-                                                        "plugins", "log"};
+const std::vector<std::string_view> kSections = {
+    "model", "parallel", "pipeline", "shard",     "job",        "forward", "generate",
+    "embed", "data",     "train",    "optimizer", "checkpoint", "plugins", "log"};
 const Names kSchedules = {"gpipe", "1f1b", "interleaved"};
 const Names kDtypes = {"float32", "float16", "bfloat16", "float64"};
 const Names kDevices = {"cpu", "cuda"};
@@ -37,321 +29,10 @@ const Names kUnusedActions = {"error", "warn"};
 const Names kLogLevels = {"trace", "debug", "info", "warn", "error", "off"};
 const Names kShardStyles = {"replicate", "column", "row", "vocab", "embedding_dim"};
 
-// Where a config came from: its name in messages and the folder relative paths start from.
-struct Source {
-  std::string name;
-  std::filesystem::path base_dir;
-};
-
-// Throws "NAME:LINE:COLUMN: what"; an unknown position (line 0) reads as 1:1.
-[[noreturn]] void fail(const Source& source, const toml::source_position& at,
-                       const std::string& what) {
-  const bool known = at.line > 0;
-  throw ConfigError(
-      str(source.name, ":", known ? at.line : 1, ":", known ? at.column : 1, ": ", what));
-}
-
-std::string_view type_name(toml::node_type type) {
-  switch (type) {
-    case toml::node_type::table: return "table";
-    case toml::node_type::array: return "array";
-    case toml::node_type::string: return "string";
-    case toml::node_type::integer: return "integer";
-    case toml::node_type::floating_point: return "float";
-    case toml::node_type::boolean: return "boolean";
-    case toml::node_type::date: return "date";
-    case toml::node_type::time: return "time";
-    case toml::node_type::date_time: return "date-time";
-    default: return "nothing";
-  }
-}
-
-template <typename T>
-constexpr toml::node_type node_type_of() {
-  if constexpr (std::is_same_v<T, toml::table>) return toml::node_type::table;
-  if constexpr (std::is_same_v<T, toml::array>) return toml::node_type::array;
-  if constexpr (std::is_same_v<T, std::string>) return toml::node_type::string;
-  if constexpr (std::is_same_v<T, int64_t>) return toml::node_type::integer;
-  if constexpr (std::is_same_v<T, bool>) return toml::node_type::boolean;
-  return toml::node_type::none;
-}
-
-std::string with_article(std::string_view noun) {
-  return str(std::string_view("aeiou").find(noun.front()) == std::string_view::npos ? "a " : "an ",
-             noun);
-}
-
-// The node as a T (toml::table, toml::array or toml::value<T>), or a ConfigError at the node
-// saying which type `label` must have. Every key and array element is fetched through here.
-template <typename T>
-const auto& typed(const Source& source, const toml::node& node, const std::string& label) {
-  const auto* value = node.as<T>();
-  if (value == nullptr) {
-    fail(source, node.source().begin,
-         str(label, " must be ", with_article(type_name(node_type_of<T>())), ", got ",
-             type_name(node.type())));
-  }
-  return *value;
-}
-
-size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t substitution = diagonal + (a[i - 1] == b[j - 1] ? 0 : 1);
-      diagonal = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, substitution});
-    }
-  }
-  return row[b.size()];
-}
-
-// "; did you mean 'x'?" for the closest known name within kMaxSuggestionEdits, else the known
-// names.
-template <typename Range>
-std::string suggestion(std::string_view name, const Range& known) {
-  std::string_view best;
-  size_t best_distance = kMaxSuggestionEdits + 1;
-  for (std::string_view candidate : known) {
-    const size_t distance = edit_distance(name, candidate);
-    if (distance < best_distance) {
-      best = candidate;
-      best_distance = distance;
-    }
-  }
-  return best.empty() ? str(" (known: ", join(known, ", "), ")")
-                      : str("; did you mean '", best, "'?");
-}
-
-template <typename Range>
-bool contains(const Range& names, std::string_view name) {
-  return std::find(std::begin(names), std::end(names), name) != std::end(names);
-}
-
-std::string range_text(int64_t min, int64_t max) {
-  return max == kNoMax ? str(">= ", min) : str("in [", min, ", ", max, "]");
-}
-
-int64_t checked_integer(const Source& source, const toml::node& node, const std::string& label,
-                        int64_t min, int64_t max) {
-  const int64_t value = typed<int64_t>(source, node, label).get();
-  if (value < min || value > max) {
-    fail(source, node.source().begin,
-         str(label, " must be ", range_text(min, max), ", got ", value));
-  }
-  return value;
-}
-
-std::string checked_choice(const Source& source, const toml::node& node, const std::string& label,
-                           Names allowed) {
-  const std::string& value = typed<std::string>(source, node, label).get();
-  if (!contains(allowed, value)) {
-    fail(source, node.source().begin,
-         str(label, " must be one of \"", join(allowed, "\", \""), "\", got \"", value, "\""));
-  }
-  return value;
-}
-
-// A non-empty path string; relative paths are taken from the config's folder.
-std::filesystem::path checked_path(const Source& source, const toml::node& node,
-                                   const std::string& label) {
-  const std::filesystem::path path = typed<std::string>(source, node, label).get();
-  if (path.empty()) fail(source, node.source().begin, str(label, " must not be empty"));
-  return (path.is_absolute() ? path : source.base_dir / path).lexically_normal();
-}
-
-std::vector<std::filesystem::path> checked_paths(const Source& source, const toml::node& node,
-                                                 const std::string& label) {
-  const auto& items = typed<toml::array>(source, node, label);
-  std::vector<std::filesystem::path> paths;
-  for (size_t i = 0; i < items.size(); ++i) {
-    paths.push_back(checked_path(source, items[i], str(label, "[", i, "]")));
-  }
-  return paths;
-}
-
-// Non-empty array of non-empty arrays of token ids (integers >= 0).
-TokenLists checked_token_lists(const Source& source, const toml::node& node,
-                               const std::string& label) {
-  const auto& rows = typed<toml::array>(source, node, label);
-  if (rows.empty()) {
-    fail(source, node.source().begin, str(label, " must hold at least one sequence"));
-  }
-  TokenLists lists;
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const std::string row_label = str(label, "[", i, "]");
-    const auto& row = typed<toml::array>(source, rows[i], row_label);
-    if (row.empty()) fail(source, rows[i].source().begin, str(row_label, " must not be empty"));
-    auto& ids = lists.emplace_back();
-    for (size_t j = 0; j < row.size(); ++j) {
-      ids.push_back(checked_integer(source, row[j], str(row_label, "[", j, "]"), 0, kNoMax));
-    }
-  }
-  return lists;
-}
-
-// Non-empty array of integers in [min, max].
-std::vector<int64_t> checked_integers(const Source& source, const toml::node& node,
-                                      const std::string& label, int64_t min, int64_t max) {
-  const auto& items = typed<toml::array>(source, node, label);
-  if (items.empty()) fail(source, node.source().begin, str(label, " must not be empty"));
-  std::vector<int64_t> values;
-  for (size_t i = 0; i < items.size(); ++i) {
-    values.push_back(checked_integer(source, items[i], str(label, "[", i, "]"), min, max));
-  }
-  return values;
-}
-
-// One [section]: checked for unknown keys on construction, then read key by key. A missing
-// section reads as an empty one.
-class SectionReader {
- public:
-  SectionReader(const Source& source, const toml::table& root, std::string_view name, Names keys)
-      : source_(source), name_(name) {
-    if (const toml::node* node = root.get(name)) table_ = &typed<toml::table>(source, *node, name_);
-    check_keys(keys);
-  }
-
-  // Reads `table` itself (an element of an array of tables), called `name` in messages.
-  static SectionReader for_table(const Source& source, const toml::table& table, std::string name,
-                                 Names keys) {
-    SectionReader reader(source, std::move(name));
-    reader.table_ = &table;
-    reader.check_keys(keys);
-    return reader;
-  }
-
-  std::optional<bool> boolean(std::string_view key) const {
-    return read(key, [&](const toml::node& node, const std::string& label) {
-      return typed<bool>(source_, node, label).get();
-    });
-  }
-  std::optional<std::string> string(std::string_view key) const {
-    return read(key, [&](const toml::node& node, const std::string& label) {
-      return typed<std::string>(source_, node, label).get();
-    });
-  }
-  // An array of tables ([[section.key]] entries), each read with `keys`.
-  std::vector<SectionReader> tables(std::string_view key, Names keys) const {
-    std::vector<SectionReader> readers;
-    read(key, [&](const toml::node& node, const std::string& label) {
-      const auto& array = typed<toml::array>(source_, node, label);
-      for (size_t i = 0; i < array.size(); ++i) {
-        const std::string item = str(label, "[", i, "]");
-        readers.push_back(
-            for_table(source_, typed<toml::table>(source_, array[i], item), item, keys));
-      }
-      return 0;
-    });
-    return readers;
-  }
-
-  // Throws "what" at the key's value (the section's header when the key is absent).
-  [[noreturn]] void fail_at(std::string_view key, const std::string& what) const {
-    const toml::node* node = find(key);
-    const toml::source_position at = node     ? node->source().begin
-                                     : table_ ? table_->source().begin
-                                              : toml::source_position{};
-    fail(source_, at, str(label(key), ": ", what));
-  }
-
-  // Throws at the section (1:1 when it is missing) unless `key` is present.
-  void require(std::string_view key, std::string_view why = {}) const {
-    if (find(key) != nullptr) return;
-    const toml::source_position at = table_ ? table_->source().begin : toml::source_position{};
-    fail(source_, at, str("missing required key ", label(key), why.empty() ? "" : " ", why));
-  }
-
-  std::optional<int64_t> integer(std::string_view key, int64_t min, int64_t max) const {
-    return read(key, [&](const toml::node& node, const std::string& label) {
-      return checked_integer(source_, node, label, min, max);
-    });
-  }
-  std::optional<std::string> choice(std::string_view key, Names allowed) const {
-    return read(key, [&](const toml::node& node, const std::string& label) {
-      return checked_choice(source_, node, label, allowed);
-    });
-  }
-  std::optional<std::filesystem::path> path(std::string_view key) const {
-    return read(key, [&](const toml::node& node, const std::string& label) {
-      return checked_path(source_, node, label);
-    });
-  }
-  std::optional<std::vector<std::filesystem::path>> paths(std::string_view key) const {
-    return read(key, [&](const toml::node& node, const std::string& label) {
-      return checked_paths(source_, node, label);
-    });
-  }
-  std::optional<std::vector<int64_t>> integers(std::string_view key, int64_t min,
-                                               int64_t max) const {
-    return read(key, [&](const toml::node& node, const std::string& label) {
-      return checked_integers(source_, node, label, min, max);
-    });
-  }
-  // A non-empty array of strings.
-  std::optional<std::vector<std::string>> strings(std::string_view key) const {
-    return read(key, [&](const toml::node& node, const std::string& label) {
-      const auto& items = typed<toml::array>(source_, node, label);
-      if (items.empty()) fail(source_, node.source().begin, str(label, " must not be empty"));
-      std::vector<std::string> values;
-      for (size_t i = 0; i < items.size(); ++i) {
-        values.push_back(typed<std::string>(source_, items[i], str(label, "[", i, "]")).get());
-      }
-      return values;
-    });
-  }
-  bool has(std::string_view key) const { return find(key) != nullptr; }
-  std::optional<TokenLists> token_lists(std::string_view key) const {
-    return read(key, [&](const toml::node& node, const std::string& label) {
-      return checked_token_lists(source_, node, label);
-    });
-  }
-
- private:
-  SectionReader(const Source& source, std::string name) : source_(source), name_(std::move(name)) {}
-
-  void check_keys(Names keys) const {
-    if (table_ == nullptr) return;
-    for (auto&& [key, node] : *table_) {
-      if (!contains(keys, key.str())) {
-        fail(source_, key.source().begin,
-             str("unknown key '", key.str(), "' in [", name_, "]", suggestion(key.str(), keys)));
-      }
-    }
-  }
-
-  const toml::node* find(std::string_view key) const { return table_ ? table_->get(key) : nullptr; }
-  std::string label(std::string_view key) const { return str(name_, ".", key); }
-
-  // The value `check` makes of the key's node, or nullopt when the key is absent.
-  template <typename Check>
-  auto read(std::string_view key, Check check) const
-      -> std::optional<std::invoke_result_t<Check, const toml::node&, const std::string&>> {
-    const toml::node* node = find(key);
-    if (node == nullptr) return std::nullopt;
-    return check(*node, label(key));
-  }
-
-  const Source& source_;
-  std::string name_;
-  const toml::table* table_ = nullptr;
-};
-
-toml::table parse_toml(const Source& source, const std::string& text) {
-  try {
-    return toml::parse(text, source.name);
-  } catch (const toml::parse_error& error) {
-    fail(source, error.source().begin, str("TOML syntax error: ", error.description()));
-  }
-}
-
 // Top-level keys must be known sections; bare keys above the first header are errors too.
 void check_sections(const Source& source, const toml::table& root) {
   for (auto&& [key, node] : root) {
-    if (contains(kSections, key.str())) continue;
+    if (std::find(kSections.begin(), kSections.end(), key.str()) != kSections.end()) continue;
     fail(source, key.source().begin,
          node.is_table()
              ? str("unknown section [", key.str(), "]", suggestion(key.str(), kSections))
@@ -361,7 +42,8 @@ void check_sections(const Source& source, const toml::table& root) {
 
 // Every section's reader; building them reports unknown keys before any value is read.
 struct Sections {
-  SectionReader model, parallel, pipeline, shard, job, forward, generate, embed, plugins, log;
+  SectionReader model, parallel, pipeline, shard, job, forward, generate, embed, data, train,
+      optimizer, checkpoint, plugins, log;
 };
 
 Sections open_sections(const Source& source, const toml::table& root) {
@@ -380,6 +62,16 @@ Sections open_sections(const Source& source, const toml::table& root) {
                     {"prompts", "max_new_tokens", "eos_token_id", "pad_token_id"}),
       SectionReader(source, root, "embed",
                     {"sentences", "sentences_file", "output", "batch_size", "max_length"}),
+      SectionReader(source, root, "data",
+                    {"path", "dtype", "seq_len", "seed", "shuffle", "eval_fraction"}),
+      SectionReader(source, root, "train",
+                    {"steps", "global_batch_size", "micro_batch_size", "max_grad_norm",
+                     "zero_stage", "log_every", "eval_every", "eval_batches", "metrics_file",
+                     "precision", "initial_loss_scale", "loss_scale_window",
+                     "gradient_checkpointing_ratio", "num_ckpt_layers_per_stage"}),
+      SectionReader(source, root, "optimizer",
+                    {"name", "lr", "betas", "eps", "weight_decay", "schedule", "warmup_steps"}),
+      SectionReader(source, root, "checkpoint", {"dir", "save_every", "keep_last", "resume"}),
       SectionReader(source, root, "plugins", {"paths"}),
       SectionReader(source, root, "log", {"level"}),
   };
@@ -445,8 +137,8 @@ ShardSection read_shard(const SectionReader& reader) {
 JobMode read_mode(const SectionReader& reader) {
   const auto mode =
       reader.choice("mode", {job_mode_name(JobMode::kForward), job_mode_name(JobMode::kGenerate),
-                             job_mode_name(JobMode::kEmbed)});
-  for (const JobMode m : {JobMode::kForward, JobMode::kEmbed}) {
+                             job_mode_name(JobMode::kEmbed), job_mode_name(JobMode::kTrain)});
+  for (const JobMode m : {JobMode::kForward, JobMode::kEmbed, JobMode::kTrain}) {
     if (mode == job_mode_name(m)) return m;
   }
   return JobMode::kGenerate;
@@ -481,6 +173,73 @@ EmbedSection read_embed(const SectionReader& reader) {
     reader.fail_at("sentences_file", "give either embed.sentences or embed.sentences_file");
   }
   return embed;
+}
+
+DataSection read_data(const SectionReader& reader) {
+  DataSection data;
+  data.path = reader.path("path").value_or(data.path);
+  data.dtype = reader.choice("dtype", {"uint16", "uint32"}).value_or(data.dtype);
+  data.seq_len = reader.integer("seq_len", 2, 1 << 24).value_or(data.seq_len);
+  data.seed = reader.integer("seed", 0, kNoMax).value_or(data.seed);
+  data.shuffle = reader.boolean("shuffle").value_or(data.shuffle);
+  data.eval_fraction = reader.number("eval_fraction", 0.0, 0.9).value_or(data.eval_fraction);
+  return data;
+}
+
+TrainSection read_train(const SectionReader& reader) {
+  TrainSection train;
+  train.steps = reader.integer("steps", 1, kNoMax).value_or(train.steps);
+  train.global_batch_size =
+      reader.integer("global_batch_size", 1, 1 << 24).value_or(train.global_batch_size);
+  train.micro_batch_size =
+      reader.integer("micro_batch_size", 1, 1 << 24).value_or(train.micro_batch_size);
+  train.max_grad_norm = reader.number("max_grad_norm", 0.0, 1e30).value_or(train.max_grad_norm);
+  train.zero_stage = reader.integer("zero_stage", 0, 1).value_or(train.zero_stage);
+  train.log_every = reader.integer("log_every", 1, kNoMax).value_or(train.log_every);
+  train.eval_every = reader.integer("eval_every", 0, kNoMax).value_or(train.eval_every);
+  train.eval_batches = reader.integer("eval_batches", 1, 1 << 20).value_or(train.eval_batches);
+  train.metrics_file = reader.path("metrics_file").value_or(train.metrics_file);
+  train.precision = reader.choice("precision", {"fp32", "bf16", "fp16"}).value_or(train.precision);
+  train.initial_loss_scale =
+      reader.number("initial_loss_scale", 1.0, 1e30).value_or(train.initial_loss_scale);
+  train.loss_scale_window =
+      reader.integer("loss_scale_window", 1, kNoMax).value_or(train.loss_scale_window);
+  train.gradient_checkpointing_ratio = reader.number("gradient_checkpointing_ratio", 0.0, 1.0)
+                                           .value_or(train.gradient_checkpointing_ratio);
+  train.num_ckpt_layers_per_stage = reader.integers("num_ckpt_layers_per_stage", 0, 1 << 20)
+                                        .value_or(train.num_ckpt_layers_per_stage);
+  if (!train.num_ckpt_layers_per_stage.empty() && reader.has("gradient_checkpointing_ratio")) {
+    reader.fail_at("num_ckpt_layers_per_stage",
+                   "give gradient_checkpointing_ratio or num_ckpt_layers_per_stage, not both");
+  }
+  return train;
+}
+
+OptimizerSection read_optimizer(const SectionReader& reader) {
+  OptimizerSection o;
+  o.name = reader.choice("name", {"adamw"}).value_or(o.name);
+  o.lr = reader.number("lr", 0.0, 1e3).value_or(o.lr);
+  o.betas = reader.numbers("betas", 2, 0.0, 0.999999999).value_or(o.betas);
+  o.eps = reader.number("eps", 0.0, 1.0).value_or(o.eps);
+  o.weight_decay = reader.number("weight_decay", 0.0, 1e3).value_or(o.weight_decay);
+  o.schedule = reader.choice("schedule", {"constant", "linear", "cosine"}).value_or(o.schedule);
+  o.warmup_steps = reader.integer("warmup_steps", 0, kNoMax).value_or(o.warmup_steps);
+  return o;
+}
+
+CheckpointSection read_checkpoint(const SectionReader& reader) {
+  CheckpointSection c;
+  c.dir = reader.path("dir").value_or(c.dir);
+  c.save_every = reader.integer("save_every", 0, kNoMax).value_or(c.save_every);
+  c.keep_last = reader.integer("keep_last", 0, kNoMax).value_or(c.keep_last);
+  if (const auto resume = reader.string("resume")) {
+    c.resume = *resume == "auto" || *resume == "never" ? *resume : reader.path("resume")->string();
+  }
+  if (c.dir.empty() && (c.save_every > 0 || c.keep_last > 0)) {
+    reader.fail_at(c.save_every > 0 ? "save_every" : "keep_last",
+                   "saves need checkpoint.dir, the folder they go to");
+  }
+  return c;
 }
 
 PluginsSection read_plugins(const SectionReader& reader) {
@@ -530,6 +289,62 @@ void check_device(const SectionReader& reader, const ModelSection& model, int64_
   }
 }
 
+// Training keys that contradict each other or the layout: refused at the key.
+void check_training(const Sections& sections, const JobConfig& config) {
+  const int64_t dp = config.parallel.dp_size;
+  if (config.mode != JobMode::kTrain) {
+    if (dp > 1) {
+      sections.parallel.fail_at("dp_size",
+                                str(dp,
+                                    ": data parallelism serves job.mode = \"train\""
+                                    " (forward, generate and embed jobs run one replica)"));
+    }
+    return;
+  }
+  const TrainSection& t = config.train;
+  if (config.model.dtype != "float32") {
+    sections.model.fail_at("dtype",
+                           str("\"", config.model.dtype,
+                               "\": a train job loads the model "
+                               "in float32 (its master weights); train.precision = \"bf16\""
+                               " or \"fp16\" computes in half precision"));
+  }
+  if (t.global_batch_size % dp != 0) {
+    sections.train.fail_at(
+        "global_batch_size",
+        str(t.global_batch_size, " does not divide over parallel.dp_size = ", dp));
+  }
+  if (t.micro_batch_size > 0 && (t.global_batch_size / dp) % t.micro_batch_size != 0) {
+    sections.train.fail_at(
+        "micro_batch_size",
+        str(t.micro_batch_size, " does not divide a data-parallel rank's share of ",
+            t.global_batch_size / dp, " samples"));
+  }
+  if (t.micro_batch_size > 0 && config.parallel.pp_size > 1) {
+    sections.train.fail_at("micro_batch_size",
+                           "pipelines split the batch into pipeline.num_microbatches instead");
+  }
+  const auto pieces =
+      static_cast<size_t>(config.parallel.pp_size * config.pipeline.num_model_chunks);
+  if (!t.num_ckpt_layers_per_stage.empty() && t.num_ckpt_layers_per_stage.size() != pieces) {
+    sections.train.fail_at(
+        "num_ckpt_layers_per_stage",
+        str("lists ", t.num_ckpt_layers_per_stage.size(), " counts but the pipeline has ", pieces,
+            " pieces (pp_size ", config.parallel.pp_size, " x num_model_chunks ",
+            config.pipeline.num_model_chunks, ")"));
+  }
+  if (t.zero_stage > 0 && dp == 1) {
+    sections.train.fail_at("zero_stage", "ZeRO shards optimizer states over dp_size > 1 ranks");
+  }
+  if (t.eval_every > 0 && config.data.eval_fraction == 0.0) {
+    sections.train.fail_at("eval_every", "evaluation needs held-out samples (data.eval_fraction)");
+  }
+  if (config.optimizer.warmup_steps > t.steps) {
+    sections.optimizer.fail_at(
+        "warmup_steps", str(config.optimizer.warmup_steps, " exceeds train.steps = ", t.steps));
+  }
+}
+
 // Required keys are checked once every present value is known to be valid.
 void require_keys(const Sections& sections, JobMode mode) {
   sections.model.require("path");
@@ -541,6 +356,10 @@ void require_keys(const Sections& sections, JobMode mode) {
   } else if (mode == JobMode::kEmbed) {
     sections.embed.require("output", why);
     if (!sections.embed.has("sentences")) sections.embed.require("sentences_file", why);
+  } else if (mode == JobMode::kTrain) {
+    sections.data.require("path", why);
+    sections.data.require("seq_len", why);
+    sections.train.require("steps", why);
   } else {
     sections.generate.require("prompts", why);
   }
@@ -589,6 +408,11 @@ JobConfig parse_job_config(const std::string& text, const std::filesystem::path&
   config.forward = read_forward(sections.forward);
   config.generate = read_generate(sections.generate);
   config.embed = read_embed(sections.embed);
+  config.data = read_data(sections.data);
+  config.train = read_train(sections.train);
+  config.optimizer = read_optimizer(sections.optimizer);
+  config.checkpoint = read_checkpoint(sections.checkpoint);
+  check_training(sections, config);
   config.plugins = read_plugins(sections.plugins);
   config.log = read_log(sections.log);
   require_keys(sections, config.mode);
@@ -600,6 +424,7 @@ const char* job_mode_name(JobMode mode) {
     case JobMode::kForward: return "forward";
     case JobMode::kGenerate: return "generate";
     case JobMode::kEmbed: return "embed";
+    case JobMode::kTrain: return "train";
   }
   return "unknown";
 }

@@ -56,7 +56,7 @@ struct ShardSection {
   std::vector<PolicyOverride> policy;
 };
 
-enum class JobMode { kForward, kGenerate, kEmbed };
+enum class JobMode { kForward, kGenerate, kEmbed, kTrain };
 
 struct ForwardSection {
   std::vector<std::vector<int64_t>> input_ids;  // one token-id list per sequence (right-padded)
@@ -80,6 +80,57 @@ struct EmbedSection {
   int64_t max_length = 0;  // tokens per text incl. [CLS] / [SEP]; 0: the model folder's
 };
 
+// Training data (job.mode = "train"): a flat token file or JSON lines, cut into samples.
+struct DataSection {
+  std::filesystem::path path;    // *.bin (flat ids of `dtype`) or *.jsonl ({"input_ids": [...]})
+  std::string dtype = "uint16";  // uint16 | uint32 (a .bin file)
+  int64_t seq_len = 0;           // tokens per sample (required)
+  int64_t seed = 1234;           // of the sample order (a permutation per epoch)
+  bool shuffle = true;
+  double eval_fraction = 0.0;  // the last part of the samples, held out for evaluation
+};
+
+struct TrainSection {
+  int64_t steps = 0;                   // optimizer steps of the whole run (required)
+  int64_t global_batch_size = 8;       // samples per step over every data-parallel rank
+  int64_t micro_batch_size = 0;        // samples per forward/backward; 0: a rank's whole share
+  double max_grad_norm = 1.0;          // 0: no clipping
+  int64_t zero_stage = 0;              // 1: optimizer states sharded over dp
+  int64_t log_every = 1;               // steps between progress lines
+  int64_t eval_every = 0;              // steps between evaluations; 0: none
+  int64_t eval_batches = 1;            // global batches of held-out samples per evaluation
+  std::filesystem::path metrics_file;  // JSON lines: one per step and evaluation
+  // fp32 | bf16 | fp16: the compute precision; bf16 and fp16 keep fp32 master weights and
+  // optimizer states (model.dtype stays float32), fp16 with a dynamic loss scale.
+  std::string precision = "fp32";
+  double initial_loss_scale = 65536.0;  // fp16
+  int64_t loss_scale_window = 1000;     // fp16: finite steps before the scale doubles
+  // Activation checkpointing (the seeds' gradient_checkpoint_config): the first
+  // floor(ratio x layers) of each pipeline piece, or the counts listed, one per piece.
+  double gradient_checkpointing_ratio = 0.0;
+  std::vector<int64_t> num_ckpt_layers_per_stage;
+};
+
+struct OptimizerSection {
+  std::string name = "adamw";
+  double lr = 1e-3;
+  std::vector<double> betas{0.9, 0.999};
+  double eps = 1e-8;
+  double weight_decay = 0.0;        // on parameters of 2 or more dimensions, as HF's Trainer
+  std::string schedule = "linear";  // constant | linear | cosine (HF's, with warm-up)
+  int64_t warmup_steps = 0;
+};
+
+// Saves during training: HF checkpoints with their training state, dir/step-<N>.
+struct CheckpointSection {
+  std::filesystem::path dir;  // empty: no saves
+  int64_t save_every = 0;     // steps between saves; 0: only at the end
+  int64_t keep_last = 0;      // saves kept in dir (older ones are deleted); 0: all
+  // "auto": continue from the latest save in dir when there is one; "never": start from
+  // model.path (refused when dir holds saves); else the path of a save to continue from.
+  std::string resume = "auto";
+};
+
 struct PluginsSection {
   std::vector<std::filesystem::path>
       paths;  // searched before SHARDFORMER_PLUGIN_PATH and the default
@@ -99,6 +150,10 @@ struct JobConfig {
   ForwardSection forward;
   GenerateSection generate;
   EmbedSection embed;
+  DataSection data;
+  TrainSection train;
+  OptimizerSection optimizer;
+  CheckpointSection checkpoint;
   PluginsSection plugins;
   LogSection log;
 };

@@ -1,6 +1,6 @@
-// The modes of a job, one file each (job_forward.cpp, job_generate.cpp, job_embed.cpp): each
-// runs on every rank of the job's session; `writer` is the one rank that writes the results to
-// `out` and the output files.
+// The modes of a job, one file each (job_forward.cpp, job_generate.cpp, job_embed.cpp,
+// job_train.cpp): each runs on every rank of the job's session; `writer` is the one rank that
+// writes the results to `out` and the output files.
 #pragma once
 
 #include "job_config.h"
@@ -8,6 +8,7 @@
 #include "shardformer/runtime/session.h"
 
 #include <chrono>
+#include <filesystem>
 #include <ostream>
 
 namespace shardformer::host {
@@ -15,6 +16,17 @@ namespace shardformer::host {
 void run_forward(const JobConfig& config, Session& session, bool writer, std::ostream& out);
 void run_generate(const JobConfig& config, Session& session, bool writer, std::ostream& out);
 void run_embed(const JobConfig& config, Session& session, bool writer, std::ostream& out);
+// Training on this `rank` (rank 0 writes); `resume`: the save to continue from (the session
+// was built from it), or empty.
+void run_train(const JobConfig& config, Session& session, const std::filesystem::path& resume,
+               int rank, std::ostream& out);
+// The save a train job continues from (checkpoint.resume), or empty to start from model.path.
+std::filesystem::path train_resume_checkpoint(const JobConfig& config);
+
+// Test hook: SHARDFORMER_TEST_FAIL_RANK=N makes rank N fail, by throwing
+// (SHARDFORMER_TEST_FAIL_MODE=throw, the default) or by SIGKILL (=kill): once its model is built
+// (`step` -1), or after training step SHARDFORMER_TEST_FAIL_STEP when that is set.
+void inject_test_failure(int rank, int64_t step);
 
 inline double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

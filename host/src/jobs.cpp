@@ -58,22 +58,6 @@ void reuse_freed_blocks_for_activations() {
   mallopt(M_TRIM_THRESHOLD, 256 << 20);
 }
 
-// Test hook: SHARDFORMER_TEST_FAIL_RANK=N makes rank N fail once its model is built, by
-// throwing (SHARDFORMER_TEST_FAIL_MODE=throw, the default) or by SIGKILL (=kill). It first
-// prints the steady clock (system-wide), so a test can time how fast the job ends after.
-void inject_test_failure(int rank) {
-  const char* fail_rank = std::getenv("SHARDFORMER_TEST_FAIL_RANK");
-  if (fail_rank == nullptr || std::atoi(fail_rank) != rank) return;
-  const auto now = std::chrono::duration_cast<std::chrono::nanoseconds>(
-      std::chrono::steady_clock::now().time_since_epoch());
-  std::fprintf(stderr, "injecting a failure on rank %d at steady-clock ns %lld\n", rank,
-               static_cast<long long>(now.count()));
-  std::fflush(stderr);
-  const char* mode = std::getenv("SHARDFORMER_TEST_FAIL_MODE");
-  if (mode != nullptr && std::string(mode) == "kill") std::raise(SIGKILL);
-  throw Error(str("injected failure on rank ", rank, " (SHARDFORMER_TEST_FAIL_RANK)"));
-}
-
 // The session options a job config describes.
 SessionOptions session_options(const JobConfig& config, c10::ScalarType dtype, c10::Device device) {
   SessionOptions options;
@@ -117,13 +101,24 @@ c10::Device job_device(const JobConfig& config, int local_rank) {
 
 }  // namespace
 
+// Prints the steady clock (system-wide) first, so a test can time how fast the job ends after.
+void inject_test_failure(int rank, int64_t step) {
+  const char* fail_rank = std::getenv("SHARDFORMER_TEST_FAIL_RANK");
+  if (fail_rank == nullptr || std::atoi(fail_rank) != rank) return;
+  const char* fail_step = std::getenv("SHARDFORMER_TEST_FAIL_STEP");
+  if ((fail_step != nullptr ? std::atoll(fail_step) : -1) != step) return;
+  const auto now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+      std::chrono::steady_clock::now().time_since_epoch());
+  std::fprintf(stderr, "injecting a failure on rank %d at steady-clock ns %lld\n", rank,
+               static_cast<long long>(now.count()));
+  std::fflush(stderr);
+  const char* mode = std::getenv("SHARDFORMER_TEST_FAIL_MODE");
+  if (mode != nullptr && std::string(mode) == "kill") std::raise(SIGKILL);
+  throw Error(str("injected failure on rank ", rank, " (SHARDFORMER_TEST_FAIL_RANK)"));
+}
+
 int64_t job_world_size(const JobConfig& config) {
   const ParallelSection& p = config.parallel;
-  if (p.dp_size > 1) {
-    throw ConfigError(
-        str(config.source.string(), ": parallel.dp_size = ", p.dp_size,
-            ": this version runs tensor and pipeline parallelism only (dp_size = 1)"));
-  }
   return p.tp_size * p.pp_size * p.dp_size;
 }
 
@@ -132,8 +127,9 @@ void run_job(const JobConfig& config, const PluginRegistry& registry,
   const int64_t world = job_world_size(config);
   const int rank = rank_env ? rank_env->rank : 0;
   if ((world > 1 && !rank_env) || (rank_env && rank_env->world_size != world)) {
-    throw ConfigError(str(config.source.string(), ": the job needs ", world, " ranks (tp_size ",
-                          config.parallel.tp_size, " x pp_size ", config.parallel.pp_size, ") but ",
+    throw ConfigError(str(config.source.string(), ": the job needs ", world, " ranks (dp_size ",
+                          config.parallel.dp_size, " x pp_size ", config.parallel.pp_size,
+                          " x tp_size ", config.parallel.tp_size, ") but ",
                           rank_env ? rank_env->world_size : 1, " were started"));
   }
   if (rank_env) {  // ranks of one machine share its cores
@@ -156,7 +152,9 @@ void run_job(const JobConfig& config, const PluginRegistry& registry,
       options.launcher_store = rank_env->launcher_store;
       mesh = std::make_unique<distributed::ProcessMesh>(
           rank,
-          distributed::MeshShape{.pp = config.parallel.pp_size, .tp = config.parallel.tp_size},
+          distributed::MeshShape{.dp = config.parallel.dp_size,
+                                 .pp = config.parallel.pp_size,
+                                 .tp = config.parallel.tp_size},
           options);
     }
 
@@ -179,12 +177,17 @@ void run_job(const JobConfig& config, const PluginRegistry& registry,
       }
       return registry.create_model(args);
     };
-    Session session(session_options(config, dtype, device), factory, mesh.get());
+    // A train job that continues a save builds its model from the save.
+    const std::filesystem::path resume =
+        config.mode == JobMode::kTrain ? train_resume_checkpoint(config) : std::filesystem::path();
+    SessionOptions options = session_options(config, dtype, device);
+    if (!resume.empty()) options.checkpoint = resume;
+    Session session(std::move(options), factory, mesh.get());
     log::info(str("model built in ", seconds_since(start), " s (", c10::toString(dtype), ", ",
-                  device.str(), ", tp ", config.parallel.tp_size, ", pp ", config.parallel.pp_size,
-                  "); RSS ", rss_mib().first, " MiB"));
+                  device.str(), ", dp ", config.parallel.dp_size, ", pp ", config.parallel.pp_size,
+                  ", tp ", config.parallel.tp_size, "); RSS ", rss_mib().first, " MiB"));
     reuse_freed_blocks_for_activations();
-    inject_test_failure(rank);
+    inject_test_failure(rank, -1);
 
     // Every stage ends generation with the tokens; only the last one has forward's output.
     const bool first_tp_rank = !mesh || mesh->coordinate().tp == 0;
@@ -196,6 +199,7 @@ void run_job(const JobConfig& config, const PluginRegistry& registry,
       case JobMode::kEmbed:
         run_embed(config, session, first_tp_rank && session.holds_output(), out);
         break;
+      case JobMode::kTrain: run_train(config, session, resume, rank, out); break;
     }
   } catch (const std::exception& e) {
     record_rank_error(e.what(), exit_code_for(e));

@@ -176,7 +176,7 @@ at::Tensor BertModel::forward(const ForwardInputs& inputs) {
   } else {
     x = layers::stage_input(inputs);
   }
-  for (const auto& layer : layers_.chunk(chunk)) x = layer->forward(x, step.mask);
+  x = layers_.forward(chunk, x, step.mask);
   return x;
 }
 

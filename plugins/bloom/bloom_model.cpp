@@ -160,7 +160,7 @@ at::Tensor BloomModel::forward(const ForwardInputs& inputs) {
       .alibi = layers::alibi_bias(slopes_, attention.first_head(), attention.num_heads(), padding,
                                   x.scalar_type()),
       .cache = inputs.cache};
-  for (const auto& block : h_.chunk(chunk)) x = block->forward(x, bloom);
+  x = h_.forward(chunk, x, bloom);
   return ends_model(chunk) ? ln_f_->forward(x) : x;
 }
 

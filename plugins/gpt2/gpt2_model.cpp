@@ -127,8 +127,8 @@ GPT2Block::GPT2Block(const BuildContext& ctx, const GPT2Config& config, int64_t 
   mlp_ = register_module("mlp", std::make_shared<GPT2MLP>(ctx.child("mlp"), config));
 }
 
-at::Tensor GPT2Block::forward(const at::Tensor& x, const at::Tensor& mask, KVCache* cache) {
-  const at::Tensor h = x + attn_->forward(ln_1_->forward(x), mask, cache);
+at::Tensor GPT2Block::forward(const at::Tensor& x, const layers::AttentionStep& step) {
+  const at::Tensor h = x + attn_->forward(ln_1_->forward(x), step.mask, step.cache);
   return h + mlp_->forward(ln_2_->forward(h));
 }
 
@@ -168,7 +168,7 @@ at::Tensor GPT2Model::forward(const ForwardInputs& inputs) {
       starts_model(chunk)
           ? drop_->forward(wte_->forward(inputs.input_ids) + wpe_->forward(step.positions))
           : layers::stage_input(inputs);
-  for (const auto& block : h_.chunk(chunk)) x = block->forward(x, step.mask, inputs.cache);
+  x = h_.forward(chunk, x, layers::AttentionStep{.mask = step.mask, .cache = inputs.cache});
   return ends_model(chunk) ? ln_f_->forward(x) : x;
 }
 

@@ -11,6 +11,7 @@
 #include "shardformer/layers/layer_norm.h"
 #include "shardformer/layers/layer_stack.h"
 #include "shardformer/layers/linear.h"
+#include "shardformer/layers/self_attention.h"
 #include "shardformer/model.h"
 
 #include <memory>
@@ -61,7 +62,7 @@ class GPT2MLP : public torch::nn::Module {
 class GPT2Block : public torch::nn::Module {
  public:
   GPT2Block(const BuildContext& ctx, const GPT2Config& config, int64_t layer_idx);
-  at::Tensor forward(const at::Tensor& x, const at::Tensor& mask, KVCache* cache);
+  at::Tensor forward(const at::Tensor& x, const layers::AttentionStep& step);  // mask, cache
   int64_t num_heads() const { return attn_->num_heads(); }
 
  private:

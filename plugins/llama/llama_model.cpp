@@ -6,6 +6,8 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+
 namespace shardformer::llama {
 
 DecoderLayer::DecoderLayer(const BuildContext& ctx, const LlamaConfig& c, int64_t layer_idx)
@@ -34,8 +36,9 @@ DecoderLayer::DecoderLayer(const BuildContext& ctx, const LlamaConfig& c, int64_
                                                 c.intermediate_size, c.hidden_act, c.mlp_bias));
 }
 
-at::Tensor DecoderLayer::forward(const at::Tensor& x, const layers::AttentionStep& step) {
-  const at::Tensor h = x + self_attn_->forward(input_layernorm_->forward(x), step);
+at::Tensor DecoderLayer::forward(const at::Tensor& x, const LlamaStep& step) {
+  const at::Tensor h =
+      x + self_attn_->forward(input_layernorm_->forward(x), sliding_ ? step.sliding : step.full);
   return h + mlp_->forward(post_attention_layernorm_->forward(h));
 }
 
@@ -73,19 +76,17 @@ at::Tensor LlamaModel::forward(const ForwardInputs& inputs) {
   const layers::ForwardStep step = layers::forward_step(inputs, layers_.first_layer(chunk), {});
   at::Tensor x = starts_model(chunk) ? embed_tokens_->forward(inputs.input_ids)
                                      : layers::stage_input(inputs);  // [batch, seq, hidden]
-  layers::AttentionStep full{.mask = step.mask, .cache = inputs.cache};
-  std::tie(full.cos, full.sin) = rotary_.cos_sin(step.positions, x.scalar_type());
-  layers::AttentionStep sliding = full;  // its mask is made when a sliding layer comes
-  bool sliding_mask = false;
-  for (const auto& layer : layers_.chunk(chunk)) {
-    if (layer->sliding() && !sliding_mask) {
-      sliding.mask =
-          layers::attention_mask({.sliding_window = config_.sliding_window}, inputs.attention_mask,
-                                 x.size(0), x.size(1), step.past, x.device());
-      sliding_mask = true;
-    }
-    x = layer->forward(x, layer->sliding() ? sliding : full);
+  LlamaStep layer_step{.full = {.mask = step.mask, .cache = inputs.cache}};
+  std::tie(layer_step.full.cos, layer_step.full.sin) =
+      rotary_.cos_sin(step.positions, x.scalar_type());
+  layer_step.sliding = layer_step.full;
+  const auto& layers = layers_.chunk(chunk);
+  if (std::any_of(layers.begin(), layers.end(), [](const auto& l) { return l->sliding(); })) {
+    layer_step.sliding.mask =
+        layers::attention_mask({.sliding_window = config_.sliding_window}, inputs.attention_mask,
+                               x.size(0), x.size(1), step.past, x.device());
   }
+  x = layers_.forward(chunk, x, layer_step);
   return ends_model(chunk) ? norm_->forward(x) : x;
 }
 

@@ -17,11 +17,17 @@
 
 namespace shardformer::llama {
 
+// What every layer of a forward pass gets: the full-attention step and, for sliding-window
+// layers, the same with the window's mask.
+struct LlamaStep {
+  layers::AttentionStep full{}, sliding{};
+};
+
 class DecoderLayer : public torch::nn::Module {
  public:
   DecoderLayer(const BuildContext& ctx, const LlamaConfig& config, int64_t layer_idx);
   // x [batch, seq, hidden] -> same
-  at::Tensor forward(const at::Tensor& x, const layers::AttentionStep& step);
+  at::Tensor forward(const at::Tensor& x, const LlamaStep& step);
   int64_t num_kv_heads() const { return self_attn_->num_kv_heads(); }
   bool sliding() const { return sliding_; }
 

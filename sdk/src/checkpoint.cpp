@@ -13,8 +13,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr const char* kSingleFile = "model.safetensors";
-constexpr const char* kIndexFile = "model.safetensors.index.json";
 constexpr size_t kMaxSuggestions = 3;
 
 // Shard file name -> the tensor names the index maps to it.
@@ -61,9 +59,12 @@ std::vector<std::unique_ptr<SafetensorsFile>> open_shards(const fs::path& direct
   return files;
 }
 
-std::vector<std::unique_ptr<SafetensorsFile>> open_weights(const fs::path& directory) {
-  const fs::path single = directory / kSingleFile;
-  const fs::path index = directory / kIndexFile;
+std::vector<std::unique_ptr<SafetensorsFile>> open_weights(const fs::path& directory,
+                                                           const std::string& stem) {
+  const std::string single_file = stem + ".safetensors",
+                    index_file = stem + ".safetensors.index.json";
+  const fs::path single = directory / single_file;
+  const fs::path index = directory / index_file;
   if (fs::exists(single)) {
     std::vector<std::unique_ptr<SafetensorsFile>> files;
     files.push_back(std::make_unique<SafetensorsFile>(single));
@@ -71,7 +72,7 @@ std::vector<std::unique_ptr<SafetensorsFile>> open_weights(const fs::path& direc
   }
   if (fs::exists(index)) return open_shards(directory, index);
   throw CheckpointError(
-      str(directory.string(), ": no weights found: looked for ", kSingleFile, " and ", kIndexFile));
+      str(directory.string(), ": no weights found: looked for ", single_file, " and ", index_file));
 }
 
 // Length of the longest common prefix or suffix of two names.
@@ -101,12 +102,13 @@ std::vector<std::string> near_names(const std::string& name,
 
 }  // namespace
 
-Checkpoint::Checkpoint(const std::filesystem::path& directory) : directory_(directory) {
+Checkpoint::Checkpoint(const std::filesystem::path& directory, const std::string& stem)
+    : directory_(directory) {
   if (!fs::is_directory(directory)) {
     throw CheckpointError(str(directory.string(), ": checkpoint folder does not exist"));
   }
   config_ = HFConfig::load(directory / "config.json");
-  files_ = open_weights(directory);
+  files_ = open_weights(directory, stem);
   for (const auto& file : files_) {
     for (const TensorInfo& info : file->tensors()) {
       auto [it, inserted] = owner_.emplace(info.name, file.get());

@@ -4,6 +4,7 @@
 
 #include "shardformer/build_context.h"
 #include "shardformer/error.h"
+#include "shardformer/layers/layer_stack.h"
 #include "shardformer/losses.h"
 
 #include <ATen/ATen.h>
@@ -29,6 +30,21 @@ void Model::bind(std::shared_ptr<ShardingPlan> plan, const ParallelContext* para
   sharding_ = std::move(plan);
   if (parallel != nullptr && parallel->pipeline != nullptr) pipeline_ = *parallel->pipeline;
   if (parallel != nullptr) shared_patterns_ = parallel->policy.shared_parameters();
+}
+
+void Model::set_recompute(const layers::RecomputePolicy& policy) {
+  bool found = false;
+  for (const auto& module : modules()) {
+    if (auto* list = dynamic_cast<layers::LayerList*>(module.get())) {
+      list->set_recompute(policy);
+      found = true;
+    }
+  }
+  if (!found && policy.enabled()) {
+    throw ConfigError(
+        "activation checkpointing: this model holds no layers::LayerStack to "
+        "recompute");
+  }
 }
 
 std::vector<std::string> Model::shared_parameters(size_t pattern) const {

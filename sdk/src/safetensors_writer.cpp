@@ -5,6 +5,7 @@
 #include "shardformer/safetensors.h"
 #include "shardformer/strings.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 #include <nlohmann/json.hpp>
 
@@ -57,9 +58,17 @@ void write_file(const fs::path& path, const std::string& header,
   }
   out.close();
   if (!out) throw CheckpointError(str(path.string(), ": cannot write the file"));
+  sync_to_disk(path);
 }
 
 }  // namespace
+
+void sync_to_disk(const std::filesystem::path& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const bool ok = fd >= 0 && ::fsync(fd) == 0;
+  if (fd >= 0) ::close(fd);
+  if (!ok) throw CheckpointError(str(path.string(), ": cannot sync to disk"));
+}
 
 void save_safetensors(const std::filesystem::path& path,
                       const std::map<std::string, at::Tensor>& tensors,

@@ -80,7 +80,7 @@ unused_config_keys = "warn"
 
 [parallel]
 tp_size = 2
-dp_size = 4
+dp_size = 1
 
 [job]
 mode = "forward"
@@ -110,7 +110,7 @@ level = "debug"
   EXPECT_EQ(config.model.unused_config_keys, "warn");
   EXPECT_EQ(config.parallel.tp_size, 2);
   EXPECT_EQ(config.parallel.pp_size, 1);
-  EXPECT_EQ(config.parallel.dp_size, 4);
+  EXPECT_EQ(config.parallel.dp_size, 1);  // dp > 1 serves training (ReadsTheTrainingSections)
   EXPECT_EQ(config.mode, JobMode::kForward);
   EXPECT_EQ(config.forward.input_ids, (std::vector<std::vector<int64_t>>{{1, 2, 3}, {4, 5}}));
   EXPECT_EQ(config.forward.output, fs::path("/out/logits.safetensors"));
@@ -189,6 +189,102 @@ paths = ["plugins", "/abs/./lib", "../shared"]
 TEST(JobConfig, NamesJobModes) {
   EXPECT_STREQ(job_mode_name(JobMode::kForward), "forward");
   EXPECT_STREQ(job_mode_name(JobMode::kGenerate), "generate");
+  EXPECT_STREQ(job_mode_name(JobMode::kTrain), "train");
+}
+
+constexpr const char* kMinimalTrain = R"([model]
+path = "ckpt"
+[job]
+mode = "train"
+[data]
+path = "tokens.bin"
+seq_len = 64
+[train]
+steps = 10
+)";
+
+TEST(JobConfig, ReadsTheTrainingSections) {
+  const JobConfig config = parse(R"([model]
+path = "ckpt"
+[parallel]
+dp_size = 2
+tp_size = 2
+[job]
+mode = "train"
+[data]
+path = "ids.jsonl"
+dtype = "uint32"
+seq_len = 128
+seed = 7
+shuffle = false
+eval_fraction = 0.1
+[train]
+steps = 100
+global_batch_size = 16
+micro_batch_size = 4
+max_grad_norm = 0.5
+zero_stage = 1
+precision = "fp16"
+initial_loss_scale = 1024
+gradient_checkpointing_ratio = 0.5
+loss_scale_window = 200
+log_every = 10
+eval_every = 50
+eval_batches = 2
+metrics_file = "m.jsonl"
+[optimizer]
+name = "adamw"
+lr = 3e-4
+betas = [0.9, 0.95]
+eps = 1e-6
+weight_decay = 0
+schedule = "cosine"
+warmup_steps = 10
+[checkpoint]
+dir = "runs/a"
+save_every = 25
+keep_last = 3
+resume = "saves/step-5"
+)");
+  EXPECT_EQ(config.mode, JobMode::kTrain);
+  EXPECT_EQ(config.data.path, "/base/ids.jsonl");
+  EXPECT_EQ(config.data.dtype, "uint32");
+  EXPECT_EQ(config.data.seq_len, 128);
+  EXPECT_EQ(config.data.seed, 7);
+  EXPECT_FALSE(config.data.shuffle);
+  EXPECT_DOUBLE_EQ(config.data.eval_fraction, 0.1);
+  EXPECT_EQ(config.train.steps, 100);
+  EXPECT_EQ(config.train.global_batch_size, 16);
+  EXPECT_EQ(config.train.micro_batch_size, 4);
+  EXPECT_DOUBLE_EQ(config.train.max_grad_norm, 0.5);
+  EXPECT_EQ(config.train.zero_stage, 1);
+  EXPECT_EQ(config.train.precision, "fp16");
+  EXPECT_DOUBLE_EQ(config.train.initial_loss_scale, 1024.0);
+  EXPECT_EQ(config.train.loss_scale_window, 200);
+  EXPECT_DOUBLE_EQ(config.train.gradient_checkpointing_ratio, 0.5);
+  EXPECT_EQ(config.train.log_every, 10);
+  EXPECT_EQ(config.train.eval_every, 50);
+  EXPECT_EQ(config.train.eval_batches, 2);
+  EXPECT_EQ(config.train.metrics_file, "/base/m.jsonl");
+  EXPECT_DOUBLE_EQ(config.optimizer.lr, 3e-4);
+  EXPECT_EQ(config.optimizer.betas, (std::vector<double>{0.9, 0.95}));
+  EXPECT_DOUBLE_EQ(config.optimizer.eps, 1e-6);
+  EXPECT_DOUBLE_EQ(config.optimizer.weight_decay, 0.0);  // an integer reads as a number
+  EXPECT_EQ(config.optimizer.schedule, "cosine");
+  EXPECT_EQ(config.optimizer.warmup_steps, 10);
+  EXPECT_EQ(config.checkpoint.dir, "/base/runs/a");
+  EXPECT_EQ(config.checkpoint.save_every, 25);
+  EXPECT_EQ(config.checkpoint.keep_last, 3);
+  EXPECT_EQ(config.checkpoint.resume, "/base/saves/step-5");
+
+  const JobConfig defaults = parse(kMinimalTrain);
+  EXPECT_EQ(defaults.train.global_batch_size, 8);
+  EXPECT_EQ(defaults.optimizer.schedule, "linear");
+  EXPECT_EQ(defaults.optimizer.betas, (std::vector<double>{0.9, 0.999}));
+  EXPECT_EQ(defaults.checkpoint.resume, "auto");
+  EXPECT_EQ(defaults.train.precision, "fp32");
+  EXPECT_DOUBLE_EQ(defaults.train.initial_loss_scale, 65536.0);
+  EXPECT_TRUE(defaults.checkpoint.dir.empty());
 }
 
 // A config that must fail, where ("LINE:COLUMN") and what the message must say.
@@ -213,6 +309,87 @@ TEST_P(JobConfigErrorTest, CitesFileLineColumnAndKey) {
 }
 
 const ErrorCase kErrorCases[] = {
+    {"TrainNeedsData",
+     "[model]\npath = \"m\"\n[job]\nmode = \"train\"\n[train]\nsteps = 2\n",
+     "1:1",
+     {"missing required key data.path (required when job.mode = \"train\")"}},
+    {"TrainNeedsSteps",
+     "[model]\npath = \"m\"\n[job]\nmode = \"train\"\n[data]\npath = \"d.bin\"\nseq_len = 8\n",
+     "1:1",
+     {"missing required key train.steps"}},
+    {"TrainBatchNotDividingOverDp",
+     "[parallel]\ndp_size = 3\n[job]\nmode = \"train\"\n[train]\nsteps = 1\nglobal_batch_size = "
+     "8\n",
+     "7:21",
+     {"train.global_batch_size: 8 does not divide over parallel.dp_size = 3"}},
+    {"TrainMicroBatchNotDividingTheShare",
+     "[parallel]\ndp_size = 2\n[job]\nmode = \"train\"\n[train]\nsteps = 1\nglobal_batch_size = 8\n"
+     "micro_batch_size = 3\n",
+     "8:20",
+     {"train.micro_batch_size: 3 does not divide a data-parallel rank's share of 4 samples"}},
+    {"TrainZeroWithoutDp",
+     "[job]\nmode = \"train\"\n[train]\nsteps = 1\nzero_stage = 1\n",
+     "5:14",
+     {"train.zero_stage: ZeRO shards optimizer states over dp_size > 1 ranks"}},
+    {"TrainEvalWithoutHeldOutData",
+     "[job]\nmode = \"train\"\n[train]\nsteps = 4\neval_every = 2\n",
+     "5:14",
+     {"train.eval_every: evaluation needs held-out samples (data.eval_fraction)"}},
+    {"TrainWarmupLongerThanRun",
+     "[job]\nmode = \"train\"\n[train]\nsteps = 4\n[optimizer]\nwarmup_steps = 5\n",
+     "6:16",
+     {"optimizer.warmup_steps: 5 exceeds train.steps = 4"}},
+    {"TrainPrecisionUnknown",
+     "[job]\nmode = \"train\"\n[train]\nsteps = 4\nprecision = \"half\"\n",
+     "5:13",
+     {"train.precision must be one of \"fp32\", \"bf16\", \"fp16\""}},
+    {"TrainHalfModelDtype",
+     "[model]\ndtype = \"bfloat16\"\n[job]\nmode = \"train\"\n[train]\nsteps = 4\n",
+     "2:9",
+     {"model.dtype: \"bfloat16\": a train job loads the model in float32",
+      "train.precision = \"bf16\""}},
+    {"TrainCheckpointingBothWays",
+     "[train]\ngradient_checkpointing_ratio = 0.5\nnum_ckpt_layers_per_stage = [1]\n",
+     "3:29",
+     {"train.num_ckpt_layers_per_stage: give gradient_checkpointing_ratio or "
+      "num_ckpt_layers_per_stage, not both"}},
+    {"TrainCheckpointedLayersPerStageCount",
+     "[parallel]\npp_size = 2\n[job]\nmode = \"train\"\n[train]\nsteps = 4\n"
+     "num_ckpt_layers_per_stage = [1, 2, 3]\n",
+     "7:29",
+     {"train.num_ckpt_layers_per_stage: lists 3 counts but the pipeline has 2 pieces"}},
+    {"TrainCheckpointingRatioAboveOne",
+     "[train]\ngradient_checkpointing_ratio = 1.5\n",
+     "2:32",
+     {"train.gradient_checkpointing_ratio"}},
+    {"TrainLossScaleBelowOne",
+     "[train]\ninitial_loss_scale = 0.5\n",
+     "2:22",
+     {"train.initial_loss_scale"}},
+    {"OptimizerBetasCount",
+     "[optimizer]\nbetas = [0.9]\n",
+     "2:9",
+     {"optimizer.betas must hold 2 numbers, got 1"}},
+    {"OptimizerBetaOutOfRange",
+     "[optimizer]\nbetas = [0.9, 1.5]\n",
+     "2:15",
+     {"optimizer.betas[1] must be in [0, 1"}},
+    {"OptimizerLrNotANumber",
+     "[optimizer]\nlr = \"fast\"\n",
+     "2:6",
+     {"optimizer.lr must be a float, got string"}},
+    {"OptimizerUnknownSchedule",
+     "[optimizer]\nschedule = \"cosin\"\n",
+     "2:12",
+     {"optimizer.schedule must be one of \"constant\", \"linear\", \"cosine\""}},
+    {"CheckpointSavesWithoutDir",
+     "[checkpoint]\nsave_every = 5\n",
+     "2:14",
+     {"checkpoint.save_every: saves need checkpoint.dir"}},
+    {"DataParallelOutsideTraining",
+     "[parallel]\ndp_size = 2\n[job]\nmode = \"generate\"\n",
+     "2:11",
+     {"parallel.dp_size: 2: data parallelism serves job.mode = \"train\""}},
     {"SyntaxError",
      "[model]\npath = \"m\"\n[parallel]\ntp_size = = 2\n",
      "4:11",
@@ -391,9 +568,9 @@ const ErrorCase kErrorCases[] = {
      "2:11",
      {"generate.prompts must hold at least one sequence"}},
     {"UnknownMode",
-     "[job]\nmode = \"train\"\n",
+     "[job]\nmode = \"training\"\n",
      "2:8",
-     {"job.mode must be one of \"forward\", \"generate\", \"embed\", got \"train\""}},
+     {"job.mode must be one of \"forward\", \"generate\", \"embed\", \"train\", got \"training\""}},
     {"UnknownLogLevel",
      "[log]\nlevel = \"verbose\"\n",
      "2:9",

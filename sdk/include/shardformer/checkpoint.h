@@ -19,7 +19,9 @@ class Checkpoint {
   // shard it names. Throws CheckpointError for a missing config or weights file, an index
   // that names a missing shard, a tensor listed in the index but absent from its shard, or
   // a tensor present in two shards.
-  explicit Checkpoint(const std::filesystem::path& directory);
+  // stem: the weight files' name, "model" for HF's (a training state's optimizer moments are
+  // stored the same way under "optimizer").
+  explicit Checkpoint(const std::filesystem::path& directory, const std::string& stem = "model");
 
   const std::filesystem::path& directory() const { return directory_; }
   const HFConfig& config() const { return config_; }

@@ -4,6 +4,7 @@
 
 #include "shardformer/checkpoint_usage.h"
 #include "shardformer/kv_cache.h"
+#include "shardformer/layers/recompute.h"
 #include "shardformer/parallel/pipeline_stage_manager.h"
 #include "shardformer/parallel/policy.h"
 #include "shardformer/parallel/tensor_shard.h"
@@ -105,6 +106,10 @@ class Model : public torch::nn::Module {
   // (e.g. GPT-2's tied wte, held by the first and the last stage).
   const std::vector<std::string>& shared_patterns() const { return shared_patterns_; }
   std::vector<std::string> shared_parameters(size_t pattern) const;
+  // Activation checkpointing: which layers of every LayerStack recompute in backward (training
+  // mode only). Throws ConfigError when the policy does not fit this stage, or when it asks for
+  // recomputation and the model holds no LayerStack.
+  void set_recompute(const layers::RecomputePolicy& policy);
 
  protected:
   // Records what the model was built with: the sharding plan, the pipeline stage and the

@@ -74,9 +74,13 @@ class SafetensorsFile {
   uint64_t data_offset_ = 0;  // 8 + header length
 };
 
+// fsync of a file or a folder (after a rename into it): the data is on disk when it returns.
+// Throws CheckpointError naming the path.
+void sync_to_disk(const std::filesystem::path& path);
+
 // Writes tensors (any device and layout; copied to contiguous CPU) to a safetensors file,
-// names sorted, with optional string metadata. Written to a temporary file and renamed, so
-// a failure never leaves a truncated file behind.
+// names sorted, with optional string metadata. Written to a temporary file, synced to disk
+// and renamed, so a failure never leaves a truncated file behind.
 void save_safetensors(const std::filesystem::path& path,
                       const std::map<std::string, at::Tensor>& tensors,
                       const std::map<std::string, std::string>& metadata = {});

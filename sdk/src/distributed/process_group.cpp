@@ -55,6 +55,25 @@ void ProcessGroup::all_reduce_(at::Tensor& tensor, ReduceOp op) const {
   }));
 }
 
+PendingWork ProcessGroup::all_reduce_async(const at::Tensor& tensor) const {
+  auto state = std::make_shared<PendingWork::State>();
+  state->group = impl_;
+  state->op = "all_reduce";
+  if (impl_->size == 1) {
+    state->done = true;
+    return PendingWork(std::move(state));
+  }
+  if (!tensor.is_contiguous()) {
+    throw Error(str("all_reduce on group '", impl_->name, "': the tensor must be contiguous"));
+  }
+  impl_->stats.all_reduces += 1;
+  impl_->stats.all_reduce_elements += tensor.numel();
+  state->tensor = tensor;
+  std::vector<at::Tensor> tensors{tensor};
+  state->work = issue(*impl_, "all_reduce", [&] { return impl_->backend->allreduce(tensors); });
+  return PendingWork(std::move(state));
+}
+
 at::Tensor ProcessGroup::all_gather(const at::Tensor& tensor, int64_t dim) const {
   if (impl_->size == 1) return tensor;
   impl_->stats.all_gathers += 1;
@@ -82,25 +101,25 @@ void ProcessGroup::send(const at::Tensor& tensor, int dst, int tag) const {
   isend(tensor, dst, tag).wait();
 }
 
-SendHandle ProcessGroup::isend(const at::Tensor& tensor, int dst, int tag) const {
+PendingWork ProcessGroup::isend(const at::Tensor& tensor, int dst, int tag) const {
   if (dst == impl_->rank || dst < 0 || dst >= impl_->size) {
     throw Error(str("send on group '", impl_->name, "': destination ", dst,
                     " is not another rank of ", impl_->size));
   }
   impl_->stats.sends += 1;
   impl_->stats.send_elements += tensor.numel();
-  auto state = std::make_shared<SendHandle::State>();
+  auto state = std::make_shared<PendingWork::State>();
   state->group = impl_;
   state->tensor = tensor.contiguous();
   std::vector<at::Tensor> tensors{state->tensor};
   state->work = issue(*impl_, "send", [&] { return impl_->backend->send(tensors, dst, tag); });
-  return SendHandle(std::move(state));
+  return PendingWork(std::move(state));
 }
 
-void SendHandle::wait() {
+void PendingWork::wait() {
   if (state_ == nullptr || state_->done) return;
   state_->done = true;
-  wait_for(*state_->group, "send", state_->work);
+  wait_for(*state_->group, state_->op, state_->work);
   state_->tensor = at::Tensor();
 }
 

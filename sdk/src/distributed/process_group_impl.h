@@ -16,10 +16,11 @@ struct ProcessGroup::Impl {
   CommStats stats;
 };
 
-struct SendHandle::State {
+struct PendingWork::State {
   std::shared_ptr<ProcessGroup::Impl> group;
   c10::intrusive_ptr<c10d::Work> work;
-  at::Tensor tensor;  // alive until the send completes
+  at::Tensor tensor;  // alive until the operation completes
+  const char* op = "send";
   bool done = false;
 };
 

@@ -103,12 +103,11 @@ void PipelineRunner::run_forward(const MicroBatch& mb, int64_t index, int64_t ch
     if (mode == Mode::kForward) {
       outputs_[index] = model_->forward(inputs);
     } else if (mb.loss_weight > 0) {
-      live.output = model_->loss(inputs, mb.labels) * mb.loss_weight;
+      const at::Tensor weighted = model_->loss(inputs, mb.labels) * mb.loss_weight;
+      loss_ = loss_.defined() ? loss_ + weighted.detach() : weighted.detach();
+      live.output = train && loss_scale_ != 1.0 ? weighted * loss_scale_ : weighted;
     } else if (train) {  // no counted token: nothing to learn, but the backward pass still runs
       live.output = model_->forward(inputs).sum() * 0.0;
-    }
-    if (mode != Mode::kForward && live.output.defined()) {
-      loss_ = loss_.defined() ? loss_ + live.output.detach() : live.output.detach();
     }
   } else {
     live.output = model_->forward(inputs);  // [batch, seq, hidden]
@@ -181,8 +180,10 @@ void PipelineRunner::check_labels(const ForwardInputs& batch, const at::Tensor& 
   }
 }
 
-at::Tensor PipelineRunner::train_step(const ForwardInputs& batch, const at::Tensor& labels) {
+at::Tensor PipelineRunner::train_step(const ForwardInputs& batch, const at::Tensor& labels,
+                                      double loss_scale) {
   check_labels(batch, labels);
+  loss_scale_ = loss_scale;
   const std::vector<MicroBatch> microbatches = split(batch, labels);
   check_usable();
   find_shared_parameters();

@@ -106,7 +106,7 @@ at::Tensor StageChannel::recv(Direction direction, int64_t chunk,
 }
 
 void StageChannel::wait_sends() {
-  std::vector<distributed::SendHandle> pending;
+  std::vector<distributed::PendingWork> pending;
   pending.swap(pending_);
   std::exception_ptr first;
   for (auto& handle : pending) {

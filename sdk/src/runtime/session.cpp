@@ -146,10 +146,11 @@ at::Tensor Session::loss(const ForwardInputs& batch, const at::Tensor& labels) {
   return model_->loss(batch, labels);
 }
 
-at::Tensor Session::train_step(const ForwardInputs& batch, const at::Tensor& labels) {
-  if (stages_) return runner(batch.input_ids.size(0)).train_step(batch, labels);
-  at::Tensor loss = model_->loss(batch, labels);
-  loss.backward();
+at::Tensor Session::train_step(const ForwardInputs& batch, const at::Tensor& labels,
+                               double loss_scale) {
+  if (stages_) return runner(batch.input_ids.size(0)).train_step(batch, labels, loss_scale);
+  const at::Tensor loss = model_->loss(batch, labels);
+  (loss_scale != 1.0 ? loss * loss_scale : loss).backward();
   return loss.detach();
 }
 

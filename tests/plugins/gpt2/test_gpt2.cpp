@@ -10,6 +10,7 @@
 #include "shardformer/generation.h"
 #include "shardformer/layers/dropout.h"
 #include "shardformer/safetensors.h"
+#include "shardformer/strings.h"
 #include "test_env.h"
 
 #include <ATen/ATen.h>
@@ -356,6 +357,56 @@ TEST(GPT2Dropout, TrainingDropsAndSavedRngStatesReplayTheSameStep) {
   EXPECT_FALSE(at::equal(first, f.forward(*model))) << "the streams did not advance";
   layers::set_dropout_rng_states(*model, saved);
   EXPECT_TRUE(at::equal(first, f.forward(*model))) << "restored streams drew other masks";
+}
+
+// The nodes of `root`'s autograd graph whose name holds `name`.
+int count_graph_nodes(const at::Tensor& root, const std::string& name) {
+  std::vector<torch::autograd::Node*> todo{root.grad_fn().get()};
+  std::set<torch::autograd::Node*> seen;
+  int count = 0;
+  while (!todo.empty()) {
+    torch::autograd::Node* node = todo.back();
+    todo.pop_back();
+    if (node == nullptr || !seen.insert(node).second) continue;
+    count += node->name().find(name) != std::string::npos ? 1 : 0;
+    for (const auto& edge : node->next_edges()) todo.push_back(edge.function.get());
+  }
+  return count;
+}
+
+// Activation checkpointing with dropout on: the recomputed blocks (every one, half, none) keep
+// no graph of their own, and their replay in backward draws the masks forward drew, so the loss
+// and every gradient equal the step without recomputation's.
+TEST(GPT2Dropout, RecomputedBlocksReplayTheirMasks) {
+  const Gpt2Fixture f;  // resid, embd and attn_pdrop = 0.1
+  const auto model = f.build("GPT2LMHeadModel");
+  model->train();
+  const auto saved = layers::dropout_rng_states(*model);
+  const auto step = [&](double ratio, int expected_recomputed) {
+    layers::set_dropout_rng_states(*model, saved);
+    model->set_recompute({.ratio = ratio});
+    for (auto& p : model->parameters()) p.mutable_grad() = at::Tensor();
+    const at::Tensor loss = model->loss(f.forward_inputs(), f.ref("train_labels"));
+    EXPECT_EQ(count_graph_nodes(loss, "RecomputeFunction"), expected_recomputed) << ratio;
+    loss.backward();
+    auto grads = gather_parameters(*model, nullptr, /*grads=*/true);
+    grads.emplace("loss", loss.detach().reshape({1}));
+    return grads;
+  };
+  const auto plain = step(0.0, 0);
+  for (const auto& [ratio, blocks] : {std::pair{1.0, 8}, std::pair{0.5, 4}}) {
+    const auto recomputed = step(ratio, blocks);
+    ASSERT_EQ(recomputed.size(), plain.size());
+    for (const auto& [name, grad] : plain) {
+      shardformer::testing::expect_close(recomputed.at(name), grad, 1e-7, 1e-6,
+                                         str(name, " at ratio ", ratio));
+    }
+  }
+  model->eval();  // nothing recomputes outside training
+  const at::Tensor loss = model->loss(f.forward_inputs(), f.ref("train_labels"));
+  EXPECT_EQ(count_graph_nodes(loss, "RecomputeFunction"), 0);
+  EXPECT_THROW(model->set_recompute({.layers_per_stage = {9}}), ConfigError);     // 8 layers
+  EXPECT_THROW(model->set_recompute({.layers_per_stage = {1, 1}}), ConfigError);  // 1 stage
 }
 
 TEST(GPT2Dropout, AttentionDropoutAloneChangesTheOutput) {

@@ -21,12 +21,13 @@ struct CommStats {
 
 enum class ReduceOp { kSum, kMax };
 
-// A send in flight: wait() returns once the tensor has left (it is kept alive until then) and
-// throws Error naming the group when the send failed. Destroying a handle does not wait.
-class SendHandle {
+// An operation in flight (a send, an all-reduce): wait() returns once it is done (its tensor is
+// kept alive until then) and throws Error naming the group when it failed. Destroying a
+// handle does not wait.
+class PendingWork {
  public:
   struct State;
-  explicit SendHandle(std::shared_ptr<State> state) : state_(std::move(state)) {}
+  explicit PendingWork(std::shared_ptr<State> state) : state_(std::move(state)) {}
   void wait();
 
  private:
@@ -44,6 +45,9 @@ class ProcessGroup {
 
   // Reduces `tensor` over the group (sum by default), in place.
   void all_reduce_(at::Tensor& tensor, ReduceOp op = ReduceOp::kSum) const;
+  // The same without waiting: `tensor` (contiguous) holds the sum once the handle's wait()
+  // returned.
+  PendingWork all_reduce_async(const at::Tensor& tensor) const;
   // The group's tensors concatenated along `dim`, in rank order: [.., size * n, ..].
   at::Tensor all_gather(const at::Tensor& tensor, int64_t dim) const;
   void broadcast_(at::Tensor& tensor, int root) const;
@@ -51,7 +55,7 @@ class ProcessGroup {
   // be contiguous, and recv_ fills a tensor of the sender's shape and dtype.
   void send(const at::Tensor& tensor, int dst, int tag = 0) const;
   // send() without waiting: the pipeline posts its sends and blocks on receives only.
-  SendHandle isend(const at::Tensor& tensor, int dst, int tag = 0) const;
+  PendingWork isend(const at::Tensor& tensor, int dst, int tag = 0) const;
   void recv_(at::Tensor& tensor, int src, int tag = 0) const;
   void barrier() const;
 

@@ -1,10 +1,12 @@
 // The transformer layers a pipeline stage holds, per model chunk, registered under one module
 // ("h", "layers") with their global index as name ("h.5" on a stage holding layers 4 to 7), so
-// parameter names stay HF's at every layout.
+// parameter names stay HF's at every layout; forward() runs them, recomputing the ones the
+// model's RecomputePolicy names in backward.
 #pragma once
 
 #include "shardformer/build_context.h"
 #include "shardformer/error.h"
+#include "shardformer/layers/recompute.h"
 #include "shardformer/strings.h"
 
 #include <torch/nn/module.h>
@@ -15,6 +17,20 @@
 
 namespace shardformer::layers {
 
+// The module holding a stage's layers: where they sit in the pipeline and how many of each
+// chunk's recompute (Model::set_recompute sets it on every LayerList of a model).
+class LayerList : public torch::nn::Module {
+ public:
+  LayerList(const BuildContext& ctx, std::vector<int64_t> chunk_layers);
+  // Throws ConfigError when the policy does not fit this stage.
+  void set_recompute(const RecomputePolicy& policy);
+  int64_t recomputed(int64_t chunk) const { return recomputed_[static_cast<size_t>(chunk)]; }
+
+ private:
+  int64_t stage_ = 0, num_stages_ = 1;
+  std::vector<int64_t> chunk_layers_, recomputed_;
+};
+
 template <typename Layer>
 class LayerStack {
  public:
@@ -24,13 +40,16 @@ class LayerStack {
   template <typename Make>
   LayerStack(torch::nn::Module& parent, const BuildContext& ctx, const std::string& name,
              int64_t num_layers, Make make) {
-    auto holder = parent.register_module(name, std::make_shared<torch::nn::Module>());
+    const std::vector<LayerRange> ranges = ctx.layer_ranges(num_layers);
+    std::vector<int64_t> sizes;
+    for (const LayerRange& range : ranges) sizes.push_back(range.size());
+    list_ = parent.register_module(name, std::make_shared<LayerList>(ctx, sizes));
     const BuildContext list = ctx.child(name);
-    for (const LayerRange& range : ctx.layer_ranges(num_layers)) {
+    for (const LayerRange& range : ranges) {
       first_.push_back(range.begin);
       auto& chunk = chunks_.emplace_back();
       for (int64_t i = range.begin; i < range.end; ++i) {
-        chunk.push_back(holder->register_module(std::to_string(i), make(list.child(i), i)));
+        chunk.push_back(list_->register_module(std::to_string(i), make(list.child(i), i)));
       }
     }
   }
@@ -47,7 +66,25 @@ class LayerStack {
   }
   const std::shared_ptr<Layer>& front() const { return chunks_.front().front(); }
 
+  // x through the chunk's layers: x = layer->forward(x, step). A recomputed layer keeps a copy
+  // of `step` for its replay in backward.
+  template <typename Step>
+  at::Tensor forward(int64_t chunk, at::Tensor x, const Step& step) const {
+    const int64_t recomputed = is_training() ? list_->recomputed(chunk) : 0;
+    int64_t index = 0;
+    for (const std::shared_ptr<Layer>& layer : this->chunk(chunk)) {
+      if (index++ < recomputed) {
+        x = recompute_in_backward(
+            *layer, [layer, step](const at::Tensor& in) { return layer->forward(in, step); }, x);
+      } else {
+        x = layer->forward(x, step);
+      }
+    }
+    return x;
+  }
+
  private:
+  bool is_training() const { return list_ != nullptr && list_->is_training(); }
   void check(int64_t chunk) const {
     if (chunk < 0 || chunk >= static_cast<int64_t>(chunks_.size())) {
       throw Error(
@@ -55,6 +92,7 @@ class LayerStack {
     }
   }
 
+  std::shared_ptr<LayerList> list_;
   std::vector<std::vector<std::shared_ptr<Layer>>> chunks_;
   std::vector<int64_t> first_;
 };

@@ -45,7 +45,10 @@ class PipelineRunner {
   // [batch, seq]. Gradients accumulate into the parameters; this step's gradients of shared
   // parameters are summed over the stages holding them. Returns the batch's mean loss on the
   // last stage, undefined elsewhere. After a step throws, the runner refuses further steps.
-  at::Tensor train_step(const ForwardInputs& batch, const at::Tensor& labels);
+  // loss_scale multiplies what is backpropagated (not the returned loss): a data-parallel
+  // rank's share of the global batch, a mixed-precision loss scale.
+  at::Tensor train_step(const ForwardInputs& batch, const at::Tensor& labels,
+                        double loss_scale = 1.0);
   // Inference: the model's output for the whole batch [batch, seq, ...] on the last stage,
   // undefined elsewhere.
   at::Tensor forward(const ForwardInputs& batch);
@@ -95,6 +98,7 @@ class PipelineRunner {
   std::map<std::pair<int64_t, int64_t>, Live> live_;  // by (micro-batch, chunk)
   std::vector<at::Tensor> outputs_;                   // forward(): the last piece's, per mb
   at::Tensor loss_;
+  double loss_scale_ = 1.0;
   StageStats stats_;
   std::optional<std::vector<SharedParameter>> shared_;  // held here and elsewhere
   bool failed_ = false;

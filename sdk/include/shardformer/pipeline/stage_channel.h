@@ -67,7 +67,7 @@ class StageChannel {
   const distributed::ProcessGroup* pp_;
   const PipelineStageManager* stages_;
   std::map<Key, Meta> sent_, received_;
-  std::vector<distributed::SendHandle> pending_;
+  std::vector<distributed::PendingWork> pending_;
   int64_t metadata_sent_ = 0, metadata_received_ = 0;
 };
 

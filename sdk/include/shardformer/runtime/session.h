@@ -82,8 +82,11 @@ class Session {
   // vocab-parallel when ShardConfig::parallel_output. Undefined where !holds_output().
   at::Tensor loss(const ForwardInputs& batch, const at::Tensor& labels);
   // The same loss with its backward pass: gradients accumulate in the model's parameters
-  // (shared parameters summed over the stages holding them).
-  at::Tensor train_step(const ForwardInputs& batch, const at::Tensor& labels);
+  // (shared parameters summed over the stages holding them). What is backpropagated is the
+  // loss times loss_scale (a data-parallel rank's share, a mixed-precision scale); the
+  // returned loss is not scaled.
+  at::Tensor train_step(const ForwardInputs& batch, const at::Tensor& labels,
+                        double loss_scale = 1.0);
   // Greedy generation; every rank returns the same result.
   GenerationResult generate(const std::vector<std::vector<int64_t>>& prompts,
                             const GenerationConfig& config);

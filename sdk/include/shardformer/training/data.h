@@ -1,0 +1,81 @@
+// Training data: token ids from a flat binary file (uint16 or uint32, as nanoGPT and Megatron
+// write them) or JSON lines of id lists, cut into samples of seq_len tokens, a held-out split,
+// and a reproducible sample order (a seeded permutation per epoch) that a resumed run continues.
+#pragma once
+
+#include <ATen/Tensor.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace shardformer::training {
+
+struct DataOptions {
+  // *.bin: flat ids cut into samples of seq_len; *.jsonl: a sample a line, {"input_ids": [...]}
+  // with at most seq_len ids (shorter ones are padded and their padding is not learned).
+  std::filesystem::path path;
+  std::string dtype = "uint16";  // of a .bin file: uint16 or uint32
+  int64_t seq_len = 128;         // tokens per sample
+  uint64_t seed = 1234;          // the order's seed
+  bool shuffle = true;           // false: samples in file order every epoch
+  double eval_fraction = 0.0;    // the last part of the samples, held out for evaluation
+};
+
+// A batch of samples: [rows, seq_len] each; labels are the ids with padding as -100.
+struct Batch {
+  at::Tensor input_ids, attention_mask, labels;
+};
+
+class TokenDataset {
+ public:
+  // Reads (a .bin file: maps) the data; throws ConfigError naming the file for a missing or
+  // unreadable file, a size that is no multiple of the dtype, an id >= vocab_size (naming its
+  // position), or fewer samples than one.
+  TokenDataset(const DataOptions& options, int64_t vocab_size);
+  ~TokenDataset();
+  TokenDataset(const TokenDataset&) = delete;
+  TokenDataset& operator=(const TokenDataset&) = delete;
+
+  int64_t num_train() const { return num_train_; }
+  int64_t num_eval() const { return num_samples_ - num_train_; }
+  int64_t seq_len() const { return options_.seq_len; }
+  const DataOptions& options() const { return options_; }
+
+  // Training samples (indices in [0, num_train)) or held-out ones ([0, num_eval)) as a batch.
+  Batch train_batch(const std::vector<int64_t>& indices) const;
+  Batch eval_batch(const std::vector<int64_t>& indices) const;
+
+ private:
+  struct Storage;
+  Batch batch(const std::vector<int64_t>& samples) const;  // absolute sample indices
+
+  DataOptions options_;
+  std::unique_ptr<Storage> storage_;
+  int64_t num_samples_ = 0, num_train_ = 0;
+};
+
+// The order of training samples: epoch e is permutation(num_samples, seed, e) (Fisher-Yates
+// over splitmix64, as tools/train_reference.py writes it), epochs one after another. A
+// position counts the samples handed out, so a resumed run continues the same stream.
+class SampleStream {
+ public:
+  SampleStream(int64_t num_samples, uint64_t seed, bool shuffle);
+  std::vector<int64_t> next(int64_t count);
+  int64_t position() const { return position_; }
+  void seek(int64_t position) { position_ = position; }
+
+  static std::vector<int64_t> permutation(int64_t n, uint64_t seed, int64_t epoch);
+
+ private:
+  int64_t num_samples_;
+  uint64_t seed_;
+  bool shuffle_;
+  int64_t position_ = 0;
+  int64_t cached_epoch_ = -1;
+  std::vector<int64_t> order_;
+};
+
+}  // namespace shardformer::training

@@ -1,0 +1,197 @@
+// Token data files, samples and their seeded order.
+#include "shardformer/training/data.h"
+
+#include "../json_file.h"
+#include "shardformer/error.h"
+#include "shardformer/losses.h"
+#include "shardformer/strings.h"
+
+#include <ATen/ATen.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+
+namespace shardformer::training {
+
+// The ids: a mapped .bin file, or the rows of a .jsonl file (each at most seq_len ids).
+struct TokenDataset::Storage {
+  const void* map = nullptr;
+  size_t map_bytes = 0;
+  int width = 2;                           // bytes per id of the .bin file
+  std::vector<std::vector<int64_t>> rows;  // .jsonl samples
+
+  ~Storage() {
+    if (map != nullptr) munmap(const_cast<void*>(map), map_bytes);
+  }
+  int64_t id(int64_t i) const {
+    return width == 2 ? static_cast<const uint16_t*>(map)[i] : static_cast<const uint32_t*>(map)[i];
+  }
+};
+
+namespace {
+
+[[noreturn]] void fail(const DataOptions& o, const std::string& what) {
+  throw ConfigError(str(o.path.string(), ": ", what));
+}
+
+void check_id(const DataOptions& o, int64_t id, int64_t vocab, const std::string& where) {
+  if (id < 0 || id >= vocab) {
+    fail(o, str("token id ", id, " at ", where, " is outside the model's vocabulary [0, ", vocab,
+                ")"));
+  }
+}
+
+}  // namespace
+
+TokenDataset::TokenDataset(const DataOptions& o, int64_t vocab) : options_(o) {
+  storage_ = std::make_unique<Storage>();
+  if (o.seq_len < 2) fail(o, str("seq_len ", o.seq_len, " is too short (at least 2)"));
+  if (o.path.extension() == ".jsonl") {
+    std::ifstream in(o.path);
+    if (!in) fail(o, "cannot read the file");
+    int64_t line_no = 0;
+    for (std::string line; std::getline(in, line);) {
+      ++line_no;
+      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+      nlohmann::json json;
+      try {
+        json = detail::parse_json_text(line, str(o.path.string(), ":", line_no));
+      } catch (const CheckpointError& e) {
+        throw ConfigError(e.what());  // a data file is the job's input, like its config
+      }
+      const auto ids = json.is_object() ? json.find("input_ids") : json.end();
+      if (ids == json.end() || !ids->is_array() || ids->empty()) {
+        fail(o, str("line ", line_no, ": expected {\"input_ids\": [ids...]}"));
+      }
+      std::vector<int64_t> row;
+      for (const auto& id : *ids) {
+        if (!id.is_number_integer()) fail(o, str("line ", line_no, ": ids must be integers"));
+        check_id(o, id.get<int64_t>(), vocab, str("line ", line_no));
+        row.push_back(id.get<int64_t>());
+      }
+      if (static_cast<int64_t>(row.size()) > o.seq_len) {
+        fail(o, str("line ", line_no, " holds ", row.size(), " ids, more than seq_len = ",
+                    o.seq_len, " (split long documents before training)"));
+      }
+      storage_->rows.push_back(std::move(row));
+    }
+    num_samples_ = static_cast<int64_t>(storage_->rows.size());
+  } else {
+    if (o.dtype != "uint16" && o.dtype != "uint32") {
+      fail(o, str("dtype '", o.dtype, "' (uint16 or uint32)"));
+    }
+    storage_->width = o.dtype == "uint16" ? 2 : 4;
+    const int fd = open(o.path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) fail(o, "cannot open the file");
+    struct stat st {};
+    fstat(fd, &st);
+    storage_->map_bytes = static_cast<size_t>(st.st_size);
+    if (storage_->map_bytes == 0 || storage_->map_bytes % storage_->width != 0) {
+      close(fd);
+      fail(o, str("size ", storage_->map_bytes, " bytes is not a positive multiple of ",
+                  storage_->width, " (", o.dtype, ")"));
+    }
+    void* map = mmap(nullptr, storage_->map_bytes, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (map == MAP_FAILED) fail(o, "cannot map the file");
+    storage_->map = map;
+    const int64_t tokens = static_cast<int64_t>(storage_->map_bytes) / storage_->width;
+    for (int64_t i = 0; i < tokens; ++i) check_id(o, storage_->id(i), vocab, str("token ", i));
+    num_samples_ = tokens / o.seq_len;
+  }
+  if (num_samples_ < 1) fail(o, str("holds no sample of ", o.seq_len, " tokens"));
+  const auto held_out = static_cast<int64_t>(static_cast<double>(num_samples_) * o.eval_fraction);
+  num_train_ = num_samples_ - held_out;
+  if (num_train_ < 1) fail(o, "eval_fraction leaves no training sample");
+}
+
+TokenDataset::~TokenDataset() = default;
+
+Batch TokenDataset::batch(const std::vector<int64_t>& samples) const {
+  const auto rows = static_cast<int64_t>(samples.size()), len = options_.seq_len;
+  at::Tensor ids = at::zeros({rows, len}, at::kLong), mask = at::zeros({rows, len}, at::kLong);
+  auto ids_a = ids.accessor<int64_t, 2>();
+  auto mask_a = mask.accessor<int64_t, 2>();
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t s = samples[r];
+    if (storage_->map != nullptr) {
+      for (int64_t t = 0; t < len; ++t) {
+        ids_a[r][t] = storage_->id(s * len + t);
+        mask_a[r][t] = 1;
+      }
+    } else {
+      const auto& row = storage_->rows[s];
+      for (size_t t = 0; t < row.size(); ++t) {
+        ids_a[r][static_cast<int64_t>(t)] = row[t];
+        mask_a[r][static_cast<int64_t>(t)] = 1;
+      }
+    }
+  }
+  return {ids, mask, ids.masked_fill(mask == 0, kIgnoreIndex)};
+}
+
+Batch TokenDataset::train_batch(const std::vector<int64_t>& indices) const {
+  for (int64_t i : indices) {
+    if (i < 0 || i >= num_train_) throw Error(str("training sample ", i, " of ", num_train_));
+  }
+  return batch(indices);
+}
+
+Batch TokenDataset::eval_batch(const std::vector<int64_t>& indices) const {
+  std::vector<int64_t> samples;
+  for (int64_t i : indices) {
+    if (i < 0 || i >= num_eval()) throw Error(str("held-out sample ", i, " of ", num_eval()));
+    samples.push_back(num_train_ + i);
+  }
+  return batch(samples);
+}
+
+namespace {
+
+constexpr uint64_t kGolden = 0x9E3779B97F4A7C15ull;
+
+uint64_t splitmix64(uint64_t& state) {
+  state += kGolden;
+  uint64_t z = state;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+}  // namespace
+
+SampleStream::SampleStream(int64_t num_samples, uint64_t seed, bool shuffle)
+    : num_samples_(num_samples), seed_(seed), shuffle_(shuffle) {}
+
+std::vector<int64_t> SampleStream::permutation(int64_t n, uint64_t seed, int64_t epoch) {
+  std::vector<int64_t> perm(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) perm[i] = i;
+  uint64_t state = seed + static_cast<uint64_t>(epoch) * kGolden;
+  for (int64_t i = n - 1; i > 0; --i) {
+    const auto j = static_cast<int64_t>(splitmix64(state) % static_cast<uint64_t>(i + 1));
+    std::swap(perm[i], perm[j]);
+  }
+  return perm;
+}
+
+std::vector<int64_t> SampleStream::next(int64_t count) {
+  std::vector<int64_t> samples;
+  for (int64_t k = 0; k < count; ++k, ++position_) {
+    const int64_t epoch = position_ / num_samples_, index = position_ % num_samples_;
+    if (!shuffle_) {
+      samples.push_back(index);
+      continue;
+    }
+    if (epoch != cached_epoch_) {
+      order_ = permutation(num_samples_, seed_, epoch);
+      cached_epoch_ = epoch;
+    }
+    samples.push_back(order_[index]);
+  }
+  return samples;
+}
+
+}  // namespace shardformer::training

@@ -1,0 +1,127 @@
+// Training data readers: a flat .bin file and JSON lines give the samples the reference cut
+// (tools/train_reference.py), and bad files are refused naming the file and the place.
+#include "shardformer/error.h"
+#include "training_fixture.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+namespace shardformer::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using training::DataOptions;
+using training::TokenDataset;
+
+fs::path write_file(const std::string& name, const std::string& bytes) {
+  const fs::path path = fs::temp_directory_path() / (std::to_string(getpid()) + "-" + name);
+  std::ofstream(path, std::ios::binary) << bytes;
+  return path;
+}
+
+// The ConfigError message of reading `options`, or "" when it reads.
+std::string read_error(const DataOptions& options, int64_t vocab = 1013) {
+  try {
+    TokenDataset data(options, vocab);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(TokenDataset, BinAndJsonLinesGiveTheSameSamples) {
+  const TokenDataset bin(reference_data_options(), 1013);
+  DataOptions jsonl_options = reference_data_options();
+  jsonl_options.path = training_dir() / "train.jsonl";
+  const TokenDataset jsonl(jsonl_options, 1013);
+  EXPECT_EQ(bin.num_train(), 512);
+  EXPECT_EQ(jsonl.num_train(), 64);
+  const std::vector<int64_t> samples{0, 5, 63, 17};
+  const training::Batch a = bin.train_batch(samples), b = jsonl.train_batch(samples);
+  EXPECT_TRUE(at::equal(a.input_ids, b.input_ids));
+  EXPECT_TRUE(at::equal(a.labels, a.input_ids));
+  EXPECT_TRUE(at::equal(a.attention_mask, at::ones_like(a.input_ids)));
+
+  // The tokens of the reference's first sample, read independently of the reader.
+  std::ifstream in(training_dir() / "train.bin", std::ios::binary);
+  std::vector<uint16_t> first(32);
+  in.read(reinterpret_cast<char*>(first.data()), 64);
+  for (int64_t t = 0; t < 32; ++t) EXPECT_EQ(a.input_ids[0][t].item<int64_t>(), first[t]);
+}
+
+TEST(TokenDataset, HoldsOutTheLastSamples) {
+  DataOptions options = reference_data_options();
+  options.eval_fraction = 0.25;
+  const TokenDataset data(options, 1013);
+  const TokenDataset all(reference_data_options(), 1013);
+  EXPECT_EQ(data.num_train(), 384);
+  EXPECT_EQ(data.num_eval(), 128);
+  EXPECT_TRUE(
+      at::equal(data.eval_batch({0, 127}).input_ids, all.train_batch({384, 511}).input_ids));
+  EXPECT_THROW(data.train_batch({384}), Error);
+  EXPECT_THROW(data.eval_batch({128}), Error);
+}
+
+TEST(TokenDataset, PadsShortJsonLinesAndIgnoresTheirPadding) {
+  DataOptions options = reference_data_options();
+  options.seq_len = 4;
+  options.path =
+      write_file("short.jsonl", "{\"input_ids\": [5, 6, 7, 8]}\n\n{\"input_ids\": [9]}\n");
+  const TokenDataset data(options, 1013);
+  ASSERT_EQ(data.num_train(), 2);
+  const training::Batch b = data.train_batch({1, 0});
+  EXPECT_TRUE(
+      at::equal(b.attention_mask, at::tensor({1, 0, 0, 0, 1, 1, 1, 1}, at::kLong).view({2, 4})));
+  EXPECT_TRUE(
+      at::equal(b.labels, at::tensor({9, -100, -100, -100, 5, 6, 7, 8}, at::kLong).view({2, 4})));
+  fs::remove(options.path);
+}
+
+TEST(TokenDataset, ReadsUint32Files) {
+  DataOptions options = reference_data_options();
+  options.dtype = "uint32";
+  options.seq_len = 2;
+  const uint32_t ids[] = {70000, 1, 2, 3, 4};
+  options.path =
+      write_file("ids.bin", std::string(reinterpret_cast<const char*>(ids), sizeof(ids)));
+  const TokenDataset data(options, 80000);
+  EXPECT_EQ(data.num_train(), 2);  // the fifth id makes no whole sample
+  EXPECT_EQ(data.train_batch({0}).input_ids[0][0].item<int64_t>(), 70000);
+  EXPECT_NE(read_error(options, 50000).find("token id 70000 at token 0"), std::string::npos);
+  fs::remove(options.path);
+}
+
+TEST(TokenDataset, RefusesBadFilesNamingThePlace) {
+  DataOptions options = reference_data_options();
+  options.path = "/nonexistent/train.bin";
+  EXPECT_NE(read_error(options).find("/nonexistent/train.bin: cannot open"), std::string::npos);
+
+  options.path = write_file("odd.bin", "abc");
+  EXPECT_NE(read_error(options).find("odd.bin: size 3 bytes"), std::string::npos);
+  options.dtype = "int8";
+  EXPECT_NE(read_error(options).find("dtype 'int8'"), std::string::npos);
+  fs::remove(options.path);
+
+  options = reference_data_options();
+  options.path = write_file("bad.jsonl", "{\"input_ids\": [1, 2]}\n[3]\n");
+  EXPECT_NE(read_error(options).find("line 2: expected {\"input_ids\""), std::string::npos);
+  options.path = write_file("long.jsonl", "{\"input_ids\": [1, 2, 3]}\n");
+  options.seq_len = 2;
+  EXPECT_NE(read_error(options).find("line 1 holds 3 ids, more than seq_len = 2"),
+            std::string::npos);
+  options.path = write_file("big.jsonl", "{\"input_ids\": [1, 2000]}\n");
+  EXPECT_NE(read_error(options).find("token id 2000 at line 1"), std::string::npos);
+  options.path = write_file("broken.jsonl", "{\"input_ids\": [1,\n");
+  EXPECT_NE(read_error(options).find("broken.jsonl:1"), std::string::npos);
+
+  options = reference_data_options();
+  options.seq_len = 100000;
+  EXPECT_NE(read_error(options).find("holds no sample of 100000 tokens"), std::string::npos);
+  for (const char* name : {"bad.jsonl", "long.jsonl", "big.jsonl", "broken.jsonl"}) {
+    fs::remove(fs::temp_directory_path() / (std::to_string(getpid()) + "-" + name));
+  }
+}
+
+}  // namespace
+}  // namespace shardformer::testing

@@ -1,0 +1,292 @@
+#!/usr/bin/env python3
+"""Reference training loop for the C++ training job: HF transformers' GPT-2 and
+torch.optim.AdamW on the CPU, in fp32. HF and torch are the oracle, never our code.
+
+usage: train_reference.py MODELS_DIR OUT_DIR [--steps 20] [--dtype float32]
+
+What it does, exactly (the C++ side implements the same):
+
+ 1. Checkpoint MODELS_DIR/tiny-gpt2-train/: torch.manual_seed(1234), then
+    GPT2LMHeadModel(GPT2Config(**TINY, resid_pdrop=0, embd_pdrop=0, attn_pdrop=0)),
+    save_pretrained (safetensors). TINY comes from make_tiny_gpt2.py. Kept as it is when
+    its config.json already equals this config (transformers_version, architectures, dtype
+    ignored) and model.safetensors exists. Every run below (the full one and both halves of
+    the resume check) loads its model with from_pretrained(dtype=float32), as the C++ job
+    does, so all use the same code path (attention implementation: HF's default, sdpa).
+ 2. Data OUT_DIR/train.bin: 16384 token ids, little-endian uint16 (np.uint16 tofile).
+    rng = numpy.random.default_rng(4321); tokens[0] = rng.integers(0, 1013);
+    noise = rng.integers(0, 7, size=16383) (ONE vectorised draw, after tokens[0]);
+    tokens[i] = (tokens[i-1] * 31 + noise[i-1]) % 1013. So each token has 7 possible
+    successors: the loss floor is ln 7 = 1.946. OUT_DIR/train.jsonl: samples 0..63 in index
+    order (not stream order), one {"input_ids": [32 ints]} per line.
+ 3. Samples: seq_len 32; sample i = tokens[32 i : 32 (i + 1)], i in [0, 512). No held-out split.
+ 4. Order: epoch e's permutation of the 512 sample indices is permutation(512, 1234, e)
+    (splitmix64 Fisher-Yates below). Stream = epoch 0's permutation, then epoch 1's, ...;
+    step s takes stream[8 s : 8 s + 8]. A resumed run continues the same stream at 8 * step.
+ 5. Loss: each step's 8 samples are 4 micro-batches of 2, in stream order. Per micro-batch
+    model(input_ids=x, labels=x).loss (HF ForCausalLMLoss: logits upcast to fp32, shifted,
+    mean cross-entropy over 2 x 31 = 62 tokens, no attention mask); that fp32 loss is divided
+    by 4 (fp32) and backward()'d; gradients accumulate in .grad (fp32, summed in micro-batch
+    order). Recorded loss = float64 sum, in micro-batch order, of the four fp32 scaled losses
+    (= the mean over the batch's 248 predicted tokens), taken before the update.
+ 6. Optimizer: torch.optim.AdamW(lr=1e-3, betas=(0.9, 0.95), eps=1e-8, foreach=False)
+    => torch's single-tensor implementation (_single_tensor_adam with
+    decoupled_weight_decay). On the CPU foreach=None picks the same one anyway (foreach
+    kernels are for cuda/xpu/mtia only), and fused is off unless asked for. Groups, in
+    model.named_parameters() order: [params with ndim >= 2, weight_decay 0.1] then
+    [ndim < 2 (biases, LayerNorm weights and biases), weight_decay 0.0]. The tied
+    lm_head.weight is wte.weight, one parameter (decayed). Per parameter, per step (t counts
+    from 1, lr is the group's Python float, bias corrections in Python float64):
+        p *= 1 - lr * wd                            (only when wd != 0)
+        m.lerp_(g, 1 - 0.9)                         (m = exp_avg)
+        v = v * 0.95 + (1 - 0.95) * g * g            (v = exp_avg_sq; mul_ then addcmul_)
+        denom = sqrt(v) / sqrt(1 - 0.95**t) + 1e-8
+        p += -(lr / (1 - 0.9**t)) * m / denom        (addcdiv_)
+    The moments are updated at step 0 too, where lr = 0 (the weights do not move then).
+ 7. LR: transformers.get_cosine_schedule_with_warmup(opt, 5, steps), a LambdaLR: step s
+    uses lr = 1e-3 * f(s), f(s) = s / 5 for s < 5, else 0.5 (1 + cos(pi (s - 5) / (steps - 5))),
+    in Python float64. Recorded lrs are optimizer.param_groups[0]["lr"] at optimizer.step().
+ 8. Clip: after the 4 micro-batches, total = clip_grad_norm_(model.parameters(), 1.0)
+    (on the CPU: per-tensor vector_norm, then the norm of their stack, fp32; every gradient
+    is then multiplied by min(1, 1.0 / (total + 1e-6)) (fp32), even when that factor is 1).
+    Then optimizer.step(), scheduler.step(), optimizer.zero_grad() (grads set to None).
+ 9. model.train() (dropout is 0). Only --dtype float32 is accepted for now.
+10. OUT_DIR/reference.safetensors (all on the CPU, contiguous):
+        losses [steps] f64, grad_norms [steps] f64 (the fp32 norms, exactly), lrs [steps] f64,
+        sample_order [steps, 8] i64, permutation_epoch0 / permutation_epoch1 [512] i64,
+        weights.<name>, adam.exp_avg.<name>, adam.exp_avg_sq.<name> (f32, after the last
+        step; HF names from named_parameters(), so the tied head appears once as
+        transformer.wte.weight), adam_step [1] f64 (= steps),
+        resume_losses [steps] f64: steps // 2 steps, then save_pretrained + torch.save of the
+        optimizer and scheduler state_dicts into a temp dir, then a fresh model (from that
+        dir), a fresh AdamW and scheduler built as above and then given those state_dicts
+        (optimizer first, then scheduler, as HF Trainer does), and the remaining steps.
+    The script checks that resume_losses equals losses bitwise, and the final weights and
+    moments too, and says so (exit status 1 otherwise). Metadata holds the settings.
+"""
+import argparse
+import json
+import math
+import pathlib
+import sys
+import tempfile
+import time
+
+import numpy as np
+import torch
+from safetensors.torch import save_file
+from transformers import GPT2Config, GPT2LMHeadModel, get_cosine_schedule_with_warmup
+
+from make_tiny_gpt2 import TINY
+
+MODEL_NAME = "tiny-gpt2-train"
+INIT_SEED = 1234
+DATA_SEED, NUM_TOKENS, MULTIPLIER, NOISE = 4321, 16384, 31, 7
+SEQ_LEN, GLOBAL_BATCH, MICRO_BATCHES = 32, 8, 4
+ORDER_SEED = 1234
+LR, BETAS, EPS, WEIGHT_DECAY = 1e-3, (0.9, 0.95), 1e-8, 0.1
+WARMUP_STEPS, MAX_GRAD_NORM = 5, 1.0
+JSONL_SAMPLES = 64
+
+MASK = 2**64 - 1
+
+
+def splitmix64(state):
+    """Returns (new_state, output)."""
+    state = (state + 0x9E3779B97F4A7C15) & MASK
+    z = state
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK
+    return state, z ^ (z >> 31)
+
+
+def permutation(n, seed, epoch):
+    state = (seed + epoch * 0x9E3779B97F4A7C15) & MASK
+    perm = list(range(n))
+    for i in range(n - 1, 0, -1):
+        state, r = splitmix64(state)
+        j = r % (i + 1)
+        perm[i], perm[j] = perm[j], perm[i]
+    return perm
+
+
+def sample_stream(n, start):
+    """Sample indices of the stream from position start on (epoch 0, then 1, ...)."""
+    epoch, offset = divmod(start, n)
+    while True:
+        yield from permutation(n, ORDER_SEED, epoch)[offset:]
+        epoch, offset = epoch + 1, 0
+
+
+def train_config() -> GPT2Config:
+    return GPT2Config(**TINY, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+
+
+def ensure_checkpoint(models: pathlib.Path) -> pathlib.Path:
+    path = models / MODEL_NAME
+    ignore = {"transformers_version", "architectures", "dtype", "torch_dtype", "_name_or_path"}
+    want = {k: v for k, v in train_config().to_dict().items() if k not in ignore}
+    if (path / "config.json").is_file() and (path / "model.safetensors").is_file():
+        have = {k: v for k, v in GPT2Config.from_pretrained(path).to_dict().items()
+                if k not in ignore}
+        if have == want:
+            print(f"kept {path}")
+            return path
+    torch.manual_seed(INIT_SEED)
+    model = GPT2LMHeadModel(train_config())
+    model.save_pretrained(path, safe_serialization=True)
+    print(f"wrote {path}")
+    return path
+
+
+def make_data(out: pathlib.Path) -> np.ndarray:
+    rng = np.random.default_rng(DATA_SEED)
+    vocab = TINY["vocab_size"]
+    tokens = np.empty(NUM_TOKENS, dtype=np.int64)
+    tokens[0] = rng.integers(0, vocab)
+    noise = rng.integers(0, NOISE, size=NUM_TOKENS - 1)
+    for i in range(1, NUM_TOKENS):
+        tokens[i] = (tokens[i - 1] * MULTIPLIER + noise[i - 1]) % vocab
+    tokens.astype("<u2").tofile(out / "train.bin")
+    with open(out / "train.jsonl", "w") as f:
+        for i in range(JSONL_SAMPLES):
+            sample = tokens[i * SEQ_LEN:(i + 1) * SEQ_LEN]
+            f.write(json.dumps({"input_ids": [int(t) for t in sample]}) + "\n")
+    return tokens
+
+
+def make_optimizer(model, steps):
+    decay = [p for p in model.parameters() if p.ndim >= 2]
+    no_decay = [p for p in model.parameters() if p.ndim < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": WEIGHT_DECAY},
+                             {"params": no_decay, "weight_decay": 0.0}],
+                            lr=LR, betas=BETAS, eps=EPS, foreach=False)
+    sched = get_cosine_schedule_with_warmup(opt, num_warmup_steps=WARMUP_STEPS,
+                                            num_training_steps=steps)
+    return opt, sched
+
+
+def run_steps(model, opt, sched, samples, first, count, log):
+    """Steps first .. first + count - 1; appends (loss, grad_norm, lr, order) to log."""
+    model.train()
+    stream = sample_stream(samples.shape[0], first * GLOBAL_BATCH)
+    micro = GLOBAL_BATCH // MICRO_BATCHES
+    for _ in range(count):
+        order = [next(stream) for _ in range(GLOBAL_BATCH)]
+        loss_sum = 0.0
+        for m in range(MICRO_BATCHES):
+            ids = samples[order[m * micro:(m + 1) * micro]]
+            loss = model(input_ids=ids, labels=ids).loss / MICRO_BATCHES
+            loss.backward()
+            loss_sum += float(loss.detach())
+        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=MAX_GRAD_NORM)
+        lr = opt.param_groups[0]["lr"]
+        opt.step()
+        sched.step()
+        opt.zero_grad()
+        log.append((loss_sum, float(norm), lr, order))
+
+
+def final_state(model, opt):
+    out = {}
+    for name, p in model.named_parameters():
+        out["weights." + name] = p.detach().clone()
+        state = opt.state[p]
+        out["adam.exp_avg." + name] = state["exp_avg"].clone()
+        out["adam.exp_avg_sq." + name] = state["exp_avg_sq"].clone()
+    return out
+
+
+def load(path):
+    return GPT2LMHeadModel.from_pretrained(path, dtype=torch.float32)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("models", type=pathlib.Path, help="folder for tiny-gpt2-train/")
+    parser.add_argument("out", type=pathlib.Path, help="folder for train.bin, train.jsonl, "
+                        "reference.safetensors")
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--dtype", default="float32", choices=["float32"],
+                        help="only float32 for now (no bf16 reference yet)")
+    args = parser.parse_args()
+    if args.steps < 2:
+        parser.error("--steps must be at least 2 (the resume check splits the run in two)")
+    args.out.mkdir(parents=True, exist_ok=True)
+    args.models.mkdir(parents=True, exist_ok=True)
+    torch.use_deterministic_algorithms(True)
+    started = time.perf_counter()
+
+    checkpoint = ensure_checkpoint(args.models)
+    tokens = make_data(args.out)
+    n = NUM_TOKENS // SEQ_LEN
+    samples = torch.from_numpy(tokens[:n * SEQ_LEN].reshape(n, SEQ_LEN)).long()
+
+    # The full run.
+    model = load(checkpoint)
+    opt, sched = make_optimizer(model, args.steps)
+    log = []
+    run_steps(model, opt, sched, samples, 0, args.steps, log)
+    full = final_state(model, opt)
+    adam_step = float(opt.state[next(model.parameters())]["step"])
+    train_time = time.perf_counter() - started
+
+    # The same steps, split in two with a save and a fresh load between.
+    half = args.steps // 2
+    resumed_log = []
+    model = load(checkpoint)
+    opt, sched = make_optimizer(model, args.steps)
+    run_steps(model, opt, sched, samples, 0, half, resumed_log)
+    with tempfile.TemporaryDirectory() as tmp:
+        model.save_pretrained(tmp, safe_serialization=True)
+        torch.save({"optimizer": opt.state_dict(), "scheduler": sched.state_dict()},
+                   pathlib.Path(tmp) / "trainer_state.pt")
+        del model, opt, sched
+        model = load(tmp)
+        opt, sched = make_optimizer(model, args.steps)
+        state = torch.load(pathlib.Path(tmp) / "trainer_state.pt", weights_only=True)
+        opt.load_state_dict(state["optimizer"])
+        sched.load_state_dict(state["scheduler"])
+    run_steps(model, opt, sched, samples, half, args.steps - half, resumed_log)
+    resumed = final_state(model, opt)
+
+    losses = torch.tensor([e[0] for e in log], dtype=torch.float64)
+    resume_losses = torch.tensor([e[0] for e in resumed_log], dtype=torch.float64)
+    same_losses = torch.equal(losses, resume_losses)
+    same_state = all(torch.equal(full[k], resumed[k]) for k in full)
+    same_order = [e[3] for e in log] == [e[3] for e in resumed_log]
+
+    out = {
+        "losses": losses,
+        "grad_norms": torch.tensor([e[1] for e in log], dtype=torch.float64),
+        "lrs": torch.tensor([e[2] for e in log], dtype=torch.float64),
+        "sample_order": torch.tensor([e[3] for e in log], dtype=torch.int64),
+        "permutation_epoch0": torch.tensor(permutation(n, ORDER_SEED, 0), dtype=torch.int64),
+        "permutation_epoch1": torch.tensor(permutation(n, ORDER_SEED, 1), dtype=torch.int64),
+        "adam_step": torch.tensor([adam_step], dtype=torch.float64),
+        "resume_losses": resume_losses,
+        **full,
+    }
+    metadata = {k: str(v) for k, v in dict(
+        steps=args.steps, dtype=args.dtype, seq_len=SEQ_LEN, global_batch_size=GLOBAL_BATCH,
+        micro_batches=MICRO_BATCHES, order_seed=ORDER_SEED, lr=LR, beta1=BETAS[0],
+        beta2=BETAS[1], eps=EPS, weight_decay=WEIGHT_DECAY, warmup_steps=WARMUP_STEPS,
+        max_grad_norm=MAX_GRAD_NORM, resume_at=half, torch=torch.__version__).items()}
+    save_file({k: v.contiguous() for k, v in out.items()}, str(args.out / "reference.safetensors"),
+              metadata=metadata)
+
+    print(f"{'step':>4} {'loss':>12} {'grad_norm':>12} {'lr':>12}  samples")
+    for s, (loss, norm, lr, order) in enumerate(log):
+        print(f"{s:4d} {loss:12.6f} {norm:12.6f} {lr:12.6e}  {order}")
+    print(f"loss floor ln {NOISE} = {math.log(NOISE):.4f}")
+    print(f"resume after {half} steps: losses bitwise equal: {same_losses}; final weights and "
+          f"Adam moments bitwise equal: {same_state}; sample order equal: {same_order}")
+    print(f"train time {train_time:.2f} s for {args.steps} steps (incl. checkpoint and data); "
+          f"total {time.perf_counter() - started:.2f} s")
+    print(f"wrote {args.out / 'reference.safetensors'}, train.bin, train.jsonl")
+    if not (same_losses and same_state and same_order):
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
