@@ -5,11 +5,11 @@
 #pragma once
 
 #include "plugin_registry.h"
-#include "shardformer/checkpoint.h"
+#include "shardformer/checkpoint_io/checkpoint.h"
+#include "shardformer/checkpoint_io/safetensors.h"
 #include "shardformer/distributed/process_mesh.h"
 #include "shardformer/generation.h"
 #include "shardformer/runtime/session.h"
-#include "shardformer/safetensors.h"
 #include "test_env.h"
 
 #include <ATen/ATen.h>

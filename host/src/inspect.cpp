@@ -1,7 +1,7 @@
 // Checkpoint description: architecture, serving plugin, parameter count, dtypes, tensor table.
 #include "inspect.h"
 
-#include "shardformer/checkpoint.h"
+#include "shardformer/checkpoint_io/checkpoint.h"
 #include "shardformer/error.h"
 #include "shardformer/strings.h"
 

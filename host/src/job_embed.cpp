@@ -3,9 +3,9 @@
 // similarities.
 #include "job_modes.h"
 
+#include "shardformer/checkpoint_io/safetensors.h"
 #include "shardformer/error.h"
 #include "shardformer/log.h"
-#include "shardformer/safetensors.h"
 #include "shardformer/sentence_embedding.h"
 #include "shardformer/strings.h"
 #include "shardformer/tokenizer/wordpiece.h"

@@ -2,10 +2,10 @@
 // causal-LM loss) out to a safetensors file.
 #include "job_modes.h"
 
+#include "shardformer/checkpoint_io/safetensors.h"
 #include "shardformer/error.h"
 #include "shardformer/losses.h"
 #include "shardformer/padding.h"
-#include "shardformer/safetensors.h"
 #include "shardformer/strings.h"
 
 #include <ATen/ATen.h>

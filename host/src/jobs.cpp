@@ -4,7 +4,7 @@
 
 #include "job_modes.h"
 
-#include "shardformer/checkpoint.h"
+#include "shardformer/checkpoint_io/checkpoint.h"
 #include "shardformer/distributed/process_mesh.h"
 #include "shardformer/dtype.h"
 #include "shardformer/error.h"

@@ -4,7 +4,7 @@
 #pragma once
 
 #include "shardformer/build_context.h"
-#include "shardformer/hf_config.h"
+#include "shardformer/checkpoint_io/hf_config.h"
 #include "shardformer/layers/activation.h"
 #include "shardformer/layers/dropout.h"
 #include "shardformer/layers/embedding.h"

@@ -2,7 +2,7 @@
 #include "gpt2_model.h"
 #include "gpt2_policy.h"
 
-#include "shardformer/checkpoint.h"
+#include "shardformer/checkpoint_io/checkpoint.h"
 #include "shardformer/model_builder.h"
 #include "shardformer/plugin.h"
 

@@ -2,7 +2,7 @@
 // changes the computation is read here; unsupported values are refused naming the key.
 #pragma once
 
-#include "shardformer/hf_config.h"
+#include "shardformer/checkpoint_io/hf_config.h"
 #include "shardformer/layers/activation.h"
 
 #include <string>

@@ -1,7 +1,7 @@
 // The OPT plugin: its policy table and factory.
 #include "opt_model.h"
 
-#include "shardformer/checkpoint.h"
+#include "shardformer/checkpoint_io/checkpoint.h"
 #include "shardformer/model_builder.h"
 #include "shardformer/plugin.h"
 

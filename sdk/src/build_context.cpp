@@ -1,7 +1,7 @@
 // BuildContext: module paths and parameter loading from the checkpoint while a model is built.
 #include "shardformer/build_context.h"
 
-#include "shardformer/checkpoint.h"
+#include "shardformer/checkpoint_io/checkpoint.h"
 #include "shardformer/error.h"
 #include "shardformer/strings.h"
 

@@ -1,7 +1,7 @@
 // ModelBuilder: the parallel context and root build context of a family's model.
 #include "shardformer/model_builder.h"
 
-#include "shardformer/checkpoint.h"
+#include "shardformer/checkpoint_io/checkpoint.h"
 #include "shardformer/error.h"
 
 namespace shardformer {

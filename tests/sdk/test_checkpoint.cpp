@@ -1,6 +1,6 @@
 // Tests of Checkpoint: single-file and sharded folders, the errors for missing or
 // inconsistent files, and the near-name suggestions for an unknown tensor.
-#include "shardformer/checkpoint.h"
+#include "shardformer/checkpoint_io/checkpoint.h"
 #include "test_util.h"
 
 #include <ATen/ATen.h>

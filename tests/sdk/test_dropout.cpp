@@ -2,9 +2,9 @@
 // identity in eval mode, probabilities outside [0, 1) refused, and stream states that save and
 // restore exactly.
 #include "shardformer/build_context.h"
-#include "shardformer/checkpoint.h"
+#include "shardformer/checkpoint_io/checkpoint.h"
+#include "shardformer/checkpoint_io/safetensors.h"
 #include "shardformer/layers/dropout.h"
-#include "shardformer/safetensors.h"
 #include "test_util.h"
 
 #include <ATen/ATen.h>

@@ -1,6 +1,6 @@
 // Tests of HFConfig: typed getters, missing keys, wrong types and JSON syntax errors
 // reported with line and column.
-#include "shardformer/hf_config.h"
+#include "shardformer/checkpoint_io/hf_config.h"
 #include "test_util.h"
 
 namespace shardformer {

@@ -4,13 +4,13 @@
 // with its cross-entropy against the full-vocabulary loss, and layout-independent dropout.
 #include "multiprocess.h"
 #include "shardformer/build_context.h"
-#include "shardformer/checkpoint.h"
+#include "shardformer/checkpoint_io/checkpoint.h"
+#include "shardformer/checkpoint_io/safetensors.h"
 #include "shardformer/distributed/process_mesh.h"
 #include "shardformer/layers/dropout.h"
 #include "shardformer/layers/embedding.h"
 #include "shardformer/layers/linear.h"
 #include "shardformer/losses.h"
-#include "shardformer/safetensors.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>

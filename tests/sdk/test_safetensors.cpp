@@ -1,7 +1,7 @@
 // Tests of the safetensors reader and writer: strict header validation on hand-made broken
 // files, a write/read round trip, read_slice, and files written by the Python library.
+#include "shardformer/checkpoint_io/safetensors.h"
 #include "shardformer/dtype.h"
-#include "shardformer/safetensors.h"
 #include "shardformer/strings.h"
 #include "test_util.h"
 

@@ -1,7 +1,7 @@
 // Example plugin: a bigram language model ("BigramLM": logits = wte[ids] @ lm_head^T) written
 // against the installed SDK — the smallest complete model family.
 #include "shardformer/build_context.h"
-#include "shardformer/checkpoint.h"
+#include "shardformer/checkpoint_io/checkpoint.h"
 #include "shardformer/layers/embedding.h"
 #include "shardformer/layers/linear.h"
 #include "shardformer/model_builder.h"

@@ -3,7 +3,7 @@
 // tensor parallelism, its shard style from the policy and the tensor-parallel group.
 #pragma once
 
-#include "shardformer/checkpoint_usage.h"
+#include "shardformer/checkpoint_io/checkpoint_usage.h"
 #include "shardformer/parallel/pipeline_stage_manager.h"
 #include "shardformer/parallel/policy.h"
 #include "shardformer/parallel/tensor_shard.h"

@@ -2,7 +2,7 @@
 // arguments it is built from.
 #pragma once
 
-#include "shardformer/checkpoint_usage.h"
+#include "shardformer/checkpoint_io/checkpoint_usage.h"
 #include "shardformer/kv_cache.h"
 #include "shardformer/layers/recompute.h"
 #include "shardformer/parallel/pipeline_stage_manager.h"

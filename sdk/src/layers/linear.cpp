@@ -1,9 +1,9 @@
 // Replicated, column-parallel and row-parallel linear blocks.
 #include "shardformer/layers/linear.h"
 
+#include "shardformer/checkpoint_io/hf_config.h"
 #include "shardformer/distributed/comm_ops.h"
 #include "shardformer/error.h"
-#include "shardformer/hf_config.h"
 #include "shardformer/strings.h"
 
 #include <ATen/ATen.h>

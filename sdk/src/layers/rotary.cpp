@@ -1,8 +1,8 @@
 // Rotary embeddings: frequencies per rope type (in fp32, as HF), cos/sin per position, rotation.
 #include "shardformer/layers/rotary.h"
 
+#include "shardformer/checkpoint_io/hf_config.h"
 #include "shardformer/error.h"
-#include "shardformer/hf_config.h"
 #include "shardformer/strings.h"
 
 #include <ATen/ATen.h>

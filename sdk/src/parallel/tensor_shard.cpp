@@ -1,7 +1,7 @@
 // Local-slice loading and gathering of tensor-parallel parameters.
 #include "shardformer/parallel/tensor_shard.h"
 
-#include "shardformer/checkpoint.h"
+#include "shardformer/checkpoint_io/checkpoint.h"
 #include "shardformer/distributed/process_group.h"
 #include "shardformer/error.h"
 #include "shardformer/strings.h"

@@ -2,12 +2,12 @@
 #include "shardformer/training/trainer.h"
 
 #include "../json_file.h"
-#include "shardformer/checkpoint_saver.h"
+#include "shardformer/checkpoint_io/checkpoint_saver.h"
+#include "shardformer/checkpoint_io/safetensors.h"
 #include "shardformer/error.h"
 #include "shardformer/layers/dropout.h"
 #include "shardformer/losses.h"
 #include "shardformer/parallel/tensor_shard.h"
-#include "shardformer/safetensors.h"
 #include "shardformer/strings.h"
 
 #include <ATen/ATen.h>

@@ -6,7 +6,7 @@
 // embed job: sentence-transformers' embeddings at tp 1 and 2.
 #include "family_checks.h"
 
-#include "shardformer/safetensors.h"
+#include "shardformer/checkpoint_io/safetensors.h"
 #include "test_env.h"
 
 #include <cstdlib>

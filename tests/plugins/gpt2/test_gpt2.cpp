@@ -5,11 +5,11 @@
 // in training; and the host's `run` output.
 #include "gpt2_fixture.h"
 
-#include "shardformer/checkpoint.h"
+#include "shardformer/checkpoint_io/checkpoint.h"
+#include "shardformer/checkpoint_io/safetensors.h"
 #include "shardformer/error.h"
 #include "shardformer/generation.h"
 #include "shardformer/layers/dropout.h"
-#include "shardformer/safetensors.h"
 #include "shardformer/strings.h"
 #include "test_env.h"
 

@@ -5,8 +5,8 @@
 // training step's forward and backward, greedy generation.
 #pragma once
 
-#include "shardformer/checkpoint.h"
-#include "shardformer/checkpoint_usage.h"
+#include "shardformer/checkpoint_io/checkpoint.h"
+#include "shardformer/checkpoint_io/checkpoint_usage.h"
 #include "shardformer/distributed/process_mesh.h"
 #include "shardformer/generation.h"
 #include "shardformer/model.h"

@@ -2,8 +2,8 @@
 // model.safetensors or shards listed in model.safetensors.index.json.
 #pragma once
 
-#include "shardformer/hf_config.h"
-#include "shardformer/safetensors.h"
+#include "shardformer/checkpoint_io/hf_config.h"
+#include "shardformer/checkpoint_io/safetensors.h"
 
 #include <filesystem>
 #include <map>

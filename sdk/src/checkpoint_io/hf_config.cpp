@@ -1,8 +1,8 @@
 // HFConfig: config.json of a HuggingFace checkpoint behind typed getters, plus the SDK's
 // shared JSON parsing helpers (json_file.h) whose errors give the file, line and column.
-#include "shardformer/hf_config.h"
+#include "shardformer/checkpoint_io/hf_config.h"
 
-#include "json_file.h"
+#include "../json_file.h"
 #include "shardformer/error.h"
 #include "shardformer/strings.h"
 

@@ -1,8 +1,8 @@
 // The unused-checkpoint check: tensors no rank loaded or skipped, config.json keys no rank
 // read, unioned over the ranks with one all-reduce.
-#include "shardformer/checkpoint_usage.h"
+#include "shardformer/checkpoint_io/checkpoint_usage.h"
 
-#include "shardformer/checkpoint.h"
+#include "shardformer/checkpoint_io/checkpoint.h"
 #include "shardformer/distributed/process_group.h"
 #include "shardformer/error.h"
 #include "shardformer/log.h"

@@ -1,9 +1,9 @@
 // HF-format checkpoint writing: gathering over tp, one file set per stage, the merged index.
-#include "shardformer/checkpoint_saver.h"
+#include "shardformer/checkpoint_io/checkpoint_saver.h"
 
-#include "json_file.h"
+#include "../json_file.h"
+#include "shardformer/checkpoint_io/safetensors.h"
 #include "shardformer/error.h"
-#include "shardformer/safetensors.h"
 #include "shardformer/strings.h"
 
 #include <ATen/ATen.h>

@@ -1,8 +1,8 @@
 // Checkpoint: a HuggingFace checkpoint folder (config.json and one or several safetensors
 // files), with every tensor name resolved to the file that holds it.
-#include "shardformer/checkpoint.h"
+#include "shardformer/checkpoint_io/checkpoint.h"
 
-#include "json_file.h"
+#include "../json_file.h"
 #include "shardformer/error.h"
 #include "shardformer/strings.h"
 

@@ -1,9 +1,9 @@
 // SafetensorsFile: maps a safetensors file read-only, validates its header strictly and
 // copies whole tensors or row/column ranges of them out of the mapping.
-#include "json_file.h"
+#include "../json_file.h"
+#include "shardformer/checkpoint_io/safetensors.h"
 #include "shardformer/dtype.h"
 #include "shardformer/error.h"
-#include "shardformer/safetensors.h"
 #include "shardformer/strings.h"
 
 #include <ATen/ops/empty.h>

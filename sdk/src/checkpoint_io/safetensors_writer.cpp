@@ -1,8 +1,8 @@
 // save_safetensors: writes tensors and string metadata in the safetensors format, through a
 // temporary file renamed into place.
+#include "shardformer/checkpoint_io/safetensors.h"
 #include "shardformer/dtype.h"
 #include "shardformer/error.h"
-#include "shardformer/safetensors.h"
 #include "shardformer/strings.h"
 
 #include <fcntl.h>
