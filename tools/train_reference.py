@@ -2,9 +2,13 @@
 """Reference training loop for the C++ training job: HF transformers' GPT-2 and
 torch.optim.AdamW on the CPU, in fp32. HF and torch are the oracle, never our code.
 
-usage: train_reference.py MODELS_DIR OUT_DIR [--steps 20] [--dtype float32]
+usage: train_reference.py MODELS_DIR OUT_DIR [--steps 20] [--dtype float32] [--model NAME]
 
-What it does, exactly (the C++ side implements the same):
+What it does, exactly (the C++ side implements the same). With --model NAME, step 1 is
+replaced: MODELS_DIR/NAME (any causal LM) is copied to OUT_DIR/model with every numeric
+config.json key naming a dropout ("dropout", "pdrop" in its name) set to 0, so that both sides
+are deterministic, and that copy is trained (loaded with AutoModelForCausalLM); everything else
+is the same.
 
  1. Checkpoint MODELS_DIR/tiny-gpt2-train/: torch.manual_seed(1234), then
     GPT2LMHeadModel(GPT2Config(**TINY, resid_pdrop=0, embd_pdrop=0, attn_pdrop=0)),
@@ -68,6 +72,7 @@ import argparse
 import json
 import math
 import pathlib
+import shutil
 import sys
 import tempfile
 import time
@@ -75,7 +80,8 @@ import time
 import numpy as np
 import torch
 from safetensors.torch import save_file
-from transformers import GPT2Config, GPT2LMHeadModel, get_cosine_schedule_with_warmup
+from transformers import (AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel,
+                          get_cosine_schedule_with_warmup)
 
 from make_tiny_gpt2 import TINY
 
@@ -197,8 +203,22 @@ def final_state(model, opt):
     return out
 
 
+def dropout_free_copy(source: pathlib.Path, out: pathlib.Path) -> pathlib.Path:
+    target = out / "model"
+    target.mkdir(parents=True, exist_ok=True)
+    config = json.loads((source / "config.json").read_text())
+    for key, value in config.items():
+        if ("dropout" in key or "pdrop" in key) and isinstance(value, (int, float)):
+            config[key] = 0.0
+    (target / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    for file in source.glob("*.safetensors*"):
+        shutil.copyfile(file, target / file.name)
+    print(f"wrote {target} (dropout off)")
+    return target
+
+
 def load(path):
-    return GPT2LMHeadModel.from_pretrained(path, dtype=torch.float32)
+    return AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
 
 
 def main() -> None:
@@ -209,6 +229,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--dtype", default="float32", choices=["float32"],
                         help="only float32 for now (no bf16 reference yet)")
+    parser.add_argument("--model", help="train MODELS_DIR/MODEL instead of making tiny-gpt2-train")
     args = parser.parse_args()
     if args.steps < 2:
         parser.error("--steps must be at least 2 (the resume check splits the run in two)")
@@ -217,7 +238,8 @@ def main() -> None:
     torch.use_deterministic_algorithms(True)
     started = time.perf_counter()
 
-    checkpoint = ensure_checkpoint(args.models)
+    checkpoint = (dropout_free_copy(args.models / args.model, args.out) if args.model
+                  else ensure_checkpoint(args.models))
     tokens = make_data(args.out)
     n = NUM_TOKENS // SEQ_LEN
     samples = torch.from_numpy(tokens[:n * SEQ_LEN].reshape(n, SEQ_LEN)).long()

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -150,6 +151,58 @@ INSTANTIATE_TEST_SUITE_P(
                                   .name = "pp2_tp2_recompute_1_3",
                                   .recompute = {.layers_per_stage = {1, 3}}}),
     [](const auto& info) { return info.param.name; });
+
+// Every causal-LM family trains through the same trainer: 20 steps of each family's tiny
+// checkpoint (dropout off) at dp 2 x tp 2 with ZeRO-1 and at pp 2 equal HF +
+// torch.optim.AdamW's (tools/train_reference.py --model).
+class FamilyTraining : public ::testing::TestWithParam<std::tuple<std::string, TrainLayout>> {};
+
+TEST_P(FamilyTraining, MatchesTorchAdamWStepByStep) {
+  const auto& [model, layout] = GetParam();
+  const fs::path dir = test_data_dir() / "training-families" / model;  // dropout-free copy
+  expect_all_ranks_passed(run_ranks(static_cast<int>(layout.world()), [&](int rank, int port) {
+    at::set_num_threads(1);
+    const ModelFixture f(model, ModelFixture::ReferenceFile{dir / "reference.safetensors"});
+    const distributed::ProcessMesh mesh(
+        rank, distributed::MeshShape{.dp = layout.dp, .pp = layout.pp, .tp = layout.tp},
+        local_mesh_options(port));
+    SessionOptions options{.checkpoint = dir / "model"};
+    if (layout.pp > 1) options.pipeline.num_microbatches = static_cast<int>(4 / layout.dp);
+    const auto session = f.session(options, &mesh);
+    const training::TokenDataset data(reference_data_options(), 1013);
+    Trainer trainer(*session, data, reference_train_options(kSteps, layout.zero_stage));
+    run_and_check(trainer, f.reference, kSteps, model + " " + layout.name);
+  }));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Families, FamilyTraining,
+    ::testing::Combine(
+        ::testing::Values("tiny-llama", "tiny-qwen3", "tiny-opt", "tiny-bloom"),
+        ::testing::Values(TrainLayout{.dp = 2, .tp = 2, .zero_stage = 1, .name = "dp2_tp2_zero1"},
+                          TrainLayout{.pp = 2, .name = "pp2"})),
+    [](const auto& info) {
+      std::string name = std::get<0>(info.param) + "_" + std::get<1>(info.param).name;
+      std::replace(name.begin(), name.end(), '-', '_');
+      return name;
+    });
+
+// The token data gives next-token labels: a masked-LM head is refused by name, not trained
+// to copy its input.
+TEST(TrainingRefuses, AMaskedLanguageModel) {
+  const ModelFixture f("tiny-bert", "families");
+  const auto session = f.session(
+      {.checkpoint = f.checkpoint.directory(), .architecture = "BertForMaskedLM"}, nullptr);
+  const training::TokenDataset data(reference_data_options(), 1013);
+  try {
+    Trainer trainer(*session, data, reference_train_options(kSteps));
+    ADD_FAILURE() << "a masked-LM model was accepted for training";
+  } catch (const ConfigError& error) {
+    EXPECT_NE(std::string(error.what()).find("BertForMaskedLM: training serves causal-LM heads"),
+              std::string::npos)
+        << error.what();
+  }
+}
 
 // Data parallelism without a pipeline all-reduces each bucket of gradients from backward's
 // hooks as soon as the last micro-batch has finished them: with 64 KiB buckets every bucket

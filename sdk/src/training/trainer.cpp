@@ -74,6 +74,11 @@ Trainer::Trainer(Session& session, const TokenDataset& data, TrainOptions option
   if (session.model().task() == ModelTask::kBase) {
     throw ConfigError(str(session.architecture(), " is a base model: it has no loss to train"));
   }
+  if (session.model().task() != ModelTask::kCausalLM) {  // the data gives next-token labels
+    throw ConfigError(str(session.architecture(),
+                          ": training serves causal-LM heads for now (masked-LM and "
+                          "classification training need token masking and labels in the data)"));
+  }
   options_.schedule.total_steps = options_.steps;
   session.model().set_recompute(options_.recompute);
   norm_ = std::make_unique<GradientNorm>(session.model(),
@@ -179,12 +184,13 @@ StepMetrics Trainer::step() {
   if (mesh != nullptr) {
     mesh->dp().all_reduce_(loss);
     mesh->pp().broadcast_(loss, static_cast<int>(mesh->shape().pp - 1));
-    sync_partial_gradients(model, mesh->tp());
+    // The dp sums first: finish() writes its buckets over the gradients, the tp sums after.
     if (reducer_ != nullptr) {
       reducer_->finish();
     } else {
       all_reduce_gradients(model, mesh->dp(), options_.bucket_bytes);
     }
+    sync_partial_gradients(model, mesh->tp());
   }
   // The norm of the unscaled gradients; inf or nan (fp16 overflow) skips the update.
   const double grad_norm = norm_->compute(model) / loss_scale;
