@@ -3,12 +3,16 @@
 torch.optim.AdamW on the CPU, in fp32. HF and torch are the oracle, never our code.
 
 usage: train_reference.py MODELS_DIR OUT_DIR [--steps 20] [--dtype float32] [--model NAME]
+                          [--mlm P --mask-token-id ID]
 
 What it does, exactly (the C++ side implements the same). With --model NAME, step 1 is
 replaced: MODELS_DIR/NAME (any causal LM) is copied to OUT_DIR/model with every numeric
 config.json key naming a dropout ("dropout", "pdrop" in its name) set to 0, so that both sides
 are deterministic, and that copy is trained (loaded with AutoModelForCausalLM); everything else
-is the same.
+is the same. With --mlm P (a masked-LM --model, loaded with AutoModelForMaskedLM), each
+sample's inputs and labels are masked as the C++ TokenDataset masks them (mlm_batch below:
+static masks from splitmix64 seeded with ORDER_SEED + MASK_STREAM + sample * golden), and a
+micro-batch's loss is weighted by its labelled tokens over the step's instead of 1/4.
 
  1. Checkpoint MODELS_DIR/tiny-gpt2-train/: torch.manual_seed(1234), then
     GPT2LMHeadModel(GPT2Config(**TINY, resid_pdrop=0, embd_pdrop=0, attn_pdrop=0)),
@@ -80,8 +84,8 @@ import time
 import numpy as np
 import torch
 from safetensors.torch import save_file
-from transformers import (AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel,
-                          get_cosine_schedule_with_warmup)
+from transformers import (AutoModelForCausalLM, AutoModelForMaskedLM, GPT2Config,
+                          GPT2LMHeadModel, get_cosine_schedule_with_warmup)
 
 from make_tiny_gpt2 import TINY
 
@@ -95,6 +99,8 @@ WARMUP_STEPS, MAX_GRAD_NORM = 5, 1.0
 JSONL_SAMPLES = 64
 
 MASK = 2**64 - 1
+GOLDEN, MASK_STREAM = 0x9E3779B97F4A7C15, 0x5DEECE66D
+MLM = None  # (probability, mask_token_id, vocab_size) with --mlm
 
 
 def splitmix64(state):
@@ -114,6 +120,34 @@ def permutation(n, seed, epoch):
         j = r % (i + 1)
         perm[i], perm[j] = perm[j], perm[i]
     return perm
+
+
+def uniform(state):
+    state, r = splitmix64(state)
+    return state, (r >> 11) * 2.0**-53
+
+
+def mlm_batch(samples, indices):
+    """Inputs and labels of masked-LM samples: position t of sample s is picked when its
+    uniform draw < p; a picked id becomes the mask id (next draw < 0.8), a random id (< 0.9,
+    one more draw mod vocab) or stays; labels are the picked ids, -100 elsewhere."""
+    p, mask_id, vocab = MLM
+    ids = samples[indices].clone()
+    labels = torch.full_like(ids, -100)
+    for r, s in enumerate(indices):
+        state = (ORDER_SEED + MASK_STREAM + s * GOLDEN) & MASK
+        for t in range(ids.shape[1]):
+            state, u = uniform(state)
+            if u >= p:
+                continue
+            labels[r, t] = ids[r, t]
+            state, kind = uniform(state)
+            if kind < 0.8:
+                ids[r, t] = mask_id
+            elif kind < 0.9:
+                state, x = splitmix64(state)
+                ids[r, t] = x % vocab
+    return ids, labels
 
 
 def sample_stream(n, start):
@@ -180,9 +214,20 @@ def run_steps(model, opt, sched, samples, first, count, log):
     for _ in range(count):
         order = [next(stream) for _ in range(GLOBAL_BATCH)]
         loss_sum = 0.0
+        if MLM:
+            parts = [mlm_batch(samples, order[m * micro:(m + 1) * micro])
+                     for m in range(MICRO_BATCHES)]
+            total = sum(int((labels != -100).sum()) for _, labels in parts)
         for m in range(MICRO_BATCHES):
-            ids = samples[order[m * micro:(m + 1) * micro]]
-            loss = model(input_ids=ids, labels=ids).loss / MICRO_BATCHES
+            if MLM:
+                ids, labels = parts[m]
+                count = int((labels != -100).sum())
+                if count == 0:
+                    continue
+                loss = model(input_ids=ids, labels=labels).loss * (count / total)
+            else:
+                ids = samples[order[m * micro:(m + 1) * micro]]
+                loss = model(input_ids=ids, labels=ids).loss / MICRO_BATCHES
             loss.backward()
             loss_sum += float(loss.detach())
         norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=MAX_GRAD_NORM)
@@ -218,7 +263,8 @@ def dropout_free_copy(source: pathlib.Path, out: pathlib.Path) -> pathlib.Path:
 
 
 def load(path):
-    return AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    auto = AutoModelForMaskedLM if MLM else AutoModelForCausalLM
+    return auto.from_pretrained(path, dtype=torch.float32)
 
 
 def main() -> None:
@@ -230,9 +276,15 @@ def main() -> None:
     parser.add_argument("--dtype", default="float32", choices=["float32"],
                         help="only float32 for now (no bf16 reference yet)")
     parser.add_argument("--model", help="train MODELS_DIR/MODEL instead of making tiny-gpt2-train")
+    parser.add_argument("--mlm", type=float, help="masked-LM: the masking probability")
+    parser.add_argument("--mask-token-id", type=int, default=4)
     args = parser.parse_args()
     if args.steps < 2:
         parser.error("--steps must be at least 2 (the resume check splits the run in two)")
+    if args.mlm:
+        global MLM
+        vocab = json.loads((args.models / args.model / "config.json").read_text())["vocab_size"]
+        MLM = (args.mlm, args.mask_token_id, vocab)
     args.out.mkdir(parents=True, exist_ok=True)
     args.models.mkdir(parents=True, exist_ok=True)
     torch.use_deterministic_algorithms(True)

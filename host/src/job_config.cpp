@@ -63,7 +63,8 @@ Sections open_sections(const Source& source, const toml::table& root) {
       SectionReader(source, root, "embed",
                     {"sentences", "sentences_file", "output", "batch_size", "max_length"}),
       SectionReader(source, root, "data",
-                    {"path", "dtype", "seq_len", "seed", "shuffle", "eval_fraction"}),
+                    {"path", "dtype", "seq_len", "seed", "shuffle", "eval_fraction",
+                     "mlm_probability", "mask_token_id"}),
       SectionReader(source, root, "train",
                     {"steps", "global_batch_size", "micro_batch_size", "max_grad_norm",
                      "zero_stage", "log_every", "eval_every", "eval_batches", "metrics_file",
@@ -183,6 +184,11 @@ DataSection read_data(const SectionReader& reader) {
   data.seed = reader.integer("seed", 0, kNoMax).value_or(data.seed);
   data.shuffle = reader.boolean("shuffle").value_or(data.shuffle);
   data.eval_fraction = reader.number("eval_fraction", 0.0, 0.9).value_or(data.eval_fraction);
+  data.mlm_probability = reader.number("mlm_probability", 0.0, 0.99).value_or(data.mlm_probability);
+  data.mask_token_id = reader.integer("mask_token_id", 0, kNoMax).value_or(data.mask_token_id);
+  if (data.mlm_probability > 0.0 && data.mask_token_id < 0) {
+    reader.fail_at("mlm_probability", "masked-LM data needs data.mask_token_id (the [MASK] id)");
+  }
   return data;
 }
 

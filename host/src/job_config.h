@@ -87,7 +87,9 @@ struct DataSection {
   int64_t seq_len = 0;           // tokens per sample (required)
   int64_t seed = 1234;           // of the sample order (a permutation per epoch)
   bool shuffle = true;
-  double eval_fraction = 0.0;  // the last part of the samples, held out for evaluation
+  double eval_fraction = 0.0;    // the last part of the samples, held out for evaluation
+  double mlm_probability = 0.0;  // > 0: masked-LM data (needs mask_token_id)
+  int64_t mask_token_id = -1;
 };
 
 struct TrainSection {

@@ -132,7 +132,9 @@ void run_train(const JobConfig& config, Session& session, const fs::path& resume
                                            .seq_len = config.data.seq_len,
                                            .seed = static_cast<uint64_t>(config.data.seed),
                                            .shuffle = config.data.shuffle,
-                                           .eval_fraction = config.data.eval_fraction};
+                                           .eval_fraction = config.data.eval_fraction,
+                                           .mlm_probability = config.data.mlm_probability,
+                                           .mask_token_id = config.data.mask_token_id};
   const training::TokenDataset data(data_options, session.model().shape().vocab_size);
   training::Trainer trainer(session, data, train_options(config));
   if (!resume.empty()) {

@@ -218,6 +218,8 @@ seq_len = 128
 seed = 7
 shuffle = false
 eval_fraction = 0.1
+mlm_probability = 0.15
+mask_token_id = 103
 [train]
 steps = 100
 global_batch_size = 16
@@ -253,6 +255,8 @@ resume = "saves/step-5"
   EXPECT_EQ(config.data.seed, 7);
   EXPECT_FALSE(config.data.shuffle);
   EXPECT_DOUBLE_EQ(config.data.eval_fraction, 0.1);
+  EXPECT_DOUBLE_EQ(config.data.mlm_probability, 0.15);
+  EXPECT_EQ(config.data.mask_token_id, 103);
   EXPECT_EQ(config.train.steps, 100);
   EXPECT_EQ(config.train.global_batch_size, 16);
   EXPECT_EQ(config.train.micro_batch_size, 4);
@@ -348,6 +352,10 @@ const ErrorCase kErrorCases[] = {
      "2:9",
      {"model.dtype: \"bfloat16\": a train job loads the model in float32",
       "train.precision = \"bf16\""}},
+    {"DataMaskedWithoutMaskId",
+     "[data]\nmlm_probability = 0.15\n",
+     "2:19",
+     {"data.mlm_probability: masked-LM data needs data.mask_token_id"}},
     {"TrainCheckpointingBothWays",
      "[train]\ngradient_checkpointing_ratio = 0.5\nnum_ckpt_layers_per_stage = [1]\n",
      "3:29",

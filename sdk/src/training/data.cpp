@@ -33,6 +33,20 @@ struct TokenDataset::Storage {
 
 namespace {
 
+constexpr uint64_t kGolden = 0x9E3779B97F4A7C15ull;
+constexpr uint64_t kMaskStream = 0x5DEECE66Dull;  // keeps mask draws apart from the order's
+
+uint64_t splitmix64(uint64_t& state) {
+  state += kGolden;
+  uint64_t z = state;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// [0, 1) from the top 53 bits.
+double uniform(uint64_t& state) { return static_cast<double>(splitmix64(state) >> 11) * 0x1.0p-53; }
+
 [[noreturn]] void fail(const DataOptions& o, const std::string& what) {
   throw ConfigError(str(o.path.string(), ": ", what));
 }
@@ -46,9 +60,16 @@ void check_id(const DataOptions& o, int64_t id, int64_t vocab, const std::string
 
 }  // namespace
 
-TokenDataset::TokenDataset(const DataOptions& o, int64_t vocab) : options_(o) {
+TokenDataset::TokenDataset(const DataOptions& o, int64_t vocab) : options_(o), vocab_size_(vocab) {
   storage_ = std::make_unique<Storage>();
   if (o.seq_len < 2) fail(o, str("seq_len ", o.seq_len, " is too short (at least 2)"));
+  if (o.mlm_probability < 0.0 || o.mlm_probability >= 1.0) {
+    throw ConfigError(str("data.mlm_probability = ", o.mlm_probability, " is not in [0, 1)"));
+  }
+  if (o.mlm_probability > 0.0 && (o.mask_token_id < 0 || o.mask_token_id >= vocab)) {
+    throw ConfigError(str("data.mask_token_id = ", o.mask_token_id, " is not an id of the model's ",
+                          vocab, "-token vocabulary (masked-LM data needs it)"));
+  }
   if (o.path.extension() == ".jsonl") {
     std::ifstream in(o.path);
     if (!in) fail(o, "cannot read the file");
@@ -130,7 +151,23 @@ Batch TokenDataset::batch(const std::vector<int64_t>& samples) const {
       }
     }
   }
-  return {ids, mask, ids.masked_fill(mask == 0, kIgnoreIndex)};
+  if (options_.mlm_probability <= 0.0) return {ids, mask, ids.masked_fill(mask == 0, kIgnoreIndex)};
+  at::Tensor labels = at::full({rows, len}, kIgnoreIndex, at::kLong);
+  auto labels_a = labels.accessor<int64_t, 2>();
+  for (int64_t r = 0; r < rows; ++r) {
+    uint64_t state = options_.seed + kMaskStream + static_cast<uint64_t>(samples[r]) * kGolden;
+    for (int64_t t = 0; t < len; ++t) {
+      if (uniform(state) >= options_.mlm_probability || mask_a[r][t] == 0) continue;
+      labels_a[r][t] = ids_a[r][t];
+      const double kind = uniform(state);
+      if (kind < 0.8) {
+        ids_a[r][t] = options_.mask_token_id;
+      } else if (kind < 0.9) {
+        ids_a[r][t] = static_cast<int64_t>(splitmix64(state) % static_cast<uint64_t>(vocab_size_));
+      }
+    }
+  }
+  return {ids, mask, labels};
 }
 
 Batch TokenDataset::train_batch(const std::vector<int64_t>& indices) const {
@@ -148,20 +185,6 @@ Batch TokenDataset::eval_batch(const std::vector<int64_t>& indices) const {
   }
   return batch(samples);
 }
-
-namespace {
-
-constexpr uint64_t kGolden = 0x9E3779B97F4A7C15ull;
-
-uint64_t splitmix64(uint64_t& state) {
-  state += kGolden;
-  uint64_t z = state;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-}  // namespace
 
 SampleStream::SampleStream(int64_t num_samples, uint64_t seed, bool shuffle)
     : num_samples_(num_samples), seed_(seed), shuffle_(shuffle) {}

@@ -74,10 +74,22 @@ Trainer::Trainer(Session& session, const TokenDataset& data, TrainOptions option
   if (session.model().task() == ModelTask::kBase) {
     throw ConfigError(str(session.architecture(), " is a base model: it has no loss to train"));
   }
-  if (session.model().task() != ModelTask::kCausalLM) {  // the data gives next-token labels
+  const bool mlm_data = data.options().mlm_probability > 0.0;
+  const ModelTask task = session.model().task();
+  if (task == ModelTask::kMaskedLM && !mlm_data) {
     throw ConfigError(str(session.architecture(),
-                          ": training serves causal-LM heads for now (masked-LM and "
-                          "classification training need token masking and labels in the data)"));
+                          " is a masked-LM model: its data needs data.mlm_probability and "
+                          "data.mask_token_id"));
+  }
+  if (task == ModelTask::kCausalLM && mlm_data) {
+    throw ConfigError(str(session.architecture(),
+                          " predicts the next token: data.mlm_probability "
+                          "serves masked-LM models"));
+  }
+  if (task == ModelTask::kSequenceClassification) {
+    throw ConfigError(str(session.architecture(),
+                          ": classification training needs labels in the data, which token "
+                          "files do not hold yet"));
   }
   options_.schedule.total_steps = options_.steps;
   session.model().set_recompute(options_.recompute);

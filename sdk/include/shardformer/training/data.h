@@ -22,9 +22,16 @@ struct DataOptions {
   uint64_t seed = 1234;          // the order's seed
   bool shuffle = true;           // false: samples in file order every epoch
   double eval_fraction = 0.0;    // the last part of the samples, held out for evaluation
+  // Masked-LM data (> 0): each position of a sample is picked with this probability, its label
+  // is its id and the others' -100; a picked id becomes mask_token_id (80 %), a random id
+  // (10 %) or stays (10 %). The masks are static: drawn from seed and the sample's index with
+  // splitmix64 (tools/train_reference.py --mlm draws the same), the same every epoch.
+  double mlm_probability = 0.0;
+  int64_t mask_token_id = -1;
 };
 
-// A batch of samples: [rows, seq_len] each; labels are the ids with padding as -100.
+// A batch of samples: [rows, seq_len] each; labels are the ids with padding as -100 (masked-LM
+// data: the picked positions' original ids, -100 elsewhere).
 struct Batch {
   at::Tensor input_ids, attention_mask, labels;
 };
@@ -55,6 +62,7 @@ class TokenDataset {
   DataOptions options_;
   std::unique_ptr<Storage> storage_;
   int64_t num_samples_ = 0, num_train_ = 0;
+  int64_t vocab_size_ = 0;
 };
 
 // The order of training samples: epoch e is permutation(num_samples, seed, e) (Fisher-Yates
