@@ -3,7 +3,7 @@
 torch.optim.AdamW on the CPU, in fp32. HF and torch are the oracle, never our code.
 
 usage: train_reference.py MODELS_DIR OUT_DIR [--steps 20] [--dtype float32] [--model NAME]
-                          [--mlm P --mask-token-id ID]
+                          [--mlm P --mask-token-id ID | --classify]
 
 What it does, exactly (the C++ side implements the same). With --model NAME, step 1 is
 replaced: MODELS_DIR/NAME (any causal LM) is copied to OUT_DIR/model with every numeric
@@ -11,8 +11,11 @@ config.json key naming a dropout ("dropout", "pdrop" in its name) set to 0, so t
 are deterministic, and that copy is trained (loaded with AutoModelForCausalLM); everything else
 is the same. With --mlm P (a masked-LM --model, loaded with AutoModelForMaskedLM), each
 sample's inputs and labels are masked as the C++ TokenDataset masks them (mlm_batch below:
-static masks from splitmix64 seeded with ORDER_SEED + MASK_STREAM + sample * golden), and a
-micro-batch's loss is weighted by its labelled tokens over the step's instead of 1/4.
+static masks from splitmix64 seeded with ORDER_SEED ^ splitmix64(MASK_STREAM + sample * golden)), and a
+micro-batch's loss is weighted by its labelled tokens over the step's instead of 1/4. With
+--classify, the copy becomes a ...ForSequenceClassification checkpoint (its new head drawn after
+torch.manual_seed(1234), saved), each sample's label is sum(ids) % 2, and OUT_DIR/train_cls.jsonl
+holds every sample with its label, one {"input_ids", "label"} a line.
 
  1. Checkpoint MODELS_DIR/tiny-gpt2-train/: torch.manual_seed(1234), then
     GPT2LMHeadModel(GPT2Config(**TINY, resid_pdrop=0, embd_pdrop=0, attn_pdrop=0)),
@@ -84,8 +87,9 @@ import time
 import numpy as np
 import torch
 from safetensors.torch import save_file
-from transformers import (AutoModelForCausalLM, AutoModelForMaskedLM, GPT2Config,
-                          GPT2LMHeadModel, get_cosine_schedule_with_warmup)
+from transformers import (AutoModelForCausalLM, AutoModelForMaskedLM,
+                          AutoModelForSequenceClassification, GPT2Config, GPT2LMHeadModel,
+                          get_cosine_schedule_with_warmup)
 
 from make_tiny_gpt2 import TINY
 
@@ -101,6 +105,7 @@ JSONL_SAMPLES = 64
 MASK = 2**64 - 1
 GOLDEN, MASK_STREAM = 0x9E3779B97F4A7C15, 0x5DEECE66D
 MLM = None  # (probability, mask_token_id, vocab_size) with --mlm
+CLASS_LABELS = None  # [samples] int64 with --classify
 
 
 def splitmix64(state):
@@ -135,7 +140,8 @@ def mlm_batch(samples, indices):
     ids = samples[indices].clone()
     labels = torch.full_like(ids, -100)
     for r, s in enumerate(indices):
-        state = (ORDER_SEED + MASK_STREAM + s * GOLDEN) & MASK
+        _, hashed = splitmix64((MASK_STREAM + s * GOLDEN) & MASK)
+        state = ORDER_SEED ^ hashed
         for t in range(ids.shape[1]):
             state, u = uniform(state)
             if u >= p:
@@ -219,7 +225,11 @@ def run_steps(model, opt, sched, samples, first, count, log):
                      for m in range(MICRO_BATCHES)]
             total = sum(int((labels != -100).sum()) for _, labels in parts)
         for m in range(MICRO_BATCHES):
-            if MLM:
+            if CLASS_LABELS is not None:
+                index = order[m * micro:(m + 1) * micro]
+                loss = model(input_ids=samples[index],
+                             labels=CLASS_LABELS[index]).loss / MICRO_BATCHES
+            elif MLM:
                 ids, labels = parts[m]
                 count = int((labels != -100).sum())
                 if count == 0:
@@ -263,7 +273,8 @@ def dropout_free_copy(source: pathlib.Path, out: pathlib.Path) -> pathlib.Path:
 
 
 def load(path):
-    auto = AutoModelForMaskedLM if MLM else AutoModelForCausalLM
+    auto = (AutoModelForSequenceClassification if CLASS_LABELS is not None
+            else AutoModelForMaskedLM if MLM else AutoModelForCausalLM)
     return auto.from_pretrained(path, dtype=torch.float32)
 
 
@@ -278,6 +289,8 @@ def main() -> None:
     parser.add_argument("--model", help="train MODELS_DIR/MODEL instead of making tiny-gpt2-train")
     parser.add_argument("--mlm", type=float, help="masked-LM: the masking probability")
     parser.add_argument("--mask-token-id", type=int, default=4)
+    parser.add_argument("--classify", action="store_true",
+                        help="sequence classification of sum(ids) % 2")
     args = parser.parse_args()
     if args.steps < 2:
         parser.error("--steps must be at least 2 (the resume check splits the run in two)")
@@ -295,6 +308,15 @@ def main() -> None:
     tokens = make_data(args.out)
     n = NUM_TOKENS // SEQ_LEN
     samples = torch.from_numpy(tokens[:n * SEQ_LEN].reshape(n, SEQ_LEN)).long()
+    if args.classify:
+        global CLASS_LABELS
+        CLASS_LABELS = samples.sum(dim=1) % 2
+        with open(args.out / "train_cls.jsonl", "w") as f:
+            for ids, label in zip(samples.tolist(), CLASS_LABELS.tolist()):
+                f.write(json.dumps({"input_ids": ids, "label": label}) + "\n")
+        torch.manual_seed(INIT_SEED)
+        AutoModelForSequenceClassification.from_pretrained(checkpoint, dtype=torch.float32) \
+            .save_pretrained(checkpoint, safe_serialization=True)
 
     # The full run.
     model = load(checkpoint)

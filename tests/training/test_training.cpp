@@ -157,13 +157,14 @@ INSTANTIATE_TEST_SUITE_P(
 // checkpoint (dropout off) at dp 2 x tp 2 with ZeRO-1 and at pp 2 equal HF +
 // torch.optim.AdamW's (tools/train_reference.py --model).
 // BERT's masked-LM head as well ("tiny-bert-mlm": 15 % of the positions masked, the same static
-// masks on both sides, each micro-batch weighted by its masked tokens).
+// masks on both sides, each micro-batch weighted by its masked tokens) and its classification
+// head ("tiny-bert-cls": JSON lines labelled sum(ids) % 2).
 class FamilyTraining : public ::testing::TestWithParam<std::tuple<std::string, TrainLayout>> {};
 
 TEST_P(FamilyTraining, MatchesTorchAdamWStepByStep) {
   const auto& [name, layout] = GetParam();
-  const bool mlm = name.ends_with("-mlm");
-  const std::string model = mlm ? name.substr(0, name.size() - 4) : name;
+  const bool mlm = name.ends_with("-mlm"), classify = name.ends_with("-cls");
+  const std::string model = mlm || classify ? name.substr(0, name.size() - 4) : name;
   const fs::path dir = test_data_dir() / "training-families" / name;  // dropout-free copy
   expect_all_ranks_passed(run_ranks(static_cast<int>(layout.world()), [&](int rank, int port) {
     at::set_num_threads(1);
@@ -179,16 +180,18 @@ TEST_P(FamilyTraining, MatchesTorchAdamWStepByStep) {
       data_options.mlm_probability = 0.15;
       data_options.mask_token_id = 4;
     }
+    if (classify) data_options.path = dir / "train_cls.jsonl";
     const training::TokenDataset data(data_options, 1013);
     Trainer trainer(*session, data, reference_train_options(kSteps, layout.zero_stage));
-    run_and_check(trainer, f.reference, kSteps, name + " " + layout.name, !mlm);
+    run_and_check(trainer, f.reference, kSteps, name + " " + layout.name, !mlm && !classify);
   }));
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Families, FamilyTraining,
     ::testing::Combine(
-        ::testing::Values("tiny-llama", "tiny-qwen3", "tiny-opt", "tiny-bloom", "tiny-bert-mlm"),
+        ::testing::Values("tiny-llama", "tiny-qwen3", "tiny-opt", "tiny-bloom", "tiny-bert-mlm",
+                          "tiny-bert-cls"),
         ::testing::Values(TrainLayout{.dp = 2, .tp = 2, .zero_stage = 1, .name = "dp2_tp2_zero1"},
                           TrainLayout{.pp = 2, .name = "pp2"})),
     [](const auto& info) {

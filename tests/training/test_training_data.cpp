@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <numeric>
 
 namespace shardformer::testing {
 namespace {
@@ -78,6 +79,37 @@ TEST(TokenDataset, PadsShortJsonLinesAndIgnoresTheirPadding) {
   fs::remove(options.path);
 }
 
+// Classification lines carry a label each; masked-LM data masks 15 % of the positions (80 %
+// [MASK], 10 % random, 10 % kept) and labels only those, the same on every read.
+TEST(TokenDataset, ReadsClassLabelsAndMasksTokens) {
+  DataOptions options = reference_data_options();
+  options.path = write_file("cls.jsonl",
+                            "{\"input_ids\": [5, 6], \"label\": 1}\n"
+                            "{\"input_ids\": [7], \"label\": 0}\n");
+  const TokenDataset labelled(options, 1013);
+  EXPECT_TRUE(labelled.has_class_labels());
+  EXPECT_TRUE(at::equal(labelled.train_batch({1, 0}).labels, at::tensor({0, 1}, at::kLong)));
+  fs::remove(options.path);
+
+  options = reference_data_options();
+  options.mlm_probability = 0.15;
+  options.mask_token_id = 4;
+  const TokenDataset masked(options, 1013), plain(reference_data_options(), 1013);
+  std::vector<int64_t> all(static_cast<size_t>(masked.num_train()));
+  std::iota(all.begin(), all.end(), 0);
+  const training::Batch m = masked.train_batch(all), p = plain.train_batch(all);
+  const at::Tensor picked = m.labels != -100;
+  const double rate = picked.to(at::kDouble).mean().item<double>();
+  EXPECT_NEAR(rate, 0.15, 0.01) << "512 x 32 positions";
+  EXPECT_TRUE(at::equal(m.labels.masked_select(picked), p.input_ids.masked_select(picked)));
+  EXPECT_TRUE(at::equal(m.input_ids.masked_select(~picked), p.input_ids.masked_select(~picked)));
+  const double to_mask =
+      (m.input_ids == 4).logical_and(picked).to(at::kDouble).sum().item<double>() /
+      picked.sum().item<double>();
+  EXPECT_NEAR(to_mask, 0.8, 0.03);
+  EXPECT_TRUE(at::equal(masked.train_batch({3}).input_ids, m.input_ids.narrow(0, 3, 1)));
+}
+
 TEST(TokenDataset, ReadsUint32Files) {
   DataOptions options = reference_data_options();
   options.dtype = "uint32";
@@ -115,10 +147,22 @@ TEST(TokenDataset, RefusesBadFilesNamingThePlace) {
   options.path = write_file("broken.jsonl", "{\"input_ids\": [1,\n");
   EXPECT_NE(read_error(options).find("broken.jsonl:1"), std::string::npos);
 
+  options.path = write_file("labels.jsonl",
+                            "{\"input_ids\": [1], \"label\": 1}\n"
+                            "{\"input_ids\": [2]}\n");
+  EXPECT_NE(read_error(options).find("line 2: every line has a \"label\" or none does"),
+            std::string::npos);
+  options.path = write_file("negative.jsonl", "{\"input_ids\": [1], \"label\": -1}\n");
+  EXPECT_NE(read_error(options).find("line 1: \"label\" must be a class index"), std::string::npos);
+  options = reference_data_options();
+  options.mlm_probability = 0.15;  // without a mask id
+  EXPECT_NE(read_error(options).find("data.mask_token_id = -1 is not an id"), std::string::npos);
+
   options = reference_data_options();
   options.seq_len = 100000;
   EXPECT_NE(read_error(options).find("holds no sample of 100000 tokens"), std::string::npos);
-  for (const char* name : {"bad.jsonl", "long.jsonl", "big.jsonl", "broken.jsonl"}) {
+  for (const char* name :
+       {"bad.jsonl", "long.jsonl", "big.jsonl", "broken.jsonl", "labels.jsonl", "negative.jsonl"}) {
     fs::remove(fs::temp_directory_path() / (std::to_string(getpid()) + "-" + name));
   }
 }

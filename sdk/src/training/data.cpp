@@ -22,6 +22,7 @@ struct TokenDataset::Storage {
   size_t map_bytes = 0;
   int width = 2;                           // bytes per id of the .bin file
   std::vector<std::vector<int64_t>> rows;  // .jsonl samples
+  std::vector<int64_t> labels;             // their "label"s (classification data), or none
 
   ~Storage() {
     if (map != nullptr) munmap(const_cast<void*>(map), map_bytes);
@@ -97,6 +98,17 @@ TokenDataset::TokenDataset(const DataOptions& o, int64_t vocab) : options_(o), v
         fail(o, str("line ", line_no, " holds ", row.size(), " ids, more than seq_len = ",
                     o.seq_len, " (split long documents before training)"));
       }
+      const auto label = json.find("label");
+      if ((label != json.end()) !=
+          (storage_->rows.empty() ? label != json.end() : !storage_->labels.empty())) {
+        fail(o, str("line ", line_no, ": every line has a \"label\" or none does"));
+      }
+      if (label != json.end()) {
+        if (!label->is_number_integer() || label->get<int64_t>() < 0) {
+          fail(o, str("line ", line_no, ": \"label\" must be a class index (an integer >= 0)"));
+        }
+        storage_->labels.push_back(label->get<int64_t>());
+      }
       storage_->rows.push_back(std::move(row));
     }
     num_samples_ = static_cast<int64_t>(storage_->rows.size());
@@ -131,6 +143,8 @@ TokenDataset::TokenDataset(const DataOptions& o, int64_t vocab) : options_(o), v
 
 TokenDataset::~TokenDataset() = default;
 
+bool TokenDataset::has_class_labels() const { return !storage_->labels.empty(); }
+
 Batch TokenDataset::batch(const std::vector<int64_t>& samples) const {
   const auto rows = static_cast<int64_t>(samples.size()), len = options_.seq_len;
   at::Tensor ids = at::zeros({rows, len}, at::kLong), mask = at::zeros({rows, len}, at::kLong);
@@ -151,11 +165,19 @@ Batch TokenDataset::batch(const std::vector<int64_t>& samples) const {
       }
     }
   }
+  if (!storage_->labels.empty()) {  // classification: a label a sample
+    at::Tensor labels = at::empty({rows}, at::kLong);
+    for (int64_t r = 0; r < rows; ++r) labels[r] = storage_->labels[samples[r]];
+    return {ids, mask, labels};
+  }
   if (options_.mlm_probability <= 0.0) return {ids, mask, ids.masked_fill(mask == 0, kIgnoreIndex)};
   at::Tensor labels = at::full({rows, len}, kIgnoreIndex, at::kLong);
   auto labels_a = labels.accessor<int64_t, 2>();
   for (int64_t r = 0; r < rows; ++r) {
-    uint64_t state = options_.seed + kMaskStream + static_cast<uint64_t>(samples[r]) * kGolden;
+    // A stream of its own per sample: seed xor a hash of the index (seeds a golden step apart
+    // would give streams that are each other shifted by one draw).
+    uint64_t index_state = kMaskStream + static_cast<uint64_t>(samples[r]) * kGolden;
+    uint64_t state = options_.seed ^ splitmix64(index_state);
     for (int64_t t = 0; t < len; ++t) {
       if (uniform(state) >= options_.mlm_probability || mask_a[r][t] == 0) continue;
       labels_a[r][t] = ids_a[r][t];

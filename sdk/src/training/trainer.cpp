@@ -86,10 +86,13 @@ Trainer::Trainer(Session& session, const TokenDataset& data, TrainOptions option
                           " predicts the next token: data.mlm_probability "
                           "serves masked-LM models"));
   }
-  if (task == ModelTask::kSequenceClassification) {
+  if ((task == ModelTask::kSequenceClassification) != data.has_class_labels()) {
     throw ConfigError(str(session.architecture(),
-                          ": classification training needs labels in the data, which token "
-                          "files do not hold yet"));
+                          data.has_class_labels()
+                              ? ": the data's lines carry \"label\"s, which serve classification "
+                                "models"
+                              : " is a classification model: its data needs a \"label\" on "
+                                "every line of a .jsonl file"));
   }
   options_.schedule.total_steps = options_.steps;
   session.model().set_recompute(options_.recompute);

@@ -15,7 +15,8 @@ namespace shardformer::training {
 
 struct DataOptions {
   // *.bin: flat ids cut into samples of seq_len; *.jsonl: a sample a line, {"input_ids": [...]}
-  // with at most seq_len ids (shorter ones are padded and their padding is not learned).
+  // with at most seq_len ids (shorter ones are padded and their padding is not learned), and
+  // for classification {"input_ids": [...], "label": k} on every line.
   std::filesystem::path path;
   std::string dtype = "uint16";  // of a .bin file: uint16 or uint32
   int64_t seq_len = 128;         // tokens per sample
@@ -24,14 +25,15 @@ struct DataOptions {
   double eval_fraction = 0.0;    // the last part of the samples, held out for evaluation
   // Masked-LM data (> 0): each position of a sample is picked with this probability, its label
   // is its id and the others' -100; a picked id becomes mask_token_id (80 %), a random id
-  // (10 %) or stays (10 %). The masks are static: drawn from seed and the sample's index with
-  // splitmix64 (tools/train_reference.py --mlm draws the same), the same every epoch.
+  // (10 %) or stays (10 %). The masks are static: drawn with splitmix64 from
+  // seed ^ splitmix64(kMaskStream + index * golden) (tools/train_reference.py --mlm draws the
+  // same), the same every epoch.
   double mlm_probability = 0.0;
   int64_t mask_token_id = -1;
 };
 
 // A batch of samples: [rows, seq_len] each; labels are the ids with padding as -100 (masked-LM
-// data: the picked positions' original ids, -100 elsewhere).
+// data: the picked positions' original ids, -100 elsewhere; classification data: [rows]).
 struct Batch {
   at::Tensor input_ids, attention_mask, labels;
 };
@@ -51,6 +53,8 @@ class TokenDataset {
   int64_t seq_len() const { return options_.seq_len; }
   const DataOptions& options() const { return options_; }
 
+  // Whether the samples carry class labels (JSON lines with "label"): classification data.
+  bool has_class_labels() const;
   // Training samples (indices in [0, num_train)) or held-out ones ([0, num_eval)) as a batch.
   Batch train_batch(const std::vector<int64_t>& indices) const;
   Batch eval_batch(const std::vector<int64_t>& indices) const;
