@@ -1,4 +1,4 @@
-// Partial-gradient sums over tp, data-parallel bucketed all-reduce, global norm and clipping.
+// Partial-gradient sums over tp, data-parallel bucketed all-reduce and the global norm.
 #include "shardformer/training/gradients.h"
 
 #include "shardformer/error.h"
@@ -114,16 +114,6 @@ double GradientNorm::compute(const Model& model) const {
   if (tp_ != nullptr) tp_->all_reduce_(total);
   if (pp_ != nullptr) pp_->all_reduce_(total);
   return std::sqrt(total.item<double>());
-}
-
-double GradientNorm::clip(Model& model, double max_norm) const {
-  const double norm = compute(model);
-  const double coef = std::min(1.0, max_norm / (norm + 1e-6));
-  torch::NoGradGuard no_grad;
-  for (const auto& p : model.parameters()) {
-    if (p.grad().defined()) p.grad().mul_(coef);
-  }
-  return norm;
 }
 
 }  // namespace shardformer::training

@@ -1,7 +1,7 @@
 // Gradients across the mesh before an optimizer step: the parts that ranks sharing a parameter
 // hold summed (KV heads fewer than tp, per-head norms), the data-parallel replicas' gradients
-// summed in buckets, and the global gradient norm with clipping, computed once across tp, pp
-// and dp with every replicated or tied parameter counted once.
+// summed in buckets, and the global gradient norm (the trainer clips with it), computed once
+// across tp, pp and dp with every replicated or tied parameter counted once.
 #pragma once
 
 #include "shardformer/distributed/process_group.h"
@@ -31,9 +31,6 @@ class GradientNorm {
   // The L2 norm of the whole model's gradient, the same on every rank (collective over tp and
   // pp; data-parallel replicas hold equal gradients and are not summed).
   double compute(const Model& model) const;
-  // compute(), then scales every gradient by min(1, max_norm / (norm + 1e-6)) as
-  // torch.nn.utils.clip_grad_norm_ does. Returns the norm before clipping.
-  double clip(Model& model, double max_norm) const;
 
  private:
   const distributed::ProcessGroup *tp_, *pp_;
