@@ -6,6 +6,8 @@
 
 #include "model_fixture.h"
 #include "multiprocess.h"
+#include "shardformer/error.h"
+#include "shardformer/training/gradients.h"
 
 #include <ATen/Parallel.h>
 
@@ -17,6 +19,11 @@ namespace shardformer::testing {
 struct Layout {
   int tp = 1, pp = 1;
   std::string name = "";
+  // Sequence parallelism: the sp axis (all_to_all, ring_attn) and the mode ("": none).
+  int sp = 1;
+  std::string sequence_mode = "";
+  bool sequence_overlap = false;
+  int world() const { return tp * pp * sp; }
 };
 
 inline void PrintTo(const Layout& layout, std::ostream* os) { *os << layout.name; }
@@ -29,23 +36,31 @@ inline std::vector<Layout> standard_layouts() {
 // Runs body(fixture, mesh or null, rank) on the ranks of `layout` for checkpoint `model`.
 template <typename Body>
 void on_ranks(const std::string& model, const Layout& layout, Body body) {
-  expect_all_ranks_passed(run_ranks(layout.tp * layout.pp, [&](int rank, int port) {
+  expect_all_ranks_passed(run_ranks(layout.world(), [&](int rank, int port) {
     at::set_num_threads(1);  // several ranks share this machine's cores
     const ModelFixture f(model, "families");
     std::unique_ptr<distributed::ProcessMesh> mesh;
-    if (layout.tp * layout.pp > 1) {
+    if (layout.world() > 1) {
       mesh = std::make_unique<distributed::ProcessMesh>(
-          rank, distributed::MeshShape{.pp = layout.pp, .tp = layout.tp}, local_mesh_options(port));
+          rank, distributed::MeshShape{.pp = layout.pp, .sp = layout.sp, .tp = layout.tp},
+          local_mesh_options(port));
     }
     body(f, mesh.get(), rank);
   }));
 }
 
-// The session of `architecture` at the mesh's layout (pipelines: 1F1B, 2 micro-batches).
+// The session of `architecture` at the mesh's layout (pipelines: 1F1B, 2 micro-batches), with
+// the layout's sequence parallelism.
 inline std::unique_ptr<Session> layout_session(const ModelFixture& f,
                                                const distributed::ProcessMesh* mesh,
-                                               const std::string& architecture) {
+                                               const std::string& architecture,
+                                               const Layout& layout = {}) {
   SessionOptions options{.architecture = architecture};
+  if (!layout.sequence_mode.empty()) {
+    options.shard.enable_sequence_parallelism = true;
+    options.shard.sequence_parallelism_mode = parse_sequence_mode(layout.sequence_mode);
+    options.shard.enable_sequence_overlap = layout.sequence_overlap;
+  }
   options.pipeline.num_microbatches = mesh != nullptr && mesh->shape().pp > 1 ? 2 : 0;
   return f.session(options, mesh);
 }
@@ -61,6 +76,7 @@ inline void check_output_loss_and_grads(const ModelFixture& f, Session& session,
   const at::Tensor logits = session.forward(f.forward_inputs());
   if (output_here) expect_close(logits, f.ref(logits_key), kOutputAtol, 0.0, logits_key);
   const at::Tensor loss = session.train_step(f.forward_inputs(), f.ref(labels_key));
+  training::sync_sequence_gradients(session.model());
   if (output_here) expect_close(loss.reshape({1}), f.ref(loss_key), kOutputAtol, 0.0, loss_key);
   const auto grads =
       gather_parameters(session.model(), mesh ? &mesh->tp() : nullptr, /*grads=*/true);
@@ -105,6 +121,61 @@ inline void check_decoder_against_hf(const std::string& model, const std::string
                             "hidden states");
              }
            });
+}
+
+// The checkpoint `model` as `architecture` (a ...ForCausalLM) and its base model at a
+// sequence-parallel `layout`: logits, loss, every gradient and the base model's hidden states
+// equal HF's; generation is refused with a ConfigError.
+inline void check_sequence_parallel_against_hf(const std::string& model,
+                                               const std::string& architecture,
+                                               const std::string& base_architecture,
+                                               const Layout& layout) {
+  on_ranks(model, layout, [&](const ModelFixture& f, const distributed::ProcessMesh* mesh, int) {
+    const auto session = layout_session(f, mesh, architecture, layout);
+    ASSERT_TRUE(session->model().sequence_parallelism().active());
+    check_output_loss_and_grads(f, *session, mesh, "forward_logits", "train_labels", "train_loss",
+                                "grad.");
+    GenerationConfig two_tokens;
+    two_tokens.max_new_tokens = 2;
+    EXPECT_THROW(session->generate({{1, 2, 3}}, two_tokens), ConfigError);
+    const auto base = layout_session(f, mesh, base_architecture, layout);
+    const at::Tensor hidden = base->forward(f.forward_inputs());
+    if (base->holds_output()) {
+      expect_close(hidden, f.ref("forward_last_hidden_state"), kOutputAtol, 0.0, "hidden states");
+    }
+    // Without an attention mask: the rows that have no padding equal HF's.
+    ForwardInputs unmasked = f.forward_inputs();
+    const at::Tensor full_rows = unmasked.attention_mask.all(1).nonzero().view(-1);  // [rows]
+    unmasked.attention_mask = at::Tensor();
+    const at::Tensor plain = base->forward(unmasked);
+    if (base->holds_output()) {
+      expect_close(plain.index_select(0, full_rows),
+                   f.ref("forward_last_hidden_state").index_select(0, full_rows), kOutputAtol, 0.0,
+                   "hidden states without a mask");
+    }
+  });
+}
+
+// tp / sp 2 and 4 in each mode (split_gather on tp, with and without overlap; all_to_all and
+// ring_attn on sp, alone and with tp 2), and each mode with pp 2.
+inline std::vector<Layout> sequence_parallel_layouts() {
+  return {
+      {.tp = 2, .name = "sg_tp2", .sequence_mode = "split_gather"},
+      {.tp = 4, .name = "sg_tp4", .sequence_mode = "split_gather"},
+      {.tp = 2,
+       .name = "sg_overlap_tp2",
+       .sequence_mode = "split_gather",
+       .sequence_overlap = true},
+      {.tp = 2, .pp = 2, .name = "sg_tp2_pp2", .sequence_mode = "split_gather"},
+      {.name = "a2a_sp2", .sp = 2, .sequence_mode = "all_to_all"},
+      {.name = "a2a_sp4", .sp = 4, .sequence_mode = "all_to_all"},
+      {.tp = 2, .name = "a2a_sp2_tp2", .sp = 2, .sequence_mode = "all_to_all"},
+      {.pp = 2, .name = "a2a_sp2_pp2", .sp = 2, .sequence_mode = "all_to_all"},
+      {.name = "ring_sp2", .sp = 2, .sequence_mode = "ring_attn"},
+      {.name = "ring_sp4", .sp = 4, .sequence_mode = "ring_attn"},
+      {.tp = 2, .name = "ring_sp2_tp2", .sp = 2, .sequence_mode = "ring_attn"},
+      {.pp = 2, .name = "ring_sp2_pp2", .sp = 2, .sequence_mode = "ring_attn"},
+  };
 }
 
 // The string a parameterised test's name ends with: "tiny_opt_pp2".

@@ -23,6 +23,14 @@ FORWARD_BATCH = [
     [42],
     [900, 901, 902, 903, 904, 905, 13, 14, 15, 16, 17],
 ]
+# A width that divides by 2, 4 and 8 (sequence parallelism splits it without padding; ring
+# attention's zig-zag chunks at sp = 4 need a multiple of 8).
+EVEN_FORWARD_BATCH = [
+    [(31 * i + 7) % 1013 for i in range(16)],
+    [(17 * i + 300) % 1013 for i in range(9)],
+    [(41 * i + 50) % 1013 for i in range(16)],
+    [5, 6, 7],
+]
 # Left-padded generation prompts (lengths 5, 2, 3).
 GENERATE_PROMPTS = [[11, 22, 33, 44, 55], [600, 7], [301, 302, 303]]
 MAX_NEW_TOKENS = 10
@@ -71,9 +79,25 @@ OPT_SCALE = {"v_proj.weight": 0.5, "out_proj.weight": 0.5,
              "project_out.weight": 0.4}
 OPT_TUNING = dict(center_rows=["fc2.weight"], scale=OPT_SCALE)
 
+# GPT-2 for the sequence-parallel tests, which compare forward passes, losses and gradients
+# only (its own tests use tools/gen_gpt2_references.py; this random GPT-2's greedy decoding
+# repeats itself, so it makes no generation references): dropout off, as HF's reference runs
+# in eval mode and the tests train.
+GPT2 = dict(vocab_size=1013, n_embd=64, n_layer=4, n_head=8, n_positions=64, resid_pdrop=0.0,
+            embd_pdrop=0.0, attn_pdrop=0.0, initializer_range=0.2, bos_token_id=1012,
+            eos_token_id=1012)
+
 CHECKPOINTS = {
     "tiny-llama": dict(arch="LlamaForCausalLM", base="LlamaModel", config=LLAMA,
                        **LLAMA_TUNING),
+    # tiny-llama's weights with a batch of width 16 (sequence parallelism without padding).
+    "tiny-llama-even": dict(arch="LlamaForCausalLM", base="LlamaModel", config=LLAMA,
+                            forward_batch=EVEN_FORWARD_BATCH, **LLAMA_TUNING),
+    "tiny-gpt2-sp": dict(arch="GPT2LMHeadModel", base="GPT2Model", config_class="GPT2Config",
+                         config=GPT2, generate=False),
+    "tiny-gpt2-sp-even": dict(arch="GPT2LMHeadModel", base="GPT2Model",
+                              config_class="GPT2Config", config=GPT2,
+                              forward_batch=EVEN_FORWARD_BATCH, generate=False),
     "tiny-llama-rope-linear": dict(
         arch="LlamaForCausalLM", base="LlamaModel", compare_with=DEFAULT_ROPE,
         config={**LLAMA, "rope_parameters": {"rope_type": "linear", "factor": 4.0,

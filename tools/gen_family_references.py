@@ -7,7 +7,8 @@ Per checkpoint: MODELS_DIR/<name>/ (save_pretrained, safetensors) and DATA_DIR/<
 Causal LMs: logits and the base model's last hidden state of a right-padded batch (fp32, eval),
 the LM loss (padding labelled -100) and every parameter's gradient (`grad.<name>`, as
 named_parameters() names them: a tied head appears once), greedy generations of a left-padded
-batch without and with an early end-of-sequence token. BERT: base last hidden state and pooler
+batch without and with an early end-of-sequence token (unless the entry says generate=False).
+BERT: base last hidden state and pooler
 output, MLM logits, loss and gradients, classification logits, loss and gradients
 (`grad_classification.<name>`). Also DATA_DIR/family_references.json: per checkpoint the
 config.json written, the tensors saved, load reports, tying, and checks.
@@ -93,14 +94,17 @@ def bert_all_heads_class():
     return BertAllHeads
 
 
-def config_class(arch):
+def config_class(spec):
+    if "config_class" in spec:
+        return getattr(transformers, spec["config_class"])
+    arch = spec["arch"]
     return getattr(transformers, arch.replace("ForCausalLM", "").replace("ForMaskedLM", "")
                    + "Config")
 
 
 def make_checkpoint(name, spec, folder):
     torch.manual_seed(SEED)
-    config = config_class(spec["arch"])(**spec["config"])
+    config = config_class(spec)(**spec["config"])
     if spec.get("kind") == "bert":
         model = bert_all_heads_class()(config).eval()
     else:
@@ -167,9 +171,25 @@ def causal_lm_references(spec, folder, report):
     out.update(grads(lm, "grad."))
     lm.zero_grad(set_to_none=True)
 
+    if spec.get("generate", True):
+        generation_references(spec, folder, lm, out, report)
+    report["train_loss"] = out["train_loss"].item()
+
+    if "compare_with" in spec:
+        report["compare_with"] = compare_check(spec, folder, out, *generation_settings(spec, lm))
+    return out
+
+
+def generation_settings(spec, lm):
     cfg = lm.config
     pad_id = cfg.pad_token_id if cfg.pad_token_id is not None else cfg.eos_token_id
-    max_new = spec.get("max_new_tokens", MAX_NEW_TOKENS)
+    return spec.get("max_new_tokens", MAX_NEW_TOKENS), pad_id
+
+
+def generation_references(spec, folder, lm, out, report):
+    """Greedy generations of the left-padded prompts, without and with an early eos; refuses a
+    checkpoint whose generations repeat themselves."""
+    max_new, pad_id = generation_settings(spec, lm)
     with torch.no_grad():
         gids, gmask = pad(spec.get("generate_prompts", GENERATE_PROMPTS), pad_id, left=True)
         out["generate_input_ids"], out["generate_attention_mask"] = gids, gmask
@@ -192,11 +212,6 @@ def causal_lm_references(spec, folder, report):
     report["generate_new_tokens"] = new.tolist()
     report["generate_eos"] = {"eos": eos, "pad": pad_id,
                               "rows": out["generate_eos_sequences"][:, gids.shape[1]:].tolist()}
-    report["train_loss"] = out["train_loss"].item()
-
-    if "compare_with" in spec:
-        report["compare_with"] = compare_check(spec, folder, out, max_new, pad_id)
-    return out
 
 
 def compare_check(spec, folder, out, max_new, pad_id):

@@ -28,6 +28,7 @@ const Names kDevices = {"cpu", "cuda"};
 const Names kUnusedActions = {"error", "warn"};
 const Names kLogLevels = {"trace", "debug", "info", "warn", "error", "off"};
 const Names kShardStyles = {"replicate", "column", "row", "vocab", "embedding_dim"};
+const Names kSequenceModes = {"split_gather", "all_to_all", "ring_attn"};
 
 // Top-level keys must be known sections; bare keys above the first header are errors too.
 void check_sections(const Source& source, const toml::table& root) {
@@ -50,12 +51,14 @@ Sections open_sections(const Source& source, const toml::table& root) {
   return Sections{
       SectionReader(source, root, "model",
                     {"path", "dtype", "device", "unused_tensors", "unused_config_keys"}),
-      SectionReader(source, root, "parallel", {"tp_size", "pp_size", "dp_size", "timeout_seconds"}),
+      SectionReader(source, root, "parallel",
+                    {"tp_size", "pp_size", "sp_size", "dp_size", "timeout_seconds"}),
       SectionReader(source, root, "pipeline",
                     {"schedule", "num_microbatches", "num_model_chunks", "layers_per_stage"}),
       SectionReader(source, root, "shard",
                     {"enable_tensor_parallelism", "make_vocab_size_divisible_by", "parallel_output",
-                     "policy"}),
+                     "enable_sequence_parallelism", "sequence_parallelism_mode",
+                     "enable_sequence_overlap", "policy"}),
       SectionReader(source, root, "job", {"mode"}),
       SectionReader(source, root, "forward", {"input_ids", "output", "loss"}),
       SectionReader(source, root, "generate",
@@ -94,6 +97,7 @@ ParallelSection read_parallel(const SectionReader& reader) {
   ParallelSection parallel;
   parallel.tp_size = reader.integer("tp_size", 1, kMaxRanks).value_or(parallel.tp_size);
   parallel.pp_size = reader.integer("pp_size", 1, kNoMax).value_or(parallel.pp_size);
+  parallel.sp_size = reader.integer("sp_size", 1, kMaxRanks).value_or(parallel.sp_size);
   parallel.dp_size = reader.integer("dp_size", 1, kNoMax).value_or(parallel.dp_size);
   parallel.timeout_seconds =
       reader.integer("timeout_seconds", 1, 86400).value_or(parallel.timeout_seconds);
@@ -119,6 +123,12 @@ ShardSection read_shard(const SectionReader& reader) {
   shard.make_vocab_size_divisible_by = reader.integer("make_vocab_size_divisible_by", 1, 1 << 20)
                                            .value_or(shard.make_vocab_size_divisible_by);
   shard.parallel_output = reader.boolean("parallel_output").value_or(shard.parallel_output);
+  shard.enable_sequence_parallelism =
+      reader.boolean("enable_sequence_parallelism").value_or(shard.enable_sequence_parallelism);
+  shard.sequence_parallelism_mode = reader.choice("sequence_parallelism_mode", kSequenceModes)
+                                        .value_or(shard.sequence_parallelism_mode);
+  shard.enable_sequence_overlap =
+      reader.boolean("enable_sequence_overlap").value_or(shard.enable_sequence_overlap);
   for (const SectionReader& entry : reader.tables(
            "policy", {"module", "style", "fused_blocks", "gather_output", "input_is_parallel"})) {
     entry.require("module");
@@ -286,6 +296,46 @@ void check_pipeline(const SectionReader& reader, const PipelineSection& p, int64
   }
 }
 
+// Sequence-parallel keys against the layout: refused at the key, before any rank starts.
+void check_sequence(const Sections& sections, const JobConfig& config) {
+  const ShardSection& s = config.shard;
+  const ParallelSection& p = config.parallel;
+  const SectionReader& shard = sections.shard;
+  if (!s.enable_sequence_parallelism) {
+    for (const char* key : {"sequence_parallelism_mode", "enable_sequence_overlap"}) {
+      if (shard.has(key)) shard.fail_at(key, "needs enable_sequence_parallelism = true");
+    }
+    if (p.sp_size > 1) {
+      sections.parallel.fail_at("sp_size", str(p.sp_size, " sequence-parallel ranks need ",
+                                               "shard.enable_sequence_parallelism = true"));
+    }
+    return;
+  }
+  const bool split_gather = s.sequence_parallelism_mode == "split_gather";
+  if (split_gather && (p.tp_size < 2 || !s.enable_tensor_parallelism)) {
+    shard.fail_at("enable_sequence_parallelism",
+                  "split_gather splits the sequence over the tensor-parallel ranks: it needs "
+                  "parallel.tp_size > 1 and enable_tensor_parallelism = true (all_to_all and "
+                  "ring_attn split it over parallel.sp_size)");
+  }
+  if (split_gather && p.sp_size > 1) {
+    sections.parallel.fail_at("sp_size", str(p.sp_size, ": split_gather uses the tp ranks; ",
+                                             "sp_size is for all_to_all and ring_attn"));
+  }
+  if (!split_gather && p.sp_size < 2) {
+    shard.fail_at("sequence_parallelism_mode",
+                  str("\"", s.sequence_parallelism_mode,
+                      "\" splits the sequence over parallel.sp_size ranks: set sp_size > 1"));
+  }
+  if (!split_gather && s.enable_sequence_overlap) {
+    shard.fail_at("enable_sequence_overlap", "applies to split_gather only");
+  }
+  if (config.mode == JobMode::kGenerate || config.mode == JobMode::kEmbed) {
+    shard.fail_at("enable_sequence_parallelism",
+                  "runs forward and train jobs; generation and embedding jobs run without it");
+  }
+}
+
 // Pipelines pair their messages by tag, which NCCL does not honour: refused before any rank
 // starts.
 void check_device(const SectionReader& reader, const ModelSection& model, int64_t pp_size) {
@@ -418,6 +468,7 @@ JobConfig parse_job_config(const std::string& text, const std::filesystem::path&
   config.train = read_train(sections.train);
   config.optimizer = read_optimizer(sections.optimizer);
   config.checkpoint = read_checkpoint(sections.checkpoint);
+  check_sequence(sections, config);
   check_training(sections, config);
   config.plugins = read_plugins(sections.plugins);
   config.log = read_log(sections.log);

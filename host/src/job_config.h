@@ -24,6 +24,7 @@ struct ModelSection {
 struct ParallelSection {
   int64_t tp_size = 1;
   int64_t pp_size = 1;
+  int64_t sp_size = 1;  // the sequence axis of all_to_all and ring_attn
   int64_t dp_size = 1;
   int64_t timeout_seconds = 120;  // rendezvous and collective limit
 };
@@ -53,6 +54,9 @@ struct ShardSection {
   bool enable_tensor_parallelism = true;
   int64_t make_vocab_size_divisible_by = 64;
   bool parallel_output = true;
+  bool enable_sequence_parallelism = false;
+  std::string sequence_parallelism_mode = "split_gather";  // all_to_all, ring_attn
+  bool enable_sequence_overlap = false;
   std::vector<PolicyOverride> policy;
 };
 

@@ -68,6 +68,10 @@ SessionOptions session_options(const JobConfig& config, c10::ScalarType dtype, c
   options.shard.enable_tensor_parallelism = config.shard.enable_tensor_parallelism;
   options.shard.make_vocab_size_divisible_by = config.shard.make_vocab_size_divisible_by;
   options.shard.parallel_output = config.shard.parallel_output;
+  options.shard.enable_sequence_parallelism = config.shard.enable_sequence_parallelism;
+  options.shard.sequence_parallelism_mode =
+      parse_sequence_mode(config.shard.sequence_parallelism_mode);
+  options.shard.enable_sequence_overlap = config.shard.enable_sequence_overlap;
   for (const PolicyOverride& o : config.shard.policy) {
     options.overrides.add({o.module, ShardStyle{.kind = parse_shard_kind(o.style),
                                                 .fused_blocks = o.fused_blocks,
@@ -119,7 +123,7 @@ void inject_test_failure(int rank, int64_t step) {
 
 int64_t job_world_size(const JobConfig& config) {
   const ParallelSection& p = config.parallel;
-  return p.tp_size * p.pp_size * p.dp_size;
+  return p.tp_size * p.pp_size * p.sp_size * p.dp_size;
 }
 
 void run_job(const JobConfig& config, const PluginRegistry& registry,
@@ -129,8 +133,9 @@ void run_job(const JobConfig& config, const PluginRegistry& registry,
   if ((world > 1 && !rank_env) || (rank_env && rank_env->world_size != world)) {
     throw ConfigError(str(config.source.string(), ": the job needs ", world, " ranks (dp_size ",
                           config.parallel.dp_size, " x pp_size ", config.parallel.pp_size,
-                          " x tp_size ", config.parallel.tp_size, ") but ",
-                          rank_env ? rank_env->world_size : 1, " were started"));
+                          " x sp_size ", config.parallel.sp_size, " x tp_size ",
+                          config.parallel.tp_size, ") but ", rank_env ? rank_env->world_size : 1,
+                          " were started"));
   }
   if (rank_env) {  // ranks of one machine share its cores
     const int cores = static_cast<int>(std::thread::hardware_concurrency());
@@ -154,6 +159,7 @@ void run_job(const JobConfig& config, const PluginRegistry& registry,
           rank,
           distributed::MeshShape{.dp = config.parallel.dp_size,
                                  .pp = config.parallel.pp_size,
+                                 .sp = config.parallel.sp_size,
                                  .tp = config.parallel.tp_size},
           options);
     }
@@ -185,12 +191,14 @@ void run_job(const JobConfig& config, const PluginRegistry& registry,
     Session session(std::move(options), factory, mesh.get());
     log::info(str("model built in ", seconds_since(start), " s (", c10::toString(dtype), ", ",
                   device.str(), ", dp ", config.parallel.dp_size, ", pp ", config.parallel.pp_size,
-                  ", tp ", config.parallel.tp_size, "); RSS ", rss_mib().first, " MiB"));
+                  ", sp ", config.parallel.sp_size, ", tp ", config.parallel.tp_size, "); RSS ",
+                  rss_mib().first, " MiB"));
     reuse_freed_blocks_for_activations();
     inject_test_failure(rank, -1);
 
-    // Every stage ends generation with the tokens; only the last one has forward's output.
-    const bool first_tp_rank = !mesh || mesh->coordinate().tp == 0;
+    // Every stage ends generation with the tokens; only the last one has forward's output,
+    // which every tp and sp rank holds whole.
+    const bool first_tp_rank = !mesh || (mesh->coordinate().tp == 0 && mesh->coordinate().sp == 0);
     switch (config.mode) {
       case JobMode::kForward:
         run_forward(config, session, first_tp_rank && session.holds_output(), out);

@@ -10,8 +10,6 @@
 #include <ATen/ATen.h>
 
 namespace shardformer::gpt2 {
-namespace {}  // namespace
-
 GPT2Config GPT2Config::from(const HFConfig& c) {
   GPT2Config g{};
   g.vocab_size = c.get_int("vocab_size");
@@ -86,19 +84,20 @@ GPT2Attention::GPT2Attention(const BuildContext& ctx, const GPT2Config& config, 
   if (config.scale_attn_by_inverse_layer_idx) scale_ /= static_cast<double>(layer_idx + 1);
 }
 
-at::Tensor GPT2Attention::forward(const at::Tensor& x, const at::Tensor& mask, KVCache* cache) {
+at::Tensor GPT2Attention::forward(const at::Tensor& x, const layers::AttentionStep& step) {
   const std::vector<at::Tensor> qkv = c_attn_->forward(x).chunk(3, -1);  // 3 x [.., hidden/tp]
   const auto heads = [&](const at::Tensor& t) {  // [batch, heads/tp, seq, head_dim]
     return layers::split_heads(t, num_heads_, head_dim_);
   };
   const at::Tensor out = layers::attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]),
-                                           {.mask = mask,
+                                           {.mask = step.mask,
                                             .scale = scale_,
                                             .dropout = attn_dropout_.get(),
-                                            .cache = cache,
+                                            .cache = step.cache,
                                             .layer = layer_idx_,
-                                            .upcast = upcast_});  // [batch, seq, hidden/tp]
-  return resid_dropout_->forward(c_proj_->forward(out));          // [batch, seq, hidden]
+                                            .upcast = upcast_,
+                                            .sequence = step.sequence.get()});  // [b, s, hidden/tp]
+  return resid_dropout_->forward(c_proj_->forward(out), step.sequence.get());   // [b, s, hidden]
 }
 
 GPT2MLP::GPT2MLP(const BuildContext& ctx, const GPT2Config& config)
@@ -114,9 +113,9 @@ GPT2MLP::GPT2MLP(const BuildContext& ctx, const GPT2Config& config)
       "dropout", std::make_shared<layers::Dropout>(ctx.child("dropout"), config.resid_pdrop));
 }
 
-at::Tensor GPT2MLP::forward(const at::Tensor& x) {  // [batch, seq, hidden]
+at::Tensor GPT2MLP::forward(const at::Tensor& x, const SequenceSplit* sequence) {
   const at::Tensor h = layers::apply_activation(activation_, c_fc_->forward(x));  // [.., inner/tp]
-  return dropout_->forward(c_proj_->forward(h));                                  // [.., hidden]
+  return dropout_->forward(c_proj_->forward(h), sequence);                        // [.., hidden]
 }
 
 GPT2Block::GPT2Block(const BuildContext& ctx, const GPT2Config& config, int64_t layer_idx) {
@@ -128,8 +127,8 @@ GPT2Block::GPT2Block(const BuildContext& ctx, const GPT2Config& config, int64_t 
 }
 
 at::Tensor GPT2Block::forward(const at::Tensor& x, const layers::AttentionStep& step) {
-  const at::Tensor h = x + attn_->forward(ln_1_->forward(x), step.mask, step.cache);
-  return h + mlp_->forward(ln_2_->forward(h));
+  const at::Tensor h = x + attn_->forward(ln_1_->forward(x), step);
+  return h + mlp_->forward(ln_2_->forward(h), step.sequence.get());
 }
 
 GPT2Model::GPT2Model(const BuildContext& ctx, const GPT2Config& config, bool wte_on_last_stage)
@@ -163,13 +162,16 @@ ModelShape GPT2Model::shape() const {
 
 at::Tensor GPT2Model::forward(const ForwardInputs& inputs) {
   const int64_t chunk = inputs.chunk;
-  const layers::ForwardStep step = layers::forward_step(inputs, h_.first_layer(chunk), {});
-  at::Tensor x =  // [batch, seq, hidden]
-      starts_model(chunk)
-          ? drop_->forward(wte_->forward(inputs.input_ids) + wpe_->forward(step.positions))
-          : layers::stage_input(inputs);
-  x = h_.forward(chunk, x, layers::AttentionStep{.mask = step.mask, .cache = inputs.cache});
-  return ends_model(chunk) ? ln_f_->forward(x) : x;
+  const layers::ForwardStep step =
+      layers::forward_step(inputs, h_.first_layer(chunk), {}, sequence_parallelism());
+  at::Tensor x =  // [batch, seq, hidden] (this rank's tokens when the sequence is split)
+      starts_model(chunk) ? step.split(drop_->forward(wte_->forward(inputs.input_ids) +
+                                                      wpe_->forward(step.positions)))
+                          : layers::stage_input(inputs);
+  x = h_.forward(
+      chunk, x,
+      layers::AttentionStep{.mask = step.mask, .cache = inputs.cache, .sequence = step.sequence});
+  return ends_model(chunk) ? ln_f_->forward(step.join(x)) : x;
 }
 
 }  // namespace shardformer::gpt2

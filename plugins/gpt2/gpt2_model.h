@@ -36,8 +36,8 @@ struct GPT2Config {
 class GPT2Attention : public torch::nn::Module {
  public:
   GPT2Attention(const BuildContext& ctx, const GPT2Config& config, int64_t layer_idx);
-  // x [batch, seq, hidden]; mask from layers::attention_mask -> [batch, seq, hidden]
-  at::Tensor forward(const at::Tensor& x, const at::Tensor& mask, KVCache* cache);
+  // x [batch, seq, hidden] -> [batch, seq, hidden] (seq: this rank's tokens when split)
+  at::Tensor forward(const at::Tensor& x, const layers::AttentionStep& step);
   int64_t num_heads() const { return num_heads_; }
 
  private:
@@ -51,7 +51,8 @@ class GPT2Attention : public torch::nn::Module {
 class GPT2MLP : public torch::nn::Module {
  public:
   GPT2MLP(const BuildContext& ctx, const GPT2Config& config);
-  at::Tensor forward(const at::Tensor& x);  // [batch, seq, hidden] -> same
+  // [batch, seq, hidden] -> same; sequence: the split of this forward pass (null: none)
+  at::Tensor forward(const at::Tensor& x, const SequenceSplit* sequence);
 
  private:
   layers::Activation activation_;
@@ -62,7 +63,7 @@ class GPT2MLP : public torch::nn::Module {
 class GPT2Block : public torch::nn::Module {
  public:
   GPT2Block(const BuildContext& ctx, const GPT2Config& config, int64_t layer_idx);
-  at::Tensor forward(const at::Tensor& x, const layers::AttentionStep& step);  // mask, cache
+  at::Tensor forward(const at::Tensor& x, const layers::AttentionStep& step);
   int64_t num_heads() const { return attn_->num_heads(); }
 
  private:

@@ -19,7 +19,9 @@ Policy gpt2_policy(bool tied) {
           {"h.*.mlp.c_proj", row},
       },
       // when tied, held by the first pipeline stage (embedding) and the last (LM head)
-      tied ? std::vector<std::string>{"wte.weight"} : std::vector<std::string>{});
+      tied ? std::vector<std::string>{"wte.weight"} : std::vector<std::string>{},
+      {SequenceParallelMode::kSplitGather, SequenceParallelMode::kAllToAll,
+       SequenceParallelMode::kRingAttn});
 }
 
 }  // namespace shardformer::gpt2

@@ -73,21 +73,25 @@ ModelShape LlamaModel::shape() const {
 
 at::Tensor LlamaModel::forward(const ForwardInputs& inputs) {
   const int64_t chunk = inputs.chunk;
-  const layers::ForwardStep step = layers::forward_step(inputs, layers_.first_layer(chunk), {});
-  at::Tensor x = starts_model(chunk) ? embed_tokens_->forward(inputs.input_ids)
+  const int64_t first = layers_.first_layer(chunk);
+  const layers::ForwardStep step = layers::forward_step(inputs, first, {}, sequence_parallelism());
+  at::Tensor x = starts_model(chunk) ? step.split(embed_tokens_->forward(inputs.input_ids))
                                      : layers::stage_input(inputs);  // [batch, seq, hidden]
-  LlamaStep layer_step{.full = {.mask = step.mask, .cache = inputs.cache}};
-  std::tie(layer_step.full.cos, layer_step.full.sin) =
-      rotary_.cos_sin(step.positions, x.scalar_type());
+  LlamaStep layer_step{
+      .full = {.mask = step.mask, .cache = inputs.cache, .sequence = step.sequence}};
+  const auto [cos, sin] = rotary_.cos_sin(step.positions, x.scalar_type());  // [batch, seq, d]
+  layer_step.full.cos = step.for_layers(cos);
+  layer_step.full.sin = step.for_layers(sin);
   layer_step.sliding = layer_step.full;
   const auto& layers = layers_.chunk(chunk);
   if (std::any_of(layers.begin(), layers.end(), [](const auto& l) { return l->sliding(); })) {
     layer_step.sliding.mask =
-        layers::attention_mask({.sliding_window = config_.sliding_window}, inputs.attention_mask,
-                               x.size(0), x.size(1), step.past, x.device());
+        layers::forward_step(inputs, first, {.sliding_window = config_.sliding_window},
+                             sequence_parallelism())
+            .mask;
   }
   x = layers_.forward(chunk, x, layer_step);
-  return ends_model(chunk) ? norm_->forward(x) : x;
+  return ends_model(chunk) ? norm_->forward(step.join(x)) : x;
 }
 
 }  // namespace shardformer::llama

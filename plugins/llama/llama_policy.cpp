@@ -19,7 +19,9 @@ Policy llama_policy(bool tied) {
           {"layers.*.mlp.up_proj", column},
           {"layers.*.mlp.down_proj", row},
       },
-      tied ? std::vector<std::string>{"embed_tokens.weight"} : std::vector<std::string>{});
+      tied ? std::vector<std::string>{"embed_tokens.weight"} : std::vector<std::string>{},
+      {SequenceParallelMode::kSplitGather, SequenceParallelMode::kAllToAll,
+       SequenceParallelMode::kRingAttn});
 }
 
 }  // namespace shardformer::llama

@@ -29,7 +29,11 @@ void Model::bind(const BuildContext& ctx) {
 void Model::bind(std::shared_ptr<ShardingPlan> plan, const ParallelContext* parallel) {
   sharding_ = std::move(plan);
   if (parallel != nullptr && parallel->pipeline != nullptr) pipeline_ = *parallel->pipeline;
-  if (parallel != nullptr) shared_patterns_ = parallel->policy.shared_parameters();
+  if (parallel != nullptr) {
+    shared_patterns_ = parallel->policy.shared_parameters();
+    sequence_ = {.mode = parallel->config.sequence_parallelism_mode,
+                 .group = parallel->sequence_group()};
+  }
 }
 
 void Model::set_recompute(const layers::RecomputePolicy& policy) {

@@ -484,7 +484,7 @@ const ErrorCase kErrorCases[] = {
     {"UnknownKeyNoSuggestionBeyondTwoEdits",
      "[parallel]\ntpsz = 2\n",
      "2:1",
-     {"unknown key 'tpsz' in [parallel]", "(known: tp_size, pp_size, dp_size, timeout_seconds)"}},
+     {"unknown key 'tpsz' in [parallel]", "(known: tp_size, pp_size, sp_size, dp_size, timeout_seconds)"}},
     {"ShardPolicyUnknownStyle",
      "[shard]\n[[shard.policy]]\nmodule = \"h.*.mlp.c_fc\"\nstyle = \"diagonal\"\n",
      "4:9",

@@ -80,7 +80,9 @@ std::vector<StepMetrics> run_and_check(Trainer& trainer, const SafetensorsFile& 
     const double norm = norms[s].item<double>();
     EXPECT_NEAR(m.grad_norm, norm, kNormRtol * norm) << what << ", grad norm of step " << s;
     EXPECT_NEAR(m.lr, lrs[s].item<double>(), 1e-15) << what << ", lr of step " << s;
-    if (causal) EXPECT_EQ(m.tokens, 8 * 31) << what;
+    if (causal) {
+      EXPECT_EQ(m.tokens, 8 * 31) << what;
+    }
     steps.push_back(m);
   }
   std::printf("%s: max |loss - torch| over %lld steps = %.3g\n", what.c_str(),

@@ -7,6 +7,7 @@
 #include "shardformer/layers/recompute.h"
 #include "shardformer/parallel/pipeline_stage_manager.h"
 #include "shardformer/parallel/policy.h"
+#include "shardformer/parallel/sequence_split.h"
 #include "shardformer/parallel/tensor_shard.h"
 
 #include <ATen/Tensor.h>
@@ -106,6 +107,9 @@ class Model : public torch::nn::Module {
   // (e.g. GPT-2's tied wte, held by the first and the last stage).
   const std::vector<std::string>& shared_patterns() const { return shared_patterns_; }
   std::vector<std::string> shared_parameters(size_t pattern) const;
+  // How the sequence is split across ranks (inactive: it is not).
+  const SequenceParallelism& sequence_parallelism() const { return sequence_; }
+
   // Activation checkpointing: which layers of every LayerStack recompute in backward (training
   // mode only). Throws ConfigError when the policy does not fit this stage, or when it asks for
   // recomputation and the model holds no LayerStack.
@@ -123,6 +127,7 @@ class Model : public torch::nn::Module {
   std::shared_ptr<CheckpointUsage> usage_ = std::make_shared<CheckpointUsage>();
   std::optional<PipelineStageManager> pipeline_;
   std::vector<std::string> shared_patterns_;
+  SequenceParallelism sequence_;
 };
 
 // Every parameter of `model` as the full HF tensor (gathered over `group` when split); with

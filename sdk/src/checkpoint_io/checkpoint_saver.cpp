@@ -103,7 +103,8 @@ std::map<std::string, at::Tensor> tensors_to_write(const Model& model,
       for (const std::string& name : names) write_shared[name] = -lowest.item<int64_t>() == stage;
     }
   }
-  const bool writer = mesh == nullptr || (mesh->coordinate().tp == 0 && mesh->coordinate().dp == 0);
+  const bool writer = mesh == nullptr || (mesh->coordinate().tp == 0 &&
+                                          mesh->coordinate().dp == 0 && mesh->coordinate().sp == 0);
   std::map<std::string, at::Tensor> result;
   for (const auto& [name, value] : values) {
     const auto shard = model.sharding().find(name);

@@ -50,29 +50,55 @@ struct ReduceFromParallelRegion : torch::autograd::Function<ReduceFromParallelRe
   }
 };
 
-struct GatherFromParallelRegion : torch::autograd::Function<GatherFromParallelRegion> {
+// What a collective along one dimension does in one direction.
+enum class DimOp : int64_t { kGather, kKeepSlice, kReduceScatter };
+
+at::Tensor apply_dim_op(DimOp op, const at::Tensor& t, const ProcessGroup& group, int64_t dim) {
+  switch (op) {
+    case DimOp::kGather: return group.all_gather(t, dim);
+    case DimOp::kKeepSlice: return local_slice(t, group, dim);
+    default: return group.reduce_scatter(t, dim);
+  }
+}
+
+// Forward `forward_op` along `dim`, backward `backward_op` (the mappings of Megatron's tensor
+// and sequence parallelism are pairs of these).
+struct DimCollective : torch::autograd::Function<DimCollective> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input,
-                            const ProcessGroup* group, int64_t dim) {
+                            const ProcessGroup* group, int64_t dim, DimOp forward_op,
+                            DimOp backward_op) {
     save_group(ctx, *group);
     ctx->saved_data["dim"] = dim;
-    return group->all_gather(input, dim);
+    ctx->saved_data["backward_op"] = static_cast<int64_t>(backward_op);
+    return apply_dim_op(forward_op, input, *group, dim);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    return {local_slice(grads[0], saved_group(ctx), ctx->saved_data["dim"].toInt()), at::Tensor(),
-            at::Tensor()};
+    const auto op = static_cast<DimOp>(ctx->saved_data["backward_op"].toInt());
+    return {apply_dim_op(op, grads[0], saved_group(ctx), ctx->saved_data["dim"].toInt()),
+            at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
-struct ScatterToParallelRegion : torch::autograd::Function<ScatterToParallelRegion> {
+// One all-to-all: blocks along scatter_dim out, received blocks along gather_dim.
+at::Tensor exchange(const at::Tensor& input, const ProcessGroup& group, int64_t scatter_dim,
+                    int64_t gather_dim) {
+  const std::vector<at::Tensor> blocks = input.chunk(group.size(), scatter_dim);
+  const at::Tensor received = group.all_to_all(at::stack(blocks));  // [size, ...block]
+  return at::cat(received.unbind(0), gather_dim);
+}
+
+struct AllToAll : torch::autograd::Function<AllToAll> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input,
-                            const ProcessGroup* group, int64_t dim) {
+                            const ProcessGroup* group, int64_t scatter_dim, int64_t gather_dim) {
     save_group(ctx, *group);
-    ctx->saved_data["dim"] = dim;
-    return local_slice(input, *group, dim);
+    ctx->saved_data["scatter"] = scatter_dim;
+    ctx->saved_data["gather"] = gather_dim;
+    return exchange(input, *group, scatter_dim, gather_dim);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    return {saved_group(ctx).all_gather(grads[0], ctx->saved_data["dim"].toInt()), at::Tensor(),
-            at::Tensor()};
+    return {exchange(grads[0], saved_group(ctx), ctx->saved_data["gather"].toInt(),
+                     ctx->saved_data["scatter"].toInt()),
+            at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -81,6 +107,26 @@ int64_t wrap_dim(const at::Tensor& tensor, int64_t dim) {
 }
 
 }  // namespace
+
+at::Tensor gather_forward_reduce_scatter_backward(const at::Tensor& input,
+                                                  const ProcessGroup& group, int64_t dim) {
+  if (group.size() == 1) return input;
+  return DimCollective::apply(input, &group, wrap_dim(input, dim), DimOp::kGather,
+                              DimOp::kReduceScatter);
+}
+
+at::Tensor reduce_scatter_forward_gather_backward(const at::Tensor& input,
+                                                  const ProcessGroup& group, int64_t dim) {
+  if (group.size() == 1) return input;
+  return DimCollective::apply(input, &group, wrap_dim(input, dim), DimOp::kReduceScatter,
+                              DimOp::kGather);
+}
+
+at::Tensor all_to_all(const at::Tensor& input, const ProcessGroup& group, int64_t scatter_dim,
+                      int64_t gather_dim) {
+  if (group.size() == 1) return input;
+  return AllToAll::apply(input, &group, wrap_dim(input, scatter_dim), wrap_dim(input, gather_dim));
+}
 
 at::Tensor copy_to_parallel_region(const at::Tensor& input, const ProcessGroup& group) {
   if (group.size() == 1) return input;
@@ -95,13 +141,15 @@ at::Tensor reduce_from_parallel_region(const at::Tensor& input, const ProcessGro
 at::Tensor gather_from_parallel_region(const at::Tensor& input, const ProcessGroup& group,
                                        int64_t dim) {
   if (group.size() == 1) return input;
-  return GatherFromParallelRegion::apply(input, &group, wrap_dim(input, dim));
+  return DimCollective::apply(input, &group, wrap_dim(input, dim), DimOp::kGather,
+                              DimOp::kKeepSlice);
 }
 
 at::Tensor scatter_to_parallel_region(const at::Tensor& input, const ProcessGroup& group,
                                       int64_t dim) {
   if (group.size() == 1) return input;
-  return ScatterToParallelRegion::apply(input, &group, wrap_dim(input, dim));
+  return DimCollective::apply(input, &group, wrap_dim(input, dim), DimOp::kKeepSlice,
+                              DimOp::kGather);
 }
 
 }  // namespace shardformer::distributed

@@ -87,6 +87,91 @@ at::Tensor ProcessGroup::all_gather(const at::Tensor& tensor, int64_t dim) const
   return at::cat(outputs[0], dim);
 }
 
+namespace {
+
+// A collective from `input` into `output` without waiting (output_is_larger: the output holds
+// group-size times the input's elements, as an all-gather's; else the reverse); a group of one
+// copies.
+template <typename Start>
+PendingWork start_single(const std::shared_ptr<ProcessGroup::Impl>& impl, const char* op,
+                         const at::Tensor& input, at::Tensor& output, bool output_is_larger,
+                         Start start) {
+  auto state = std::make_shared<PendingWork::State>();
+  state->group = impl;
+  state->op = op;
+  if (impl->size == 1) {
+    output.copy_(input);
+    state->done = true;
+    return PendingWork(std::move(state));
+  }
+  const int64_t larger = output_is_larger ? output.numel() : input.numel();
+  const int64_t smaller = output_is_larger ? input.numel() : output.numel();
+  if (!input.is_contiguous() || !output.is_contiguous() || larger != smaller * impl->size) {
+    throw Error(str(op, " on group '", impl->name, "': contiguous tensors with the ",
+                    output_is_larger ? "output" : "input", " group-size times the other"));
+  }
+  state->tensor = input;
+  state->keep = output;
+  at::Tensor in = input;
+  state->work = issue(*impl, op, [&] { return start(output, in); });
+  return PendingWork(std::move(state));
+}
+
+}  // namespace
+
+PendingWork ProcessGroup::all_gather_into_async(const at::Tensor& input, at::Tensor& output) const {
+  if (impl_->size > 1) {
+    impl_->stats.all_gathers += 1;
+    impl_->stats.all_gather_elements += input.numel();
+  }
+  return start_single(
+      impl_, "all_gather", input, output, true,
+      [&](at::Tensor& out, at::Tensor& in) { return impl_->backend->all_gather_single(out, in); });
+}
+
+at::Tensor ProcessGroup::reduce_scatter(const at::Tensor& tensor, int64_t dim) const {
+  if (impl_->size == 1) return tensor;
+  dim = dim < 0 ? dim + tensor.dim() : dim;
+  const at::Tensor input = tensor.movedim(dim, 0).contiguous();  // [size * n, ..]
+  if (input.size(0) % impl_->size != 0) {
+    throw Error(str("reduce_scatter on group '", impl_->name, "': dimension ", dim, " of size ",
+                    input.size(0), " does not divide by ", impl_->size));
+  }
+  auto shape = input.sizes().vec();
+  shape[0] /= impl_->size;
+  at::Tensor output = at::empty(shape, input.options());
+  reduce_scatter_async(input, output).wait();
+  return output.movedim(0, dim);
+}
+
+PendingWork ProcessGroup::reduce_scatter_async(const at::Tensor& input, at::Tensor& output) const {
+  if (impl_->size > 1) {
+    impl_->stats.reduce_scatters += 1;
+    impl_->stats.reduce_scatter_elements += input.numel();
+  }
+  return start_single(impl_, "reduce_scatter", input, output, false,
+                      [&](at::Tensor& out, at::Tensor& in) {
+                        return impl_->backend->reduce_scatter_single(out, in);
+                      });
+}
+
+at::Tensor ProcessGroup::all_to_all(const at::Tensor& tensor) const {
+  if (impl_->size == 1) return tensor;
+  at::Tensor input = tensor.contiguous();
+  if (input.size(0) % impl_->size != 0) {
+    throw Error(str("all_to_all on group '", impl_->name, "': dimension 0 of size ", input.size(0),
+                    " does not divide by ", impl_->size));
+  }
+  impl_->stats.all_to_alls += 1;
+  impl_->stats.all_to_all_elements += input.numel();
+  at::Tensor output = at::empty_like(input);
+  std::vector<int64_t> counts;  // empty: equal blocks
+  wait_for(*impl_, "all_to_all", issue(*impl_, "all_to_all", [&] {
+    return impl_->backend->all_to_all_single(output, input, counts, counts);
+  }));
+  return output;
+}
+
 void ProcessGroup::broadcast_(at::Tensor& tensor, int root) const {
   if (impl_->size == 1) return;
   impl_->stats.broadcasts += 1;

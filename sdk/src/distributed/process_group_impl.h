@@ -20,6 +20,7 @@ struct PendingWork::State {
   std::shared_ptr<ProcessGroup::Impl> group;
   c10::intrusive_ptr<c10d::Work> work;
   at::Tensor tensor;  // alive until the operation completes
+  at::Tensor keep;    // a second one (a collective's output)
   const char* op = "send";
   bool done = false;
 };

@@ -120,9 +120,9 @@ ProcessGroup single_rank_group(const std::string& name) {
 
 // The shape, after checking it and the rank (before anything divides by its sizes).
 MeshShape checked(const MeshShape& shape, int rank) {
-  if (shape.dp < 1 || shape.pp < 1 || shape.tp < 1) {
-    throw Error(
-        str("mesh sizes must be >= 1 (dp ", shape.dp, ", pp ", shape.pp, ", tp ", shape.tp, ")"));
+  if (shape.dp < 1 || shape.pp < 1 || shape.sp < 1 || shape.tp < 1) {
+    throw Error(str("mesh sizes must be >= 1 (dp ", shape.dp, ", pp ", shape.pp, ", sp ", shape.sp,
+                    ", tp ", shape.tp, ")"));
   }
   if (rank < 0 || rank >= shape.world_size()) {
     throw Error(str("rank ", rank, " is outside a mesh of ", shape.world_size(), " ranks"));
@@ -139,14 +139,8 @@ ProcessMesh::ProcessMesh(int rank, MeshShape shape, const MeshOptions& options)
       world_(single_rank_group("world")),
       tp_(single_rank_group("tp")),
       pp_(single_rank_group("pp")),
-      dp_(single_rank_group("dp")) {
-  if (shape.dp < 1 || shape.pp < 1 || shape.tp < 1) {
-    throw Error(
-        str("mesh sizes must be >= 1 (dp ", shape.dp, ", pp ", shape.pp, ", tp ", shape.tp, ")"));
-  }
-  if (rank < 0 || rank >= shape.world_size()) {
-    throw Error(str("rank ", rank, " is outside a mesh of ", shape.world_size(), " ranks"));
-  }
+      dp_(single_rank_group("dp")),
+      sp_(single_rank_group("sp")) {
   if (shape.world_size() == 1) return;
   // A peer that dies closes its sockets; writing to one must fail the collective with an
   // error, not kill this process with SIGPIPE (Python, PyTorch's usual host, ignores it too).
@@ -155,7 +149,7 @@ ProcessMesh::ProcessMesh(int rank, MeshShape shape, const MeshOptions& options)
   r.device = gloo_device(options);
   std::vector<int64_t> everyone;
   for (int64_t i = 0; i < shape.world_size(); ++i) everyone.push_back(i);
-  // Every rank creates its groups in the same order: world, tp, pp, dp.
+  // Every rank creates its groups in the same order: world, tp, pp, dp, sp.
   world_ = r.make_group("world", everyone);
   tp_ =
       r.make_group("tp", r.axis_members([](MeshCoordinate& c, int64_t i) { c.tp = i; }, shape.tp));
@@ -163,8 +157,13 @@ ProcessMesh::ProcessMesh(int rank, MeshShape shape, const MeshOptions& options)
       r.make_group("pp", r.axis_members([](MeshCoordinate& c, int64_t i) { c.pp = i; }, shape.pp));
   dp_ =
       r.make_group("dp", r.axis_members([](MeshCoordinate& c, int64_t i) { c.dp = i; }, shape.dp));
+  if (shape.sp > 1) {
+    sp_ = r.make_group("sp",
+                       r.axis_members([](MeshCoordinate& c, int64_t i) { c.sp = i; }, shape.sp));
+  }
   log::debug(str("mesh ready: dp ", coordinate_.dp, "/", shape.dp, ", pp ", coordinate_.pp, "/",
-                 shape.pp, ", tp ", coordinate_.tp, "/", shape.tp));
+                 shape.pp, ", sp ", coordinate_.sp, "/", shape.sp, ", tp ", coordinate_.tp, "/",
+                 shape.tp));
 }
 
 }  // namespace shardformer::distributed

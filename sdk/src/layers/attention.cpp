@@ -1,7 +1,12 @@
 // Masks, ALiBi, grouped-query attention over the KV cache, with SDPA or explicit scores.
 #include "shardformer/layers/attention.h"
 
+#include "shardformer/distributed/comm_ops.h"
+#include "shardformer/distributed/process_group.h"
+#include "shardformer/error.h"
 #include "shardformer/layers/dropout.h"
+#include "shardformer/layers/ring_attention.h"
+#include "shardformer/strings.h"
 
 #include <ATen/ATen.h>
 
@@ -65,8 +70,9 @@ at::Tensor repeat_kv(const at::Tensor& x, int64_t groups) {
   return groups == 1 ? x : x.repeat_interleave(groups, 1);
 }
 
+// first_head: the first of this rank's heads that q holds (Ulysses holds a share of them).
 at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                  const AttentionArgs& args) {
+                  const AttentionArgs& args, int64_t first_head = 0) {
   const bool explicit_scores = args.dropout != nullptr && args.dropout->active();
   if (!explicit_scores && !args.bias.defined()) {
     return at::scaled_dot_product_attention(q, k, v, args.mask, /*dropout_p=*/0.0,
@@ -84,14 +90,57 @@ at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
   if (args.mask.defined() && !args.bias.defined()) {
     probs = probs.masked_fill(args.mask.logical_not(), 0.0);  // fully masked rows: 0, not NaN
   }
-  if (args.dropout != nullptr) probs = args.dropout->forward(probs);
+  if (args.dropout != nullptr) probs = args.dropout->forward(probs, first_head);
   return at::matmul(probs, v);  // [b, h, q, head_dim]
+}
+
+// DeepSpeed-Ulysses: q [b, heads, seq/sp, d] -> [b, heads/sp, seq, d] by all-to-all (k, v too),
+// attention over the whole sequence, and back -> [b, heads, seq/sp, d].
+at::Tensor ulysses(const at::Tensor& q, at::Tensor k, at::Tensor v, const AttentionArgs& args) {
+  const distributed::ProcessGroup& group = args.sequence->group();
+  const int64_t size = group.size(), heads = q.size(1);
+  if (heads % size != 0) {
+    throw ModelError(str("all_to_all sequence parallelism: this rank's ", heads,
+                         " attention heads do not divide by sp_size = ", size));
+  }
+  if (k.size(1) % size != 0) {  // fewer key / value heads than ranks: share them out whole
+    k = repeat_kv(k, heads / k.size(1));
+    v = repeat_kv(v, heads / v.size(1));
+  }
+  const auto scatter_heads = [&](const at::Tensor& t) {
+    return distributed::all_to_all(t, group, /*scatter_dim=*/1, /*gather_dim=*/2);
+  };
+  const at::Tensor keys = scatter_heads(k), values = scatter_heads(v);
+  const at::Tensor out = attend(scatter_heads(q), repeat_kv(keys, heads / k.size(1)),
+                                repeat_kv(values, heads / v.size(1)), args,
+                                group.rank() * (heads / size));  // [b, heads/sp, seq, d]
+  return distributed::all_to_all(out, group, /*scatter_dim=*/2, /*gather_dim=*/1);
+}
+
+at::Tensor ring(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                const AttentionArgs& args) {
+  if (args.bias.defined()) throw ModelError("ring attention does not support ALiBi biases");
+  if (args.dropout != nullptr && args.dropout->active()) {
+    throw ModelError(
+        "ring attention does not support attention-probability dropout in training; set the "
+        "model's attention dropout to 0 or use sequence_parallelism_mode = \"all_to_all\"");
+  }
+  return ring_attention(q, k, v, args.scale, *args.sequence);
 }
 
 }  // namespace
 
 at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                      const AttentionArgs& args) {
+  if (args.sequence != nullptr && args.sequence->mode() != SequenceParallelMode::kSplitGather) {
+    if (args.upcast && q.scalar_type() != at::kFloat && q.scalar_type() != at::kDouble) {
+      throw ModelError("reorder_and_upcast_attn is not supported under sequence parallelism");
+    }
+    const at::Tensor out = args.sequence->mode() == SequenceParallelMode::kAllToAll
+                               ? ulysses(q, k, v, args)
+                               : ring(q, k, v, args);  // [b, heads, seq/sp, d]
+    return out.transpose(1, 2).reshape({q.size(0), q.size(2), -1});
+  }
   at::Tensor keys = k, values = v;
   if (args.cache != nullptr) std::tie(keys, values) = args.cache->append(args.layer, k, v);
   const int64_t groups = q.size(1) / keys.size(1);

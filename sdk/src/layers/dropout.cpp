@@ -60,20 +60,32 @@ Dropout::Dropout(const BuildContext& ctx, double p, DropoutSlices slices)
   }
 }
 
-at::Tensor Dropout::forward(const at::Tensor& input) {
+at::Tensor Dropout::forward(const at::Tensor& input, const SequenceSplit* sequence) {
+  if (!active() || sequence == nullptr) return forward(input);
+  if (slices_) throw Error(str(path_, ": a sliced dropout cannot take a sequence split"));
+  auto shape = input.sizes().vec();  // [batch, seq, ...]: the whole sequence's mask
+  shape[1] = sequence->length();
+  const at::Tensor keep = at::empty(shape, input.options()).bernoulli_(1.0 - p_, streams_[0]);
+  return input * sequence->local(keep) / (1.0 - p_);
+}
+
+at::Tensor Dropout::forward(const at::Tensor& input, int64_t first_slice) {
   if (!active()) return input;
   at::Tensor keep;
   if (!slices_) {
     keep = at::empty_like(input, at::MemoryFormat::Contiguous).bernoulli_(1.0 - p_, streams_[0]);
   } else {
     const int64_t dim = slices_->dim < 0 ? slices_->dim + input.dim() : slices_->dim;
-    if (input.size(dim) != slices_->count) {
-      throw Error(str(path_, ": dropout input has ", input.size(dim), " slices along dim ", dim,
-                      ", expected ", slices_->count));
+    if (first_slice < 0 || first_slice + input.size(dim) > slices_->count) {
+      throw Error(str(path_, ": dropout input has slices ", first_slice, "..",
+                      first_slice + input.size(dim), " along dim ", dim, " of this rank's ",
+                      slices_->count));
     }
     // [slices, ...rest]: each slice contiguous, drawn from its own stream.
     keep = at::empty(input.movedim(dim, 0).sizes(), input.options());
-    for (int64_t i = 0; i < slices_->count; ++i) keep[i].bernoulli_(1.0 - p_, streams_[i]);
+    for (int64_t i = 0; i < input.size(dim); ++i) {
+      keep[i].bernoulli_(1.0 - p_, streams_[static_cast<size_t>(first_slice + i)]);
+    }
     keep = keep.movedim(0, dim);
   }
   return input * keep / (1.0 - p_);

@@ -1,4 +1,4 @@
-// Past length, positions and mask of one forward pass.
+// Past length, positions, mask and sequence split of one forward pass.
 #include "shardformer/layers/forward_step.h"
 
 #include "shardformer/error.h"
@@ -8,8 +8,14 @@
 
 namespace shardformer::layers {
 
+at::Tensor ForwardStep::for_layers(const at::Tensor& t) const {
+  if (!sequence) return t;
+  return sequence->mode() == SequenceParallelMode::kSplitGather ? sequence->pad(t)
+                                                                : sequence->local(t);
+}
+
 ForwardStep forward_step(const ForwardInputs& inputs, int64_t first_layer,
-                         const MaskOptions& options) {
+                         const MaskOptions& options, const SequenceParallelism& sp) {
   const at::Tensor& ids = inputs.input_ids;  // [batch, seq]
   const int64_t batch = ids.size(0), seq = ids.size(1);
   ForwardStep step;
@@ -18,7 +24,27 @@ ForwardStep forward_step(const ForwardInputs& inputs, int64_t first_layer,
       inputs.position_ids.defined()
           ? inputs.position_ids
           : at::arange(step.past, step.past + seq, ids.options()).unsqueeze(0).expand({batch, seq});
-  step.mask = attention_mask(options, inputs.attention_mask, batch, seq, step.past, ids.device());
+  if (!sp.active()) {
+    step.mask = attention_mask(options, inputs.attention_mask, batch, seq, step.past, ids.device());
+    return step;
+  }
+  const char* mode = sequence_mode_name(sp.mode);
+  if (inputs.cache != nullptr) {
+    throw ModelError(str("sequence parallelism (", mode, ") runs forward passes and training; ",
+                         "generation with a KV cache needs shard.enable_sequence_parallelism = "
+                         "false"));
+  }
+  if (!options.causal) {
+    throw ModelError(str("sequence parallelism (", mode, ") needs a causal model"));
+  }
+  if (sp.mode == SequenceParallelMode::kRingAttn && options.sliding_window > 0) {
+    throw ModelError("ring attention does not support sliding-window attention layers");
+  }
+  step.sequence = std::make_shared<SequenceSplit>(sp, batch, seq, inputs.attention_mask);
+  if (sp.mode != SequenceParallelMode::kRingAttn) {
+    const int64_t padded = step.sequence->padded_length();
+    step.mask = attention_mask(options, step.sequence->padding(), batch, padded, 0, ids.device());
+  }
   return step;
 }
 

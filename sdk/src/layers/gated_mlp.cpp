@@ -24,8 +24,10 @@ GatedMLP::GatedMLP(const BuildContext& ctx, int64_t hidden_size, int64_t interme
 }
 
 at::Tensor GatedMLP::forward(const at::Tensor& x) {
-  const at::Tensor h =  // [batch, seq, intermediate/tp]
-      apply_activation(activation_, gate_proj_->forward(x)) * up_proj_->forward(x);
+  // gate and up read one input, communicated once (they are split alike).
+  const std::vector<at::Tensor> gate_up =
+      forward_shared_input({gate_proj_.get(), up_proj_.get()}, x);
+  const at::Tensor h = apply_activation(activation_, gate_up[0]) * gate_up[1];  // [b, s, i/tp]
   return down_proj_->forward(h);  // [batch, seq, hidden]
 }
 

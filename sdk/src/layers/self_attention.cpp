@@ -61,13 +61,17 @@ SelfAttention::SelfAttention(const BuildContext& ctx, const SelfAttentionOptions
 }
 
 at::Tensor SelfAttention::forward(const at::Tensor& x, const AttentionStep& step) {
-  const int64_t batch = x.size(0), seq = x.size(1);
-  // [batch, seq, heads * head_dim] -> [batch, seq, heads, head_dim]: norms act per head.
-  at::Tensor q = q_proj_->forward(x);
+  // [batch, seq, heads * head_dim] -> [batch, seq, heads, head_dim]: norms act per head. Under
+  // split_gather the projections gather the sequence: seq is the whole of it, not x's.
+  // q / k / v read one input, communicated once (q_proj, k_proj and v_proj are split alike).
+  const std::vector<at::Tensor> qkv =
+      forward_shared_input({q_proj_.get(), k_proj_.get(), v_proj_.get()}, x);
+  at::Tensor q = qkv[0];
+  const int64_t batch = q.size(0), seq = q.size(1);
   if (scale_queries_) q = q * scale_;
   q = q.view({batch, seq, heads_, head_dim_});
-  at::Tensor k = k_proj_->forward(x).view({batch, seq, kv_heads_, head_dim_});
-  const at::Tensor v = v_proj_->forward(x).view({batch, seq, kv_heads_, head_dim_});
+  at::Tensor k = qkv[1].view({batch, seq, kv_heads_, head_dim_});
+  const at::Tensor v = qkv[2].view({batch, seq, kv_heads_, head_dim_});
   if (q_norm_) {
     q = q_norm_->forward(q);
     k = k_norm_->forward(k);
@@ -80,7 +84,8 @@ at::Tensor SelfAttention::forward(const at::Tensor& x, const AttentionStep& step
                                     .scale = scale_queries_ ? 1.0 : scale_,
                                     .dropout = dropout_.get(),
                                     .cache = step.cache,
-                                    .layer = layer_idx_});  // [batch, seq, heads * head_dim]
+                                    .layer = layer_idx_,
+                                    .sequence = step.sequence.get()});  // [b, seq, heads * d]
   return o_proj_->forward(out);
 }
 

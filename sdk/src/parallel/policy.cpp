@@ -3,6 +3,9 @@
 
 #include "shardformer/distributed/process_group.h"
 #include "shardformer/error.h"
+#include "shardformer/strings.h"
+
+#include <algorithm>
 
 #include <array>
 #include <utility>
@@ -29,6 +32,23 @@ constexpr std::array<std::pair<std::string_view, ShardKind>, 5> kKindNames{{
     {"embedding_dim", ShardKind::kEmbeddingDim},
 }};
 
+constexpr std::array<std::pair<std::string_view, SequenceParallelMode>, 3> kModeNames{{
+    {"split_gather", SequenceParallelMode::kSplitGather},
+    {"all_to_all", SequenceParallelMode::kAllToAll},
+    {"ring_attn", SequenceParallelMode::kRingAttn},
+}};
+
+void check_family_sequence_modes(const ParallelContext& context, const Policy& family_policy) {
+  const ShardConfig& c = context.config;
+  if (!c.enable_sequence_parallelism) return;
+  const auto& modes = family_policy.sequence_modes();
+  if (std::find(modes.begin(), modes.end(), c.sequence_parallelism_mode) == modes.end()) {
+    throw ConfigError(str("shard.sequence_parallelism_mode = \"",
+                          sequence_mode_name(c.sequence_parallelism_mode),
+                          "\": this model family does not support it"));
+  }
+}
+
 }  // namespace
 
 bool Policy::matches(std::string_view pattern, std::string_view path) {
@@ -52,16 +72,24 @@ int ParallelContext::tp_size() const { return tp ? tp->size() : 1; }
 int ParallelContext::tp_rank() const { return tp ? tp->rank() : 0; }
 int ParallelContext::dp_rank() const { return dp ? dp->rank() : 0; }
 
+const distributed::ProcessGroup* ParallelContext::sequence_group() const {
+  if (!config.enable_sequence_parallelism) return nullptr;
+  return config.sequence_parallelism_mode == SequenceParallelMode::kSplitGather ? tp : sp;
+}
+
 ParallelContext with_family_policy(const ParallelContext* job, const Policy& family_policy) {
   ParallelContext result;
   result.policy = family_policy;
   if (job != nullptr) {
     result.tp = job->tp;
     result.dp = job->dp;
+    result.sp = job->sp;
     result.pipeline = job->pipeline;
     result.config = job->config;
     for (const auto& rule : job->policy.rules()) result.policy.add(rule);
   }
+  check_sequence_layout(result);
+  check_family_sequence_modes(result, family_policy);
   return result;
 }
 
@@ -78,6 +106,55 @@ ShardKind parse_shard_kind(std::string_view name) {
   }
   throw ConfigError("unknown shard style '" + std::string(name) +
                     "' (expected replicate, column, row, vocab or embedding_dim)");
+}
+
+void check_sequence_layout(const ParallelContext& context) {
+  const ShardConfig& c = context.config;
+  if (!c.enable_sequence_parallelism) {
+    if (context.sp != nullptr && context.sp->size() > 1) {
+      throw ConfigError(str("parallel.sp_size = ", context.sp->size(),
+                            " needs shard.enable_sequence_parallelism = true"));
+    }
+    return;
+  }
+  const char* mode = sequence_mode_name(c.sequence_parallelism_mode);
+  if (c.sequence_parallelism_mode == SequenceParallelMode::kSplitGather) {
+    if (!context.tensor_parallel()) {
+      throw ConfigError(
+          "shard.sequence_parallelism_mode = \"split_gather\" splits the sequence over the "
+          "tensor-parallel group: it needs parallel.tp_size > 1 and "
+          "shard.enable_tensor_parallelism = true");
+    }
+    if (context.sp != nullptr && context.sp->size() > 1) {
+      throw ConfigError(
+          str("shard.sequence_parallelism_mode = \"split_gather\" uses the tp "
+              "group; parallel.sp_size = ",
+              context.sp->size(), " is for all_to_all and ring_attn"));
+    }
+  } else if (context.sp == nullptr || context.sp->size() < 2) {
+    throw ConfigError(str("shard.sequence_parallelism_mode = \"", mode,
+                          "\" splits the sequence over the sp axis: set parallel.sp_size > 1"));
+  }
+  if (c.enable_sequence_overlap &&
+      c.sequence_parallelism_mode != SequenceParallelMode::kSplitGather) {
+    throw ConfigError(
+        str("shard.enable_sequence_overlap applies to split_gather only, not ", mode));
+  }
+}
+
+const char* sequence_mode_name(SequenceParallelMode mode) {
+  for (const auto& [name, m] : kModeNames) {
+    if (m == mode) return name.data();
+  }
+  return "?";
+}
+
+SequenceParallelMode parse_sequence_mode(std::string_view name) {
+  for (const auto& [known, mode] : kModeNames) {
+    if (known == name) return mode;
+  }
+  throw ConfigError("unknown sequence_parallelism_mode '" + std::string(name) +
+                    "' (expected split_gather, all_to_all or ring_attn)");
 }
 
 }  // namespace shardformer

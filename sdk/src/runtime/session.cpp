@@ -53,8 +53,14 @@ Session::Session(SessionOptions options, const ModelFactory& factory,
 
   parallel_.tp = mesh_ ? &mesh_->tp() : nullptr;
   parallel_.dp = mesh_ ? &mesh_->dp() : nullptr;
+  parallel_.sp = mesh_ ? &mesh_->sp() : nullptr;
   parallel_.config = options_.shard;
   parallel_.policy = options_.overrides;
+  try {
+    check_sequence_layout(parallel_);
+  } catch (const ConfigError& e) {
+    fail_config(e.what());
+  }
   const int64_t pp = mesh_ ? mesh_->shape().pp : 1;
   if (pp > 1) {
     if (options_.device.is_cuda()) {
@@ -156,6 +162,11 @@ at::Tensor Session::train_step(const ForwardInputs& batch, const at::Tensor& lab
 
 GenerationResult Session::generate(const std::vector<std::vector<int64_t>>& prompts,
                                    const GenerationConfig& config) {
+  if (model_->sequence_parallelism().active()) {
+    fail_config(
+        "generation runs without sequence parallelism (decoding adds one token at a time): set "
+        "shard.enable_sequence_parallelism = false");
+  }
   if (stages_) return pipeline::pipeline_greedy_generate(*model_, mesh_->pp(), prompts, config);
   return greedy_generate(*model_, prompts, config);
 }

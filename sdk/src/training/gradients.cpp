@@ -2,6 +2,7 @@
 #include "shardformer/training/gradients.h"
 
 #include "shardformer/error.h"
+#include "shardformer/layers/layer_stack.h"
 #include "shardformer/strings.h"
 
 #include <ATen/ATen.h>
@@ -28,6 +29,23 @@ void sync_partial_gradients(Model& model, const distributed::ProcessGroup& tp) {
     const at::Tensor all = tp.all_gather(grad.unsqueeze(0), 0);  // [tp, ...]
     const int64_t first = (tp.rank() / s.replicas) * s.replicas;
     grad.copy_(all.narrow(0, first, s.replicas).sum(0));
+  }
+}
+
+void sync_sequence_gradients(Model& model) {
+  const SequenceParallelism& sp = model.sequence_parallelism();
+  if (!sp.active()) return;
+  const bool split_gather = sp.mode == SequenceParallelMode::kSplitGather;
+  for (const auto& module : model.named_modules()) {
+    if (dynamic_cast<const layers::LayerList*>(module.value().get()) == nullptr) continue;
+    for (const auto& param : module.value()->named_parameters()) {
+      at::Tensor grad = param.value().mutable_grad();
+      if (!grad.defined()) continue;
+      // split_gather: split parameters see the whole (gathered) sequence.
+      const std::string name = module.key() + "." + param.key();
+      if (split_gather && model.sharding().contains(name)) continue;
+      sp.group->all_reduce_(grad);
+    }
   }
 }
 

@@ -205,6 +205,7 @@ StepMetrics Trainer::step() {
     } else {
       all_reduce_gradients(model, mesh->dp(), options_.bucket_bytes);
     }
+    sync_sequence_gradients(model);
     sync_partial_gradients(model, mesh->tp());
   }
   // The norm of the unscaled gradients; inf or nan (fp16 overflow) skips the update.
@@ -364,7 +365,7 @@ void Trainer::save(const fs::path& dir) const {
          {{"scale", scaler_.scale()},
           {"good_steps", scaler_.good_steps()},
           {"skipped_steps", scaler_.skipped_steps()}}},
-        {"layout", {{"dp", shape.dp}, {"pp", shape.pp}, {"tp", shape.tp}}}};
+        {"layout", {{"dp", shape.dp}, {"pp", shape.pp}, {"sp", shape.sp}, {"tp", shape.tp}}}};
     std::ofstream(state / kStateFile) << json.dump(2) << "\n";
     sync_to_disk(state / kStateFile);
     fs::copy_file(session_->checkpoint().config().path(), state / "config.json");
@@ -408,7 +409,8 @@ void Trainer::load(const fs::path& dir) {
   const auto& layout = json.at("layout");
   const fs::path rng =
       state / "rng" / str("rank-", mesh != nullptr ? mesh->rank() : 0, ".safetensors");
-  if (layout.at("dp") == shape.dp && layout.at("pp") == shape.pp && layout.at("tp") == shape.tp &&
+  if (layout.at("dp") == shape.dp && layout.at("pp") == shape.pp &&
+      layout.value("sp", int64_t{1}) == shape.sp && layout.at("tp") == shape.tp &&
       fs::exists(rng)) {
     const SafetensorsFile file(rng);
     std::map<std::string, at::Tensor> states;

@@ -2,7 +2,9 @@
 // (grouped-query attention with fewer KV heads than tp = 4; rope scalings linear, dynamic NTK
 // and Llama 3; head_dim != hidden / heads with attention and MLP biases, gelu and a tied head;
 // bf16 weights in an fp32 job), Mistral (a sliding window shorter than the generation), Qwen2
-// (QKV bias, tied head) and Qwen3 (per-head q / k norms).
+// (QKV bias, tied head) and Qwen3 (per-head q / k norms). Llama (grouped-query heads) under
+// sequence parallelism in every mode, for sequence lengths 11 (padded) and 16, and the
+// collectives of a layer (under split_gather q / k / v and gate / up gather their input once).
 #include "family_checks.h"
 
 using namespace shardformer;
@@ -43,6 +45,62 @@ INSTANTIATE_TEST_SUITE_P(
     [](const auto& info) {
       return shardformer::testing::case_name(std::get<0>(info.param).model,
                                              std::get<1>(info.param));
+    });
+
+// Forward and backward of the 5-layer base model at tp 2; the tp group's collectives.
+void check_llama_step_collectives(const Layout& layout) {
+  shardformer::testing::on_ranks(
+      "tiny-llama", layout,
+      [&](const shardformer::testing::ModelFixture& f, const distributed::ProcessMesh* mesh, int) {
+        const auto session = shardformer::testing::layout_session(f, mesh, "LlamaModel", layout);
+        mesh->tp().reset_stats();
+        const at::Tensor hidden = session->model().forward(f.forward_inputs());
+        const distributed::CommStats forward = mesh->tp().stats();
+        hidden.pow(2).sum().backward();
+        const distributed::CommStats both = mesh->tp().stats();
+        constexpr int64_t kLayers = 5;
+        if (layout.sequence_mode.empty()) {
+          // Forward: o_proj's and down_proj's all-reduces and the embedding's; backward: the
+          // input gradient of each column layer (q, k, v, gate, up).
+          EXPECT_EQ(forward.all_reduces, 2 * kLayers + 1);
+          EXPECT_EQ(both.all_reduces - forward.all_reduces, 5 * kLayers);
+        } else {
+          // split_gather: one all-gather per pair of column groups, one reduce-scatter per row
+          // layer, the final gather; backward mirrors them; only the embedding all-reduces.
+          EXPECT_EQ(forward.all_gathers, 2 * kLayers + 1);
+          EXPECT_EQ(forward.reduce_scatters, 2 * kLayers);
+          EXPECT_EQ(forward.all_reduces, 1);
+          // (the row layers' gradients gathered, the column layers' inputs gathered again
+          // instead of kept, and the gradient of the split after the embeddings gathered).
+          EXPECT_EQ(both.reduce_scatters - forward.reduce_scatters, 2 * kLayers);
+          EXPECT_EQ(both.all_gathers - forward.all_gathers, 4 * kLayers + 1);
+          EXPECT_EQ(both.all_reduces, 1);
+        }
+      });
+}
+
+TEST(LlamaCollectives, TensorParallelLayerReducesEachColumnInputGradient) {
+  check_llama_step_collectives({.tp = 2, .name = "tp2"});
+}
+
+TEST(LlamaCollectives, SplitGatherLayerGathersTwiceAndReduceScattersTwice) {
+  check_llama_step_collectives({.tp = 2, .name = "sg_tp2", .sequence_mode = "split_gather"});
+}
+
+class LlamaSequenceParallel : public ::testing::TestWithParam<std::tuple<std::string, Layout>> {};
+
+TEST_P(LlamaSequenceParallel, MatchesHF) {
+  const auto& [model, layout] = GetParam();
+  shardformer::testing::check_sequence_parallel_against_hf(model, "LlamaForCausalLM", "LlamaModel",
+                                                           layout);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Checkpoints, LlamaSequenceParallel,
+    ::testing::Combine(::testing::Values("tiny-llama", "tiny-llama-even"),
+                       ::testing::ValuesIn(shardformer::testing::sequence_parallel_layouts())),
+    [](const auto& info) {
+      return shardformer::testing::case_name(std::get<0>(info.param), std::get<1>(info.param));
     });
 
 }  // namespace

@@ -14,7 +14,9 @@ namespace shardformer::distributed {
 // Collectives issued by a group since the last reset (a group of one rank issues none).
 struct CommStats {
   int64_t all_reduces = 0, all_reduce_elements = 0;
-  int64_t all_gathers = 0, all_gather_elements = 0;  // elements of the local input
+  int64_t all_gathers = 0, all_gather_elements = 0;          // elements of the local input
+  int64_t reduce_scatters = 0, reduce_scatter_elements = 0;  // elements of the local input
+  int64_t all_to_alls = 0, all_to_all_elements = 0;          // elements of the local input
   int64_t broadcasts = 0, barriers = 0;
   int64_t sends = 0, send_elements = 0, recvs = 0;
 };
@@ -50,6 +52,17 @@ class ProcessGroup {
   PendingWork all_reduce_async(const at::Tensor& tensor) const;
   // The group's tensors concatenated along `dim`, in rank order: [.., size * n, ..].
   at::Tensor all_gather(const at::Tensor& tensor, int64_t dim) const;
+  // Starts an all-gather into `output` ([size * n, ..]: the ranks' `input`s [n, ..] stacked
+  // along dim 0, in rank order); both contiguous and alive until the handle's wait() returned.
+  PendingWork all_gather_into_async(const at::Tensor& input, at::Tensor& output) const;
+  // The sum over the group of `tensor`, this rank's slice of it along `dim` ([.., size * n, ..]
+  // -> [.., n, ..]).
+  at::Tensor reduce_scatter(const at::Tensor& tensor, int64_t dim) const;
+  // Starts reduce_scatter along dim 0 of a contiguous `input` into `output` [n, ..].
+  PendingWork reduce_scatter_async(const at::Tensor& input, at::Tensor& output) const;
+  // All-to-all along dim 0: `tensor` [size * n, ..] sends its i-th block of n to rank i; the
+  // result holds rank i's block for this rank at block i.
+  at::Tensor all_to_all(const at::Tensor& tensor) const;
   void broadcast_(at::Tensor& tensor, int root) const;
   // Point-to-point (pipeline stages): `dst` / `src` are ranks within the group; `tensor` must
   // be contiguous, and recv_ fills a tensor of the sender's shape and dtype.

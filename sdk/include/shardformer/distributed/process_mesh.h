@@ -1,5 +1,6 @@
-// ProcessMesh: the ranks of a job laid out as dp x pp x tp (tp innermost, as Megatron), with
-// one ProcessGroup per axis plus the world, rendezvoused through a c10d TCPStore.
+// ProcessMesh: the ranks of a job laid out as dp x pp x sp x tp (tp innermost, as Megatron; sp
+// splits the sequence for Ulysses and ring attention), with one ProcessGroup per axis plus the
+// world, rendezvoused through a c10d TCPStore.
 #pragma once
 
 #include "shardformer/distributed/process_group.h"
@@ -11,8 +12,8 @@
 namespace shardformer::distributed {
 
 struct MeshShape {
-  int64_t dp = 1, pp = 1, tp = 1;
-  int64_t world_size() const { return dp * pp * tp; }
+  int64_t dp = 1, pp = 1, sp = 1, tp = 1;
+  int64_t world_size() const { return dp * pp * sp * tp; }
 };
 
 struct MeshOptions {
@@ -27,7 +28,7 @@ struct MeshOptions {
 };
 
 struct MeshCoordinate {
-  int64_t dp = 0, pp = 0, tp = 0;
+  int64_t dp = 0, pp = 0, sp = 0, tp = 0;
 };
 
 class ProcessMesh {
@@ -47,19 +48,21 @@ class ProcessMesh {
   const ProcessGroup& tp() const { return tp_; }
   const ProcessGroup& pp() const { return pp_; }
   const ProcessGroup& dp() const { return dp_; }
+  const ProcessGroup& sp() const { return sp_; }
 
   static int64_t rank_of(const MeshShape& shape, const MeshCoordinate& c) {
-    return (c.dp * shape.pp + c.pp) * shape.tp + c.tp;
+    return ((c.dp * shape.pp + c.pp) * shape.sp + c.sp) * shape.tp + c.tp;
   }
   static MeshCoordinate coordinate_of(const MeshShape& shape, int64_t rank) {
-    return {rank / (shape.pp * shape.tp), (rank / shape.tp) % shape.pp, rank % shape.tp};
+    return {rank / (shape.pp * shape.sp * shape.tp), (rank / (shape.sp * shape.tp)) % shape.pp,
+            (rank / shape.tp) % shape.sp, rank % shape.tp};
   }
 
  private:
   int rank_;
   MeshShape shape_;
   MeshCoordinate coordinate_;
-  ProcessGroup world_, tp_, pp_, dp_;
+  ProcessGroup world_, tp_, pp_, dp_, sp_;
 };
 
 }  // namespace shardformer::distributed

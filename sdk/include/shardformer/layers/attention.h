@@ -4,6 +4,7 @@
 #pragma once
 
 #include "shardformer/kv_cache.h"
+#include "shardformer/parallel/sequence_split.h"
 
 #include <ATen/Tensor.h>
 #include <c10/core/Device.h>
@@ -42,13 +43,17 @@ struct AttentionArgs {
   KVCache* cache = nullptr;    // this step's keys / values are appended to layer `layer`
   int64_t layer = 0;
   bool upcast = false;  // fp16 / bf16 inputs attend in fp32 (GPT-2's reorder_and_upcast_attn)
+  // The sequence split of this forward pass (null: none). q, k and v hold this rank's tokens
+  // under all_to_all (exchanged for a share of the heads around attention) and ring_attn; the
+  // whole sequence under split_gather.
+  const SequenceSplit* sequence = nullptr;
 };
 
 // q [batch, heads, q_len, head_dim]; k, v [batch, kv_heads, q_len, head_dim] (this step's; the
 // cache adds the past), heads a multiple of kv_heads: query head h reads key/value head
 // h / (heads / kv_heads). Returns [batch, q_len, heads * head_dim]. Rows whose keys are all
 // masked (left padding) give zeros; with a bias such rows average every key, as HF's eager
-// attention does.
+// attention does. Under sequence parallelism (args.sequence) q_len is this rank's tokens.
 at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                      const AttentionArgs& args);
 

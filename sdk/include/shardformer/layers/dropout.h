@@ -6,6 +6,7 @@
 #pragma once
 
 #include "shardformer/build_context.h"
+#include "shardformer/parallel/sequence_split.h"
 
 #include <ATen/core/Generator.h>
 #include <torch/nn/module.h>
@@ -34,8 +35,13 @@ class Dropout : public torch::nn::Module {
   Dropout(const BuildContext& ctx, double p, DropoutSlices slices);
 
   // Identity in eval mode or when p == 0; otherwise zeroes elements with probability p and
-  // scales the rest by 1 / (1 - p).
-  at::Tensor forward(const at::Tensor& input);
+  // scales the rest by 1 / (1 - p). A split activation may hold part of this rank's slices:
+  // those from first_slice on (Ulysses attention holds a part of its heads).
+  at::Tensor forward(const at::Tensor& input, int64_t first_slice = 0);
+  // Dropout of this rank's tokens of a sequence-split activation [batch, local, ...]: the mask
+  // of the whole sequence is drawn (so that it does not depend on the split) and this rank's
+  // part kept.
+  at::Tensor forward(const at::Tensor& input, const SequenceSplit* sequence);
   // Whether forward() drops anything now (training mode and p > 0).
   bool active() const { return is_training() && p_ > 0.0; }
   double p() const { return p_; }

@@ -1,23 +1,44 @@
 // What a transformer's forward pass works out once before its layers: the past length from the
-// KV cache, the positions, the attention mask and, under a pipeline, where the input comes from.
+// KV cache, the positions, the attention mask, the sequence-parallel split and, under a
+// pipeline, where the input comes from.
 #pragma once
 
 #include "shardformer/layers/attention.h"
 #include "shardformer/model.h"
+#include "shardformer/parallel/sequence_split.h"
+
+#include <memory>
 
 namespace shardformer::layers {
 
 struct ForwardStep {
   int64_t past = 0;        // tokens already cached for the chunk's first layer
   at::Tensor positions{};  // [batch, seq]: inputs.position_ids, or past + arange(seq)
-  at::Tensor mask{};       // attention_mask(options, inputs.attention_mask, ...)
+  // What attention compares queries and keys with: from attention_mask(options,
+  // inputs.attention_mask, ...), over the padded sequence when it is split (undefined under
+  // ring attention, which masks by position).
+  at::Tensor mask{};
+  // null: every rank holds the whole sequence.
+  std::shared_ptr<const SequenceSplit> sequence{};
+
+  // The hidden states after the embeddings [batch, seq, hidden] -> this rank's tokens.
+  at::Tensor split(const at::Tensor& x) const { return sequence ? sequence->scatter(x) : x; }
+  // This rank's tokens after the last layer -> the whole sequence [batch, seq, hidden].
+  at::Tensor join(const at::Tensor& x) const { return sequence ? sequence->gather(x) : x; }
+  // A per-token tensor [batch, seq, ...] that every rank computes whole (rotary tables) as the
+  // layers' queries and keys see it: padded under split_gather (they attend over the whole
+  // sequence), this rank's tokens under all_to_all and ring_attn.
+  at::Tensor for_layers(const at::Tensor& t) const;
 };
 
+// Throws ModelError when the sequence is split and the step cannot be (a KV cache: generation
+// runs without sequence parallelism; a bidirectional mask; ring attention with a sliding window).
 ForwardStep forward_step(const ForwardInputs& inputs, int64_t first_layer,
-                         const MaskOptions& options);
+                         const MaskOptions& options, const SequenceParallelism& sp = {});
 
 // The hidden states a chunk that does not start the model receives from the previous stage
-// [batch, seq, hidden]; throws Error when there are none.
+// [batch, seq, hidden] (this rank's tokens when the sequence is split); throws Error when
+// there are none.
 const at::Tensor& stage_input(const ForwardInputs& inputs);
 
 }  // namespace shardformer::layers

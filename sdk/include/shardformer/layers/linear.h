@@ -8,6 +8,7 @@
 #include <torch/nn/module.h>
 
 #include <memory>
+#include <vector>
 
 namespace shardformer::layers {
 
@@ -51,7 +52,9 @@ class ReplicatedLinear : public Linear {
 
 // Column parallel: output features split across the tensor-parallel group. Input replicated
 // [..., in] -> output [..., out/tp] (or [..., out] with gather_output). Backward all-reduces
-// the input gradient.
+// the input gradient. Under split_gather sequence parallelism the input is this rank's part of
+// the sequence [batch, seq/tp, in], all-gathered first (its gradient reduce-scattered), with the
+// GEMM overlapping the communication when enable_sequence_overlap is set.
 class Linear1D_Col : public ReplicatedLinear {
  public:
   Linear1D_Col(const BuildContext& ctx, int64_t in_features, int64_t out_features,
@@ -59,12 +62,17 @@ class Linear1D_Col : public ReplicatedLinear {
   at::Tensor forward(const at::Tensor& input) override;
 
  private:
+  friend std::vector<at::Tensor> forward_shared_input(const std::vector<Linear*>& layers,
+                                                      const at::Tensor& x);
   const distributed::ProcessGroup* group_;
   bool gather_output_;
+  bool sequence_split_, overlap_;
 };
 
 // Row parallel: input features split. Input [..., in/tp] (or [..., in], split first when
-// input_is_parallel is false) -> output [..., out], all-reduced, bias added once.
+// input_is_parallel is false) -> output [..., out], all-reduced, bias added once. Under
+// split_gather sequence parallelism the output is reduce-scattered along the sequence instead:
+// [batch, seq, in/tp] -> [batch, seq/tp, out].
 class Linear1D_Row : public ReplicatedLinear {
  public:
   Linear1D_Row(const BuildContext& ctx, int64_t in_features, int64_t out_features,
@@ -74,7 +82,14 @@ class Linear1D_Row : public ReplicatedLinear {
  private:
   const distributed::ProcessGroup* group_;
   bool input_is_parallel_;
+  bool sequence_split_;
 };
+
+// The outputs of layers that read the same input x and are split alike (q / k / v, gate / up).
+// Under split_gather x is all-gathered once, through the layers' weights side by side (and
+// kept for backward only as this rank's part); otherwise each layer runs its forward().
+std::vector<at::Tensor> forward_shared_input(const std::vector<Linear*>& layers,
+                                             const at::Tensor& x);
 
 // The linear block the policy names for ctx.path(). Throws ModelError for a style a linear
 // layer cannot take or a size that does not divide by tp.

@@ -15,6 +15,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 
 namespace shardformer::layers {
 
@@ -33,6 +34,7 @@ struct AttentionStep {
   at::Tensor mask{};        // from attention_mask()
   at::Tensor cos{}, sin{};  // rotary, from RotaryEmbedding::cos_sin; undefined: no rotary
   KVCache* cache = nullptr;
+  std::shared_ptr<const SequenceSplit> sequence{};  // ForwardStep::sequence (null: not split)
 };
 
 class SelfAttention : public torch::nn::Module {

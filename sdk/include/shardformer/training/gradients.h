@@ -15,6 +15,10 @@ namespace shardformer::training {
 // hold the same piece (collective over tp). Afterwards they hold the whole gradient.
 void sync_partial_gradients(Model& model, const distributed::ProcessGroup& tp);
 
+// Sequence parallelism: sums the gradients of parameters applied to this rank's part of the
+// sequence over the sequence group — every layer parameter over sp (all_to_all, ring_attn), the
+// layers' replicated parameters over tp (split_gather). Nothing without sequence parallelism.
+void sync_sequence_gradients(Model& model);
 // Sums every gradient over the data-parallel group, flattened into buckets of about
 // bucket_bytes, all of them in flight at once. Collective over dp.
 void all_reduce_gradients(Model& model, const distributed::ProcessGroup& dp,
