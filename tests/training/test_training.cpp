@@ -125,7 +125,7 @@ class TrainingLayouts : public ::testing::TestWithParam<TrainLayout> {};
 TEST_P(TrainingLayouts, MatchesTorchAdamWStepByStep) {
   const TrainLayout layout = GetParam();
   on_training_ranks(layout, [&](const ModelFixture& f, const distributed::ProcessMesh* mesh, int) {
-    const auto session = training_session(f, mesh, f.checkpoint.directory());
+    const auto session = training_session(f, mesh, f.checkpoint.directory(), layout);
     const training::TokenDataset data(reference_data_options(), 1013);
     training::TrainOptions options = reference_train_options(kSteps, layout.zero_stage);
     options.recompute = layout.recompute;
@@ -137,22 +137,36 @@ TEST_P(TrainingLayouts, MatchesTorchAdamWStepByStep) {
 
 INSTANTIATE_TEST_SUITE_P(
     Layouts, TrainingLayouts,
-    ::testing::Values(TrainLayout{.name = "single"}, TrainLayout{.tp = 2, .name = "tp2"},
-                      TrainLayout{.pp = 2, .name = "pp2"}, TrainLayout{.dp = 2, .name = "dp2"},
-                      TrainLayout{.dp = 2, .zero_stage = 1, .name = "dp2_zero1"},
-                      TrainLayout{.pp = 2, .tp = 2, .name = "pp2_tp2"},
-                      TrainLayout{.dp = 2, .tp = 2, .name = "dp2_tp2"},
-                      TrainLayout{.dp = 2, .pp = 2, .zero_stage = 1, .name = "dp2_pp2_zero1"},
-                      // activation checkpointing: every layer, half of them, 1 and 3 of 4
-                      TrainLayout{.name = "recompute_all", .recompute = {.ratio = 1.0}},
-                      TrainLayout{.dp = 2,
-                                  .zero_stage = 1,
-                                  .name = "dp2_zero1_recompute_half",
-                                  .recompute = {.ratio = 0.5}},
-                      TrainLayout{.pp = 2,
-                                  .tp = 2,
-                                  .name = "pp2_tp2_recompute_1_3",
-                                  .recompute = {.layers_per_stage = {1, 3}}}),
+    ::testing::Values(
+        TrainLayout{.name = "single"}, TrainLayout{.tp = 2, .name = "tp2"},
+        TrainLayout{.pp = 2, .name = "pp2"}, TrainLayout{.dp = 2, .name = "dp2"},
+        TrainLayout{.dp = 2, .zero_stage = 1, .name = "dp2_zero1"},
+        TrainLayout{.pp = 2, .tp = 2, .name = "pp2_tp2"},
+        TrainLayout{.dp = 2, .tp = 2, .name = "dp2_tp2"},
+        TrainLayout{.dp = 2, .pp = 2, .zero_stage = 1, .name = "dp2_pp2_zero1"},
+        // activation checkpointing: every layer, half of them, 1 and 3 of 4
+        TrainLayout{.name = "recompute_all", .recompute = {.ratio = 1.0}},
+        TrainLayout{.dp = 2,
+                    .zero_stage = 1,
+                    .name = "dp2_zero1_recompute_half",
+                    .recompute = {.ratio = 0.5}},
+        TrainLayout{.pp = 2,
+                    .tp = 2,
+                    .name = "pp2_tp2_recompute_1_3",
+                    .recompute = {.layers_per_stage = {1, 3}}},
+        // sequence parallelism: the trainer sums the layers' partial gradients
+        TrainLayout{.tp = 2,
+                    .name = "sg_overlap_tp2",
+                    .sequence_mode = "split_gather",
+                    .sequence_overlap = true},
+        TrainLayout{.dp = 2,
+                    .tp = 2,
+                    .zero_stage = 1,
+                    .name = "dp2_sg_tp2_zero1",
+                    .sequence_mode = "split_gather"},
+        TrainLayout{.tp = 2, .name = "a2a_sp2_tp2", .sp = 2, .sequence_mode = "all_to_all"},
+        TrainLayout{.name = "ring_sp2", .sp = 2, .sequence_mode = "ring_attn"},
+        TrainLayout{.pp = 2, .name = "ring_sp2_pp2", .sp = 2, .sequence_mode = "ring_attn"}),
     [](const auto& info) { return info.param.name; });
 
 // Every causal-LM family trains through the same trainer: 20 steps of each family's tiny

@@ -17,7 +17,10 @@ struct TrainLayout {
   int zero_stage = 0;
   std::string name = "";
   layers::RecomputePolicy recompute = {};  // activation checkpointing
-  int64_t world() const { return dp * pp * tp; }
+  int64_t sp = 1;                          // the sp axis (all_to_all, ring_attn)
+  std::string sequence_mode = "";          // sequence parallelism ("": none)
+  bool sequence_overlap = false;
+  int64_t world() const { return dp * pp * sp * tp; }
 };
 
 inline void PrintTo(const TrainLayout& layout, std::ostream* os) { *os << layout.name; }
@@ -46,12 +49,19 @@ inline training::TrainOptions reference_train_options(int64_t steps, int zero_st
   return options;
 }
 
-// A GPT2LMHeadModel session of `checkpoint` at the mesh's layout; pipelines split a rank's
-// share of the batch into micro-batches of 2 as the reference does.
+// A GPT2LMHeadModel session of `checkpoint` at the mesh's layout (with the layout's sequence
+// parallelism); pipelines split a rank's share of the batch into micro-batches of 2 as the
+// reference does.
 inline std::unique_ptr<Session> training_session(const ModelFixture& f,
                                                  const distributed::ProcessMesh* mesh,
-                                                 const std::filesystem::path& checkpoint) {
+                                                 const std::filesystem::path& checkpoint,
+                                                 const TrainLayout& layout = {}) {
   SessionOptions options{.checkpoint = checkpoint, .architecture = "GPT2LMHeadModel"};
+  if (!layout.sequence_mode.empty()) {
+    options.shard.enable_sequence_parallelism = true;
+    options.shard.sequence_parallelism_mode = parse_sequence_mode(layout.sequence_mode);
+    options.shard.enable_sequence_overlap = layout.sequence_overlap;
+  }
   if (mesh != nullptr && mesh->shape().pp > 1) {
     options.pipeline.num_microbatches = static_cast<int>(8 / mesh->shape().dp / 2);
   }
@@ -68,7 +78,9 @@ void on_training_ranks(const TrainLayout& layout, Body body) {
     std::unique_ptr<distributed::ProcessMesh> mesh;
     if (layout.world() > 1) {
       mesh = std::make_unique<distributed::ProcessMesh>(
-          rank, distributed::MeshShape{.dp = layout.dp, .pp = layout.pp, .tp = layout.tp},
+          rank,
+          distributed::MeshShape{
+              .dp = layout.dp, .pp = layout.pp, .sp = layout.sp, .tp = layout.tp},
           local_mesh_options(port));
     }
     body(f, mesh.get(), rank);
