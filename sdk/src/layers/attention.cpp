@@ -74,15 +74,16 @@ at::Tensor repeat_kv(const at::Tensor& x, int64_t groups) {
 // no padding). SDPA given a boolean mask converts it to an fp32 one in every call and keeps
 // that for backward (16 MiB per layer at 2048 tokens, found by the sequence-parallel memory
 // benchmark); is_causal keeps nothing. Every layer of a forward pass shares one mask tensor,
-// so the answer is kept for the last mask seen (the tensor stays referenced until the next).
+// so the answer is kept for the last mask seen, by a weak reference (the mask is not kept alive).
 bool plain_causal(const at::Tensor& mask) {
-  thread_local at::Tensor last;
+  using WeakImpl = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
+  thread_local WeakImpl last{c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>()};
   thread_local bool last_causal = false;
-  if (last.defined() && last.is_same(mask)) return last_causal;
+  if (last.lock().get() == mask.unsafeGetTensorImpl()) return last_causal;
   const int64_t n = mask.size(-1);
   last_causal = mask.dim() == 4 && mask.size(-2) == n && mask.scalar_type() == at::kBool &&
                 at::equal(mask, at::ones({n, n}, mask.options()).tril().expand_as(mask));
-  last = mask;
+  last = WeakImpl(mask.getIntrusivePtr());
   return last_causal;
 }
 
