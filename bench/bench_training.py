@@ -33,18 +33,7 @@ import tempfile
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-HIDDEN, LAYERS, HEADS, VOCAB = 768, 12, 12, 50257
-
-
-def make_checkpoint(path: pathlib.Path) -> None:
-    if (path / "model.safetensors").exists():
-        return
-    import torch
-    from transformers import GPT2Config, GPT2LMHeadModel
-    torch.manual_seed(0)
-    config = GPT2Config(n_embd=HIDDEN, n_layer=LAYERS, n_head=HEADS, n_positions=1024,
-                        vocab_size=VOCAB, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
-    GPT2LMHeadModel(config).save_pretrained(path, safe_serialization=True)
+from gpt2_small import HIDDEN, VOCAB, forward_flops, make_checkpoint
 
 
 def make_tokens(path: pathlib.Path) -> None:
@@ -148,11 +137,7 @@ def gemm_best(tokens, reps=3):
 
 def step_flops(batch, seq):
     """Matrix-product FLOPs of one training step: 3 x forward."""
-    tokens = batch * seq
-    linear = LAYERS * 2 * tokens * (HIDDEN * 3 * HIDDEN + HIDDEN * HIDDEN + 8 * HIDDEN * HIDDEN)
-    attention = LAYERS * 2 * 2 * batch * seq * seq * HIDDEN
-    head = 2 * tokens * HIDDEN * VOCAB
-    return 3 * (linear + attention + head)
+    return 3 * forward_flops(batch, seq)
 
 
 def main():

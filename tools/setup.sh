@@ -10,6 +10,7 @@ apt_packages=(
   libboost-dev libboost-program-options-dev
   libtomlplusplus-dev libspdlog-dev nlohmann-json3-dev libgtest-dev libgloo-dev
   python3 python3-venv
+  clang libclang-rt-dev  # tools/fuzz.sh: clang++ and libFuzzer / sanitizer runtimes
 )
 
 missing=()

@@ -6,8 +6,10 @@
 
 #include <algorithm>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <system_error>
+#include <utility>
 
 #include "shardformer/error.h"
 #include "shardformer/strings.h"
@@ -19,6 +21,8 @@ using namespace config;
 
 constexpr int64_t kMaxNewTokens = 1000000;
 constexpr int64_t kMaxRanks = 1024;  // per parallel axis
+// Ranks of a whole job: a rank number is an int (the launcher's WORLD_SIZE).
+constexpr int64_t kMaxWorldSize = std::numeric_limits<int>::max();
 const std::vector<std::string_view> kSections = {
     "model", "parallel", "pipeline", "shard",     "job",        "forward", "generate",
     "embed", "data",     "train",    "optimizer", "checkpoint", "plugins", "log"};
@@ -102,6 +106,20 @@ ParallelSection read_parallel(const SectionReader& reader) {
   parallel.timeout_seconds =
       reader.integer("timeout_seconds", 1, 86400).value_or(parallel.timeout_seconds);
   return parallel;
+}
+
+// tp_size x pp_size x sp_size x dp_size ranks, refused at the key that makes them more than a
+// job can have (pp_size and dp_size have no bound of their own): no product of the sizes, such
+// as pp_size x num_model_chunks or the world size, can then overflow.
+void check_world_size(const SectionReader& reader, const ParallelSection& p) {
+  int64_t ranks = p.tp_size * p.sp_size;  // each at most kMaxRanks
+  for (const auto& [key, size] : {std::pair{"pp_size", p.pp_size}, {"dp_size", p.dp_size}}) {
+    if (__builtin_mul_overflow(ranks, size, &ranks) || ranks > kMaxWorldSize) {
+      reader.fail_at(key, str("tp_size x pp_size x sp_size x dp_size = ", p.tp_size, " x ",
+                              p.pp_size, " x ", p.sp_size, " x ", p.dp_size,
+                              " ranks is more than a job can have (", kMaxWorldSize, ")"));
+    }
+  }
 }
 
 PipelineSection read_pipeline(const SectionReader& reader) {
@@ -456,6 +474,7 @@ JobConfig parse_job_config(const std::string& text, const std::filesystem::path&
   config.source = source;
   config.model = read_model(sections.model);
   config.parallel = read_parallel(sections.parallel);
+  check_world_size(sections.parallel, config.parallel);
   config.pipeline = read_pipeline(sections.pipeline);
   check_pipeline(sections.pipeline, config.pipeline, config.parallel.pp_size);
   check_device(sections.model, config.model, config.parallel.pp_size);

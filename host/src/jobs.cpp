@@ -9,6 +9,7 @@
 #include "shardformer/dtype.h"
 #include "shardformer/error.h"
 #include "shardformer/log.h"
+#include "shardformer/runtime/cpu_block_cache.h"
 #include "shardformer/runtime/session.h"
 #include "shardformer/strings.h"
 
@@ -40,22 +41,6 @@ std::pair<double, double> rss_mib() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   return {now, static_cast<double>(usage.ru_maxrss) / 1024.0};
-}
-
-// glibc raises its mmap threshold after the first large free; parameter-sized blocks then come
-// from the heap, and freed loading temporaries stay resident (70 MiB of a 350M model's tp=4
-// rank). A fixed 1 MiB threshold returns every large block to the system when it is freed.
-void keep_large_blocks_out_of_the_heap() { mallopt(M_MMAP_THRESHOLD, 1 << 20); }
-
-// Once the model is built, activations should reuse freed heap blocks: a fresh mapping per
-// large tensor cost every layer a round of page faults and page zeroing (12% of an embedding
-// job's time in perf). Blocks up to 32 MiB (a layer's activations at batch 32 x 128 x 1536 are
-// 25 MiB) now come from the heap and stay mapped when freed; larger ones (logits over a big
-// vocabulary) are still mapped and returned, which keeps the peak RSS where it was (a 1 GiB
-// threshold raised GPT-2 medium's tp = 1 peak from 1.74 to 2.30 GiB).
-void reuse_freed_blocks_for_activations() {
-  mallopt(M_MMAP_THRESHOLD, 32 << 20);
-  mallopt(M_TRIM_THRESHOLD, 256 << 20);
 }
 
 // The session options a job config describes.
@@ -104,6 +89,17 @@ c10::Device job_device(const JobConfig& config, int local_rank) {
 }
 
 }  // namespace
+
+// glibc raises its mmap threshold after the first large free; parameter-sized blocks then come
+// from the heap, and freed loading temporaries stay resident (70 MiB of a 350M model's tp=4
+// rank). A fixed 1 MiB threshold returns every large block to the system when it is freed.
+void keep_large_blocks_out_of_the_heap() { mallopt(M_MMAP_THRESHOLD, 1 << 20); }
+
+// Once the model is built, activations reuse freed blocks: a fresh mapping per large tensor cost
+// every layer a round of page faults and page zeroing (12% of an embedding job's time and 11%
+// of a GPT-2 forward's in perf). The block cache keeps freed blocks of 1 MiB and more and never
+// maps more than the same requests would without it, so the peak RSS stays where it was.
+void reuse_freed_blocks_for_activations() { runtime::install_cpu_block_cache(); }
 
 // Prints the steady clock (system-wide) first, so a test can time how fast the job ends after.
 void inject_test_failure(int rank, int64_t step) {

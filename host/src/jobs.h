@@ -14,6 +14,12 @@ namespace shardformer::host {
 // version cannot run, before any rank is started.
 int64_t job_world_size(const JobConfig& config);
 
+// Allocator settings around loading: while loading, every large block is mapped and returned to
+// the system when freed (the tensor-parallel RSS bound); once the model is built, activations
+// reuse freed heap blocks. Both are process-wide (glibc mallopt).
+void keep_large_blocks_out_of_the_heap();
+void reuse_freed_blocks_for_activations();
+
 // Runs this rank's part of the job (rank_env: null for a single process). Rank 0 writes the
 // results to `out` (stdout); progress goes to the log. Throws shardformer::Error (or a
 // subclass) on bad input or a failed job.

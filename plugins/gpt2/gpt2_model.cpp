@@ -127,8 +127,8 @@ GPT2Block::GPT2Block(const BuildContext& ctx, const GPT2Config& config, int64_t 
 }
 
 at::Tensor GPT2Block::forward(const at::Tensor& x, const layers::AttentionStep& step) {
-  const at::Tensor h = x + attn_->forward(ln_1_->forward(x), step);
-  return h + mlp_->forward(ln_2_->forward(h), step.sequence.get());
+  const auto [h, normed] = ln_2_->add_forward(x, attn_->forward(ln_1_->forward(x), step));
+  return h + mlp_->forward(normed, step.sequence.get());
 }
 
 GPT2Model::GPT2Model(const BuildContext& ctx, const GPT2Config& config, bool wte_on_last_stage)

@@ -20,9 +20,13 @@ CausalLM::CausalLM(const BuildContext& ctx, const std::string& base_name,
 }
 
 at::Tensor CausalLM::forward(const ForwardInputs& inputs) {
-  const at::Tensor hidden = base_->forward(inputs);  // [batch, seq, hidden]
+  at::Tensor hidden = base_->forward(inputs);  // [batch, seq, hidden]
   if (!ends_model(inputs.chunk)) return hidden;
-  return lm_head_->lm_logits(hidden, /*gather=*/true).logits;  // [batch, seq, vocab]
+  const int64_t seq = hidden.size(1);
+  if (inputs.logits_to_keep > 0 && inputs.logits_to_keep < seq) {  // [batch, keep, hidden]
+    hidden = hidden.narrow(1, seq - inputs.logits_to_keep, inputs.logits_to_keep).contiguous();
+  }
+  return lm_head_->lm_logits(hidden, /*gather=*/true).logits;  // [batch, seq or keep, vocab]
 }
 
 at::Tensor CausalLM::loss(const ForwardInputs& inputs, const at::Tensor& labels) {

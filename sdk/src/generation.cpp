@@ -1,6 +1,8 @@
 // Greedy decoding with a KV cache, matching HF generate(do_sample=False) token for token.
 #include "shardformer/generation.h"
 
+#include "shardformer/runtime/inference_scope.h"
+
 #include "shardformer/error.h"
 #include "shardformer/strings.h"
 
@@ -61,7 +63,7 @@ GenerationResult greedy_generate(Model& model, const std::vector<std::vector<int
 GenerationResult greedy_generate(Model& model, const std::vector<std::vector<int64_t>>& prompts,
                                  const GenerationConfig& config, const NextTokenFn& next_tokens) {
   check_prompts(model, prompts, config);
-  torch::NoGradGuard no_grad;
+  const runtime::InferenceScope inference;
   const ModelShape shape = model.shape();
   const at::Tensor any_param = model.parameters().front();
   const c10::Device device = any_param.device();
@@ -83,8 +85,9 @@ GenerationResult greedy_generate(Model& model, const std::vector<std::vector<int
     const ForwardInputs inputs{.input_ids = step_ids,
                                .attention_mask = attention_mask,
                                .position_ids = position_ids,
-                               .cache = &cache};
-    at::Tensor next = next_tokens(inputs);  // [batch]
+                               .cache = &cache,
+                               .logits_to_keep = 1};  // the next token needs the last only
+    at::Tensor next = next_tokens(inputs);            // [batch]
     next = at::where(unfinished, next, at::full_like(next, config.pad_token_id));
     generated.push_back(next);
     if (config.eos_token_id) unfinished = at::logical_and(unfinished, next != *config.eos_token_id);

@@ -10,8 +10,12 @@
 
 namespace shardformer::detail {
 
+// Deepest nesting of arrays and objects accepted (config.json, headers and indexes use a few).
+inline constexpr size_t kMaxJsonDepth = 128;
+
 // Parses `text`, read from `source`. Throws CheckpointError naming `source` with the line and
-// column of a syntax error. `callback` is nlohmann's parser callback (may be empty).
+// column of a syntax error or of nesting deeper than kMaxJsonDepth. `callback` is nlohmann's
+// parser callback (may be empty).
 nlohmann::json parse_json_text(std::string_view text, const std::filesystem::path& source,
                                const nlohmann::json::parser_callback_t& callback = nullptr);
 

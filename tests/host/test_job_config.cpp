@@ -448,6 +448,16 @@ const ErrorCase kErrorCases[] = {
      "[parallel]\npp_size = 2\n[pipeline]\nlayers_per_stage = [2, 2, 4]\n",
      "4:20",
      {"pipeline.layers_per_stage: lists 3 entries but the pipeline has 2 pieces"}},
+    // Found by fuzzing (tests/fuzz): pp_size x num_model_chunks overflowed int64.
+    {"PipelineSizeOverflows",
+     "[parallel]\npp_size = 9223372036854775807\n[pipeline]\nschedule = \"interleaved\"\n",
+     "2:11",
+     {"parallel.pp_size: tp_size x pp_size x sp_size x dp_size = 1 x 9223372036854775807 x 1 x 1 "
+      "ranks is more than a job can have (2147483647)"}},
+    {"WorldSizeTooLarge",
+     "[parallel]\ntp_size = 2\npp_size = 65536\ndp_size = 16384\n",
+     "4:11",
+     {"parallel.dp_size: tp_size x pp_size x sp_size x dp_size = 2 x 65536 x 1 x 16384 ranks"}},
     {"PipelineMicrobatchesZero",
      "[pipeline]\nnum_microbatches = 0\n",
      "2:20",

@@ -77,6 +77,40 @@ TEST_F(CheckpointTest, IndexWithoutWeightMap) {
                           {"model.safetensors.index.json", "'weight_map'"});
 }
 
+// Found by fuzzing (tests/fuzz): a NUL in a shard name cut the path short, so the index opened a
+// file other than the one it named.
+TEST_F(CheckpointTest, IndexShardNameWithNul) {
+  save_safetensors(dir_ / "shard1.safetensors", {{"a", at::ones({1})}});
+  testing::write_text(dir_ / "model.safetensors.index.json",
+                      R"({"weight_map": {"a": "shard1.safetensors\u0000.bak"}})");
+  expect_checkpoint_error([&] { Checkpoint checkpoint(dir_); },
+                          {"model.safetensors.index.json", "'weight_map' entry 'a'",
+                           "must be a file name in the folder"});
+}
+
+// Found by fuzz_checkpoint_index: a shard name longer than the file system allows made
+// std::filesystem throw its filesystem_error instead of a CheckpointError.
+TEST_F(CheckpointTest, IndexShardNameTooLong) {
+  write_index({{"a", std::string(300, 'x') + ".safetensors"}});
+  expect_checkpoint_error(
+      [&] { Checkpoint checkpoint(dir_); },
+      {"model.safetensors.index.json", "(holding 'a') cannot be opened", "File name too long"});
+}
+
+TEST_F(CheckpointTest, FolderNameTooLong) {
+  const fs::path folder = dir_ / std::string(300, 'x');
+  expect_checkpoint_error([&] { Checkpoint checkpoint(folder); },
+                          {folder.string(), "cannot look up the path: File name too long"});
+}
+
+TEST_F(CheckpointTest, IndexWithNumberOverflow) {
+  save_safetensors(dir_ / "shard1.safetensors", {{"a", at::ones({1})}});
+  testing::write_text(dir_ / "model.safetensors.index.json",
+                      R"({"metadata": {"total_size": 1e400}, "weight_map": {}})");
+  expect_checkpoint_error([&] { Checkpoint checkpoint(dir_); },
+                          {"model.safetensors.index.json", "number overflow parsing '1e400'"});
+}
+
 TEST_F(CheckpointTest, TensorMissingFromItsShard) {
   save_safetensors(dir_ / "shard1.safetensors", {{"a", at::ones({1})}});
   save_safetensors(dir_ / "shard2.safetensors", {{"b", at::ones({1})}});

@@ -91,6 +91,29 @@ TEST(HFConfig, InvalidJsonReportsLineAndColumn) {
                           {kSource, "invalid JSON at line 3, column 8"});
 }
 
+// Found by fuzz_hf_config: nlohmann throws out_of_range (not parse_error) for a float that
+// overflows a double, which escaped as an error naming no file.
+TEST(HFConfig, NumberOverflowNamesFile) {
+  expect_checkpoint_error([] { HFConfig::parse(R"({"rope_theta": 2e308})", kSource); },
+                          {kSource, "invalid JSON", "number overflow parsing '2e308'"});
+  expect_checkpoint_error([] { HFConfig::parse(R"({"a": [-1e999]})", kSource); },
+                          {kSource, "number overflow parsing '-1e999'"});
+}
+
+// Found by fuzz_hf_config: copying or printing (for an error message) a deeply nested value
+// recursed once per level and overflowed the stack.
+TEST(HFConfig, NestingDeeperThanTheLimitIsRefusedWithItsPosition) {
+  const std::string deep =
+      "{\n  \"architectures\": " + std::string(200000, '[') + std::string(200000, ']') + "}";
+  expect_checkpoint_error(
+      [&] { HFConfig::parse(deep, kSource); },
+      {kSource, "invalid JSON at line 2, column 147", "nested deeper than 128"});
+  // Brackets inside strings do not count, and 128 levels are fine.
+  HFConfig config = HFConfig::parse(
+      R"({"s": "[[[[{{{{", "a": )" + std::string(127, '[') + std::string(127, ']') + "}", kSource);
+  EXPECT_EQ(config.get_string("s"), "[[[[{{{{");
+}
+
 TEST(HFConfig, TopLevelMustBeObject) {
   expect_checkpoint_error([] { HFConfig::parse("[1, 2]", kSource); },
                           {kSource, "top level must be a JSON object, found an array"});
@@ -109,6 +132,12 @@ TEST_F(HFConfigFile, LoadsFromDisk) {
 TEST_F(HFConfigFile, MissingFile) {
   auto path = dir_ / "config.json";
   expect_checkpoint_error([&] { HFConfig::load(path); }, {path.string(), "file not found"});
+}
+
+TEST_F(HFConfigFile, PathTooLong) {
+  auto path = dir_ / std::string(300, 'x') / "config.json";
+  expect_checkpoint_error([&] { HFConfig::load(path); },
+                          {path.string(), "cannot read the file: File name too long"});
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <ATen/ATen.h>
 
 #include <cstring>
+#include <limits>
 
 namespace shardformer {
 namespace {
@@ -148,7 +149,22 @@ INSTANTIATE_TEST_SUITE_P(
         BrokenHeader{"MetadataNotObject", R"({"__metadata__": 3})", 0,
                      "'__metadata__' must be an object of strings"},
         BrokenHeader{"MetadataValueNotString", R"({"__metadata__": {"k": 1}})", 0,
-                     "'__metadata__' must be an object of strings"}),
+                     "'__metadata__' must be an object of strings"},
+        // Found by fuzzing (tests/fuzz): a float overflowing a double escaped as nlohmann's
+        // out_of_range, naming no file.
+        BrokenHeader{"NumberOverflow",
+                     R"({"__metadata__": {"k": "v"}, "w": {"dtype": "F32", "shape": [1e999],
+                         "data_offsets": [0, 4]}})",
+                     4, "invalid JSON: [json.exception.out_of_range.406] number overflow"},
+        // Found by fuzzing: an entry nested this deep overflowed the stack when printed.
+        BrokenHeader{"NestedTooDeep", "{\"w\": " + std::string(100000, '[') + "}", 0,
+                     "invalid JSON at line 1, column 134 (byte 134): nested deeper than 128"},
+        // Found by fuzzing: 2^63 bytes fit in 64 bits, but LibTorch's element count and strides
+        // overflow int64 (undefined behaviour in numel(), c10::Error in read()).
+        BrokenHeader{"ZeroSizedShapeTooLarge",
+                     R"({"w": {"dtype": "U8", "shape": [4294967296, 2147483648, 0],
+                         "data_offsets": [0, 0]}})",
+                     0, "tensor 'w': shape [4294967296, 2147483648, 0] is too large"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // F8_E8M0 (power-of-two scales of MX formats), which the Python library cannot write yet.
@@ -326,6 +342,14 @@ TEST_F(SafetensorsRoundTrip, ReadSliceRejectsBadRanges) {
                           {path.string(), "of dimension 0 is out of range"});
   expect_checkpoint_error([&] { file.read_slice("scalar", 0, 0, 1); },
                           {path.string(), "tensor 'scalar'", "slice dimension 0"});
+  // Found by fuzzing: the message computed start + length, which overflowed.
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  expect_checkpoint_error(
+      [&] { file.read_slice("cube", 1, kMax, 1); },
+      {path.string(), "slice [9223372036854775807, 9223372036854775807 + 1) of dimension 1"});
+  // Found by fuzzing: read_slice allocated its output before checking the length.
+  expect_checkpoint_error([&] { file.read_slice("cube", 0, 0, kMax); },
+                          {path.string(), "slice [0, 9223372036854775807) of dimension 0"});
 }
 
 // ---- Files written by the Python safetensors library ---------------------------------------
@@ -367,6 +391,26 @@ TEST_F(SafetensorsPythonFixtures, ReadSliceOfThreeDimensionalTensor) {
       }
     }
   }
+}
+
+// The first read of an aligned tensor uses the mapping in place: written, it changes neither
+// the file nor a second read; it outlives the SafetensorsFile that made it.
+TEST_F(SafetensorsRoundTrip, InPlaceReadsAreCopyOnWriteAndOutliveTheFile) {
+  const fs::path path = dir_ / "in_place.safetensors";
+  const at::Tensor original = at::arange(4096, at::kFloat).reshape({64, 64});
+  save_safetensors(path, {{"w", original}, {"b", at::ones({3}, at::kFloat)}});
+  at::Tensor first;
+  {
+    SafetensorsFile file(path);
+    first = file.read("w");
+    EXPECT_EQ(first.data_ptr(), static_cast<const void*>(file.data(file.info("w"))));
+    first.mul_(-1);  // copy-on-write: this process's pages only
+    const at::Tensor second = file.read("w");
+    EXPECT_NE(second.data_ptr(), first.data_ptr());
+    EXPECT_TRUE(at::equal(second, original));
+  }
+  EXPECT_TRUE(at::equal(first, -original));  // the mapping lives with the tensor
+  EXPECT_TRUE(at::equal(SafetensorsFile(path).read("w"), original));  // the file is unchanged
 }
 
 }  // namespace

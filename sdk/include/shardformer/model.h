@@ -44,6 +44,7 @@ struct ForwardInputs {
   at::Tensor position_ids{};    // [batch, seq] int64; undefined = past + arange(seq)
   at::Tensor token_type_ids{};  // [batch, seq] int64 (BERT's segments); undefined = all 0
   KVCache* cache = nullptr;     // when given, keys/values are appended and past = cache length
+  int64_t logits_to_keep = 0;   // a causal LM's logits for the last N positions only (0: all)
   // Pipeline parallelism: every stage gets input_ids and attention_mask (for the batch's shape
   // and mask); a piece that does not start the model also gets the previous piece's output.
   at::Tensor hidden_states{};  // [batch, seq, hidden]

@@ -7,6 +7,7 @@
 #include "shardformer/strings.h"
 
 #include <algorithm>
+#include <system_error>
 
 namespace shardformer {
 namespace {
@@ -14,6 +15,17 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr size_t kMaxSuggestions = 3;
+
+// The path's status; a path that cannot be looked up (too long, in a folder without permission)
+// is a CheckpointError naming it, not std::filesystem's exception.
+fs::file_status status_of(const fs::path& path) {
+  std::error_code error;
+  fs::file_status status = fs::status(path, error);
+  if (error && status.type() != fs::file_type::not_found) {
+    throw CheckpointError(str(path.string(), ": cannot look up the path: ", error.message()));
+  }
+  return status;
+}
 
 // Shard file name -> the tensor names the index maps to it.
 using WeightMap = std::map<std::string, std::vector<std::string>>;
@@ -26,8 +38,9 @@ WeightMap read_weight_map(const fs::path& index) {
   }
   WeightMap shards;
   for (const auto& [name, shard] : it->items()) {
+    // A NUL would cut the path short: the file opened would not be the one named.
     if (!shard.is_string() || shard.get<std::string>().empty() ||
-        shard.get<std::string>().find('/') != std::string::npos) {
+        shard.get<std::string>().find_first_of(std::string_view("/\0", 2)) != std::string::npos) {
       throw CheckpointError(str(index.string(), ": 'weight_map' entry '", name,
                                 "' must be a file name in the folder, found ",
                                 detail::describe_json(shard)));
@@ -42,7 +55,13 @@ std::vector<std::unique_ptr<SafetensorsFile>> open_shards(const fs::path& direct
   std::vector<std::unique_ptr<SafetensorsFile>> files;
   for (const auto& [shard, names] : read_weight_map(index)) {
     const fs::path path = directory / shard;
-    if (!fs::is_regular_file(path)) {
+    std::error_code error;  // set for a missing file too
+    const fs::file_status status = fs::status(path, error);
+    if (error && status.type() != fs::file_type::not_found) {  // e.g. a name too long
+      throw CheckpointError(str(index.string(), ": shard ", path.string(), " (holding '",
+                                names.front(), "') cannot be opened: ", error.message()));
+    }
+    if (!fs::is_regular_file(status)) {
       throw CheckpointError(str(index.string(), ": shard ", path.string(), " (holding '",
                                 names.front(), "' and ", names.size() - 1,
                                 " more tensors) does not exist"));
@@ -65,12 +84,12 @@ std::vector<std::unique_ptr<SafetensorsFile>> open_weights(const fs::path& direc
                     index_file = stem + ".safetensors.index.json";
   const fs::path single = directory / single_file;
   const fs::path index = directory / index_file;
-  if (fs::exists(single)) {
+  if (fs::exists(status_of(single))) {
     std::vector<std::unique_ptr<SafetensorsFile>> files;
     files.push_back(std::make_unique<SafetensorsFile>(single));
     return files;
   }
-  if (fs::exists(index)) return open_shards(directory, index);
+  if (fs::exists(status_of(index))) return open_shards(directory, index);
   throw CheckpointError(
       str(directory.string(), ": no weights found: looked for ", single_file, " and ", index_file));
 }
@@ -104,7 +123,7 @@ std::vector<std::string> near_names(const std::string& name,
 
 Checkpoint::Checkpoint(const std::filesystem::path& directory, const std::string& stem)
     : directory_(directory) {
-  if (!fs::is_directory(directory)) {
+  if (!fs::is_directory(status_of(directory))) {
     throw CheckpointError(str(directory.string(), ": checkpoint folder does not exist"));
   }
   config_ = HFConfig::load(directory / "config.json");

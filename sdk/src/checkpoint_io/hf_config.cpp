@@ -11,6 +11,7 @@
 #include <limits>
 #include <set>
 #include <sstream>
+#include <system_error>
 
 namespace shardformer {
 namespace detail {
@@ -31,8 +32,38 @@ TextPosition position_of(std::string_view text, size_t index) {
   return {line, column};
 }
 
+// Index of the bracket that opens nesting level kMaxJsonDepth + 1 of `text`, or npos. Brackets
+// inside strings do not count. nlohmann parses any depth, but copying, printing and comparing
+// values recurse: a deeper document could exhaust the stack.
+size_t too_deep_at(std::string_view text) {
+  size_t depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxJsonDepth) return i;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return std::string_view::npos;
+}
+
 std::string read_text_file(const std::filesystem::path& path) {
-  if (!std::filesystem::is_regular_file(path)) {
+  std::error_code error;  // set for a missing file too
+  const auto status = std::filesystem::status(path, error);
+  if (error && status.type() != std::filesystem::file_type::not_found) {  // e.g. a path too long
+    throw CheckpointError(str(path.string(), ": cannot read the file: ", error.message()));
+  }
+  if (!std::filesystem::is_regular_file(status)) {
     throw CheckpointError(str(path.string(), ": file not found"));
   }
   std::ifstream in(path, std::ios::binary);
@@ -46,6 +77,12 @@ std::string read_text_file(const std::filesystem::path& path) {
 
 nlohmann::json parse_json_text(std::string_view text, const std::filesystem::path& source,
                                const nlohmann::json::parser_callback_t& callback) {
+  if (size_t at_index = too_deep_at(text); at_index != std::string_view::npos) {
+    TextPosition at = position_of(text, at_index);
+    throw CheckpointError(str(source.string(), ": invalid JSON at line ", at.line, ", column ",
+                              at.column, " (byte ", at_index + 1, "): nested deeper than ",
+                              kMaxJsonDepth, " levels"));
+  }
   try {
     return nlohmann::json::parse(text.begin(), text.end(), callback);
   } catch (const nlohmann::json::parse_error& e) {
@@ -53,6 +90,9 @@ nlohmann::json parse_json_text(std::string_view text, const std::filesystem::pat
     TextPosition at = position_of(text, e.byte > 0 ? e.byte - 1 : 0);
     throw CheckpointError(str(source.string(), ": invalid JSON at line ", at.line, ", column ",
                               at.column, " (byte ", e.byte, "): ", e.what()));
+  } catch (const nlohmann::json::exception& e) {
+    // A number beyond the range of a double (1e999): nlohmann reports it without a position.
+    throw CheckpointError(str(source.string(), ": invalid JSON: ", e.what()));
   }
 }
 

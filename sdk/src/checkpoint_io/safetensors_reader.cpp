@@ -7,6 +7,7 @@
 #include "shardformer/strings.h"
 
 #include <ATen/ops/empty.h>
+#include <ATen/ops/from_blob.h>
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -43,7 +44,8 @@ struct Mapping {
   uint64_t size = 0;
 };
 
-// Maps the whole file read-only (MAP_PRIVATE); files shorter than the length prefix fail.
+// Maps the whole file copy-on-write (MAP_PRIVATE: in-place tensors may be written, the file
+// never is); files shorter than the length prefix fail.
 Mapping map_file(const fs::path& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) fail(path, str("cannot open the file: ", std::strerror(errno)));
@@ -58,7 +60,7 @@ Mapping map_file(const fs::path& path) {
     ::close(fd);
     fail(path, str("the file is ", size, " bytes, shorter than the 8-byte header length"));
   }
-  void* data = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  void* data = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
   int error = errno;
   ::close(fd);
   if (data == MAP_FAILED) fail(path, str("cannot map the file: ", std::strerror(error)));
@@ -129,16 +131,23 @@ std::vector<int64_t> parse_shape(const fs::path& path, const std::string& name, 
   return shape;
 }
 
-// Bytes a tensor of this shape and dtype needs; fails when that overflows 64 bits.
+// Bytes a tensor of this shape and dtype needs. Fails when that overflows 64 bits, or when the
+// product of the non-zero dimensions exceeds int64: LibTorch's element counts and strides
+// multiply them (in any order) even for a tensor with a zero dimension.
 uint64_t byte_size(const fs::path& path, const std::string& name, const std::vector<int64_t>& shape,
                    c10::ScalarType dtype) {
-  uint64_t bytes = c10::elementSize(dtype);
+  uint64_t elements = 1;
   bool has_zero = false;
   for (int64_t dim : shape) {
     if (dim == 0) has_zero = true;
-    if (dim != 0 && __builtin_mul_overflow(bytes, uint64_t(dim), &bytes)) {
+    if (dim != 0 && (__builtin_mul_overflow(elements, uint64_t(dim), &elements) ||
+                     elements > uint64_t(std::numeric_limits<int64_t>::max()))) {
       fail_tensor(path, name, str("shape ", shape_str(shape), " is too large"));
     }
+  }
+  uint64_t bytes = 0;
+  if (__builtin_mul_overflow(elements, uint64_t(c10::elementSize(dtype)), &bytes)) {
+    fail_tensor(path, name, str("shape ", shape_str(shape), " is too large"));
   }
   return has_zero ? 0 : bytes;
 }
@@ -244,6 +253,26 @@ Header parse_header(const fs::path& path, const Mapping& mapping) {
   return header;
 }
 
+// Fails unless rows [start, start + length) of dimension `dim` lie inside the tensor.
+void check_slice(const fs::path& path, const TensorInfo& tensor, int64_t dim, int64_t start,
+                 int64_t length) {
+  const auto rank = static_cast<int64_t>(tensor.shape.size());
+  if (dim < 0 || dim >= rank) {
+    fail_tensor(
+        path, tensor.name,
+        str("slice dimension ", dim, " is out of range for shape ", shape_str(tensor.shape)));
+  }
+  if (start < 0 || length < 0 || start > tensor.shape[dim] - length) {
+    int64_t end = 0;
+    const std::string range = __builtin_add_overflow(start, length, &end)
+                                  ? str("[", start, ", ", start, " + ", length, ")")
+                                  : str("[", start, ", ", end, ")");
+    fail_tensor(path, tensor.name,
+                str("slice ", range, " of dimension ", dim, " is out of range for shape ",
+                    shape_str(tensor.shape)));
+  }
+}
+
 }  // namespace
 
 int64_t TensorInfo::numel() const {
@@ -264,19 +293,23 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : path_(path
     throw;
   }
   for (size_t i = 0; i < tensors_.size(); ++i) index_.emplace(tensors_[i].name, i);
+  const uint64_t size = file_size_;
+  keep_mapped_ = std::shared_ptr<void>(const_cast<std::byte*>(mapping_),
+                                       [size](void* data) { ::munmap(data, size); });
 }
 
 // Drops the mapped pages of bytes already copied out, so a rank's resident memory holds its
 // own shard and not the file pages it read it from (they are read again if touched again).
+// Only pages wholly inside the range: a neighbour may be an in-place tensor, whose written
+// (copied-on-write) pages must never be dropped.
 static void release_pages(const std::byte* begin, uint64_t size) {
-  if (size == 0) return;
   const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-  const uintptr_t first = reinterpret_cast<uintptr_t>(begin) / page * page;
-  const uintptr_t last = reinterpret_cast<uintptr_t>(begin) + size;
-  ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+  const uintptr_t first = (reinterpret_cast<uintptr_t>(begin) + page - 1) / page * page;
+  const uintptr_t last = (reinterpret_cast<uintptr_t>(begin) + size) / page * page;
+  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
 }
 
-SafetensorsFile::~SafetensorsFile() { ::munmap(const_cast<std::byte*>(mapping_), file_size_); }
+SafetensorsFile::~SafetensorsFile() = default;
 
 bool SafetensorsFile::contains(const std::string& name) const { return index_.count(name) > 0; }
 
@@ -292,19 +325,54 @@ const std::byte* SafetensorsFile::data(const TensorInfo& info) const {
 
 at::Tensor SafetensorsFile::read(const std::string& name) const {
   const TensorInfo& tensor = info(name);
+  const auto options = at::TensorOptions().dtype(tensor.dtype);
+  auto* bytes = const_cast<std::byte*>(data(tensor));
+  if (tensor.nbytes() > 0) {
+    std::lock_guard<std::mutex> lock(in_place_mutex_);
+    if (in_place_.count(name) > 0) return read_from_file(tensor);  // the mapping may be written
+    if (reinterpret_cast<uintptr_t>(bytes) % c10::elementSize(tensor.dtype) == 0) {
+      in_place_.insert(name);
+      std::shared_ptr<void> keep = keep_mapped_;
+      return at::from_blob(
+          bytes, tensor.shape, [keep](void*) {}, options);
+    }
+  }
+  at::Tensor out = at::empty(tensor.shape, options);
+  if (tensor.nbytes() > 0) std::memcpy(out.data_ptr(), bytes, tensor.nbytes());
+  release_pages(bytes, tensor.nbytes());
+  return out;
+}
+
+at::Tensor SafetensorsFile::read_from_file(const TensorInfo& tensor) const {
   at::Tensor out = at::empty(tensor.shape, at::TensorOptions().dtype(tensor.dtype));
-  if (tensor.nbytes() > 0) std::memcpy(out.data_ptr(), data(tensor), tensor.nbytes());
-  release_pages(data(tensor), tensor.nbytes());
+  const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail_tensor(path_, tensor.name, str("cannot open the file: ", std::strerror(errno)));
+  auto* target = static_cast<char*>(out.data_ptr());
+  uint64_t done = 0;
+  while (done < tensor.nbytes()) {
+    const ssize_t got = ::pread(fd, target + done, tensor.nbytes() - done,
+                                static_cast<off_t>(data_offset_ + tensor.begin + done));
+    if (got <= 0) {
+      const int error = got < 0 ? errno : 0;
+      ::close(fd);
+      fail_tensor(path_, tensor.name,
+                  error != 0 ? str("cannot read the file: ", std::strerror(error))
+                             : std::string("the file became shorter while reading it"));
+    }
+    done += static_cast<uint64_t>(got);
+  }
+  ::close(fd);
   return out;
 }
 
 at::Tensor SafetensorsFile::read_slice(const std::string& name, int64_t dim, int64_t start,
                                        int64_t length) const {
-  std::vector<int64_t> shape = info(name).shape;
-  // read_slice_into validates the range; an invalid length must not fail allocation first.
-  if (dim >= 0 && dim < static_cast<int64_t>(shape.size()))
-    shape[dim] = std::max<int64_t>(length, 0);
-  at::Tensor out = at::empty(shape, at::TensorOptions().dtype(info(name).dtype));
+  const TensorInfo& tensor = info(name);
+  // Checked before the allocation: an invalid length must not fail (or attempt) it first.
+  check_slice(path_, tensor, dim, start, length);
+  std::vector<int64_t> shape = tensor.shape;
+  shape[dim] = length;
+  at::Tensor out = at::empty(shape, at::TensorOptions().dtype(tensor.dtype));
   read_slice_into(name, dim, start, length, out);
   return out;
 }
@@ -312,17 +380,8 @@ at::Tensor SafetensorsFile::read_slice(const std::string& name, int64_t dim, int
 void SafetensorsFile::read_slice_into(const std::string& name, int64_t dim, int64_t start,
                                       int64_t length, const at::Tensor& out) const {
   const TensorInfo& tensor = info(name);
+  check_slice(path_, tensor, dim, start, length);
   const auto rank = static_cast<int64_t>(tensor.shape.size());
-  if (dim < 0 || dim >= rank) {
-    fail_tensor(
-        path_, name,
-        str("slice dimension ", dim, " is out of range for shape ", shape_str(tensor.shape)));
-  }
-  if (start < 0 || length < 0 || start > tensor.shape[dim] - length) {
-    fail_tensor(path_, name,
-                str("slice [", start, ", ", start + length, ") of dimension ", dim,
-                    " is out of range for shape ", shape_str(tensor.shape)));
-  }
   std::vector<int64_t> shape = tensor.shape;
   shape[dim] = length;
   if (out.sizes().vec() != shape || out.scalar_type() != tensor.dtype || !out.is_contiguous() ||
@@ -342,12 +401,22 @@ void SafetensorsFile::read_slice_into(const std::string& name, int64_t dim, int6
   const int64_t inner_bytes = product(dim + 1, rank) * int64_t(c10::elementSize(tensor.dtype));
   const int64_t block_bytes = length * inner_bytes;
   const int64_t row_bytes = tensor.shape[dim] * inner_bytes;
-  const std::byte* source = data(tensor) + start * inner_bytes;
+  // A tensor handed out in place may have been written through the mapping: read the file.
+  bool in_place = false;
+  {
+    std::lock_guard<std::mutex> lock(in_place_mutex_);
+    in_place = in_place_.count(name) > 0;
+  }
+  at::Tensor pristine;
+  if (in_place) pristine = read_from_file(tensor);
+  const std::byte* source =
+      (in_place ? static_cast<const std::byte*>(pristine.data_ptr()) : data(tensor)) +
+      start * inner_bytes;
   auto* target = static_cast<std::byte*>(out.data_ptr());
   for (int64_t i = 0; i < outer; ++i) {
     std::memcpy(target + i * block_bytes, source + i * row_bytes, block_bytes);
   }
-  release_pages(data(tensor), tensor.nbytes());
+  if (!in_place) release_pages(data(tensor), tensor.nbytes());
 }
 
 }  // namespace shardformer

@@ -4,6 +4,8 @@
 #include "shardformer/error.h"
 #include "shardformer/strings.h"
 
+#include "inference_kernels.h"
+
 #include <ATen/ATen.h>
 
 #include <array>
@@ -39,6 +41,7 @@ Activation parse_activation(std::string_view name, std::string_view where) {
 at::Tensor apply_activation(Activation activation, const at::Tensor& x) {
   switch (activation) {
     case Activation::kGeluNew:  // OpenAI GPT's tanh approximation, written out as HF does
+      if (use_inference_kernel({x})) return kernels::bias_gelu_tanh(x, {});
       return 0.5 * x * (1.0 + at::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * at::pow(x, 3.0))));
     case Activation::kGelu: return at::gelu(x);
     case Activation::kGeluPytorchTanh: return at::gelu(x, "tanh");

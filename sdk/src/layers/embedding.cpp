@@ -1,6 +1,8 @@
 // Replicated, vocabulary-parallel and embedding-dim-parallel embeddings and tied LM heads.
 #include "shardformer/layers/embedding.h"
 
+#include "inference_kernels.h"
+
 #include "shardformer/distributed/comm_ops.h"
 #include "shardformer/error.h"
 #include "shardformer/strings.h"
@@ -37,7 +39,7 @@ at::Tensor ReplicatedEmbedding::forward(const at::Tensor& ids) {
 }
 
 VocabLogits ReplicatedEmbedding::lm_logits(const at::Tensor& hidden, bool, const at::Tensor& bias) {
-  const at::Tensor logits = at::matmul(hidden, weight_.t());  // [..., vocab]
+  const at::Tensor logits = project(hidden, weight_, {}, false);  // [..., vocab]
   return {bias.defined() ? logits + bias : logits, false, 0, num_embeddings_, nullptr};
 }
 
@@ -66,8 +68,8 @@ at::Tensor VocabParallelEmbedding1D::forward(const at::Tensor& ids) {
 VocabLogits VocabParallelEmbedding1D::lm_logits(const at::Tensor& hidden, bool gather,
                                                 const at::Tensor& bias) {
   const at::Tensor x = distributed::copy_to_parallel_region(hidden, *group_);
-  at::Tensor local = at::matmul(x, weight_.t());  // [..., padded/tp]
-  if (bias.defined()) local = local + bias;       // bias: [padded/tp], this rank's rows
+  at::Tensor local = project(x, weight_, {}, false);  // [..., padded/tp]
+  if (bias.defined()) local = local + bias;           // bias: [padded/tp], this rank's rows
   const int64_t real = std::clamp<int64_t>(num_embeddings_ - vocab_start_, 0, local_rows_);
   if (real < local_rows_) {  // padding columns must never win a max or take probability
     local = at::cat(
@@ -96,7 +98,7 @@ at::Tensor Embedding1D::forward(const at::Tensor& ids) {
 VocabLogits Embedding1D::lm_logits(const at::Tensor& hidden, bool, const at::Tensor& bias) {
   const at::Tensor x = distributed::scatter_to_parallel_region(hidden, *group_);  // [..., dim/tp]
   const at::Tensor logits =                                                       // [..., vocab]
-      distributed::reduce_from_parallel_region(at::matmul(x, weight_.t()), *group_);
+      distributed::reduce_from_parallel_region(project(x, weight_, {}, false), *group_);
   return {bias.defined() ? logits + bias : logits, false, 0, num_embeddings_, nullptr};
 }
 

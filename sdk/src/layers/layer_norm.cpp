@@ -1,6 +1,8 @@
 // LayerNorm building block.
 #include "shardformer/layers/layer_norm.h"
 
+#include "inference_kernels.h"
+
 #include <ATen/ATen.h>
 
 namespace shardformer::layers {
@@ -12,6 +14,15 @@ LayerNorm::LayerNorm(const BuildContext& ctx, int64_t dim, double eps) : dim_(di
 
 at::Tensor LayerNorm::forward(const at::Tensor& input) const {
   return at::layer_norm(input, {dim_}, weight_, bias_, eps_);
+}
+
+std::pair<at::Tensor, at::Tensor> LayerNorm::add_forward(const at::Tensor& x,
+                                                         const at::Tensor& residual) const {
+  if (use_inference_kernel({x, residual}) && x.sizes() == residual.sizes()) {
+    return kernels::add_layer_norm(x, residual, weight_, bias_, eps_);
+  }
+  at::Tensor sum = x + residual;
+  return {sum, forward(sum)};
 }
 
 }  // namespace shardformer::layers

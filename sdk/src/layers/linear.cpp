@@ -1,6 +1,7 @@
 // Replicated, column-parallel and row-parallel linear blocks.
 #include "shardformer/layers/linear.h"
 
+#include "inference_kernels.h"
 #include "sequence_parallel_linear.h"
 
 #include "shardformer/checkpoint_io/hf_config.h"
@@ -42,19 +43,11 @@ ReplicatedLinear::ReplicatedLinear(const BuildContext& ctx, int64_t in_features,
 }
 
 at::Tensor ReplicatedLinear::matmul(const at::Tensor& input) const {
-  if (!conv1d(options_)) return at::matmul(input, weight_.t());
-  auto out_shape = input.sizes().vec();
-  out_shape.back() = local_out_;
-  return at::mm(input.reshape({-1, local_in_}), weight_).view(out_shape);
+  return project(input, weight_, {}, conv1d(options_));
 }
 
 at::Tensor ReplicatedLinear::forward(const at::Tensor& input) {
-  if (!conv1d(options_)) return at::linear(input, weight_, bias_);
-  // Conv1D: y = b + x W, computed as HF does (addmm over the flattened leading dims).
-  if (!bias_.defined()) return matmul(input);
-  auto out_shape = input.sizes().vec();
-  out_shape.back() = local_out_;
-  return at::addmm(bias_, input.reshape({-1, local_in_}), weight_).view(out_shape);
+  return project(input, weight_, bias_, conv1d(options_));
 }
 
 namespace {

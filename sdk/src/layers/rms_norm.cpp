@@ -1,6 +1,8 @@
 // RMSNorm building block.
 #include "shardformer/layers/rms_norm.h"
 
+#include "inference_kernels.h"
+
 #include <ATen/ATen.h>
 
 namespace shardformer::layers {
@@ -11,6 +13,7 @@ RMSNorm::RMSNorm(const BuildContext& ctx, int64_t dim, double eps, TensorShard w
 }
 
 at::Tensor RMSNorm::forward(const at::Tensor& input) const {
+  if (use_inference_kernel({input, weight_})) return kernels::rms_norm(input, weight_, eps_);
   const at::Tensor x = input.to(at::kFloat);
   const at::Tensor normed = x * at::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + eps_);
   return weight_ * normed.to(input.scalar_type());

@@ -2,6 +2,8 @@
 // micro-batch and chunk.
 #include "shardformer/pipeline/pipeline_runner.h"
 
+#include "shardformer/runtime/inference_scope.h"
+
 #include "shardformer/error.h"
 #include "shardformer/losses.h"
 #include "shardformer/strings.h"
@@ -208,7 +210,7 @@ at::Tensor PipelineRunner::train_step(const ForwardInputs& batch, const at::Tens
 at::Tensor PipelineRunner::forward(const ForwardInputs& batch) {
   const std::vector<MicroBatch> microbatches = split(batch, at::Tensor());
   check_usable();
-  torch::NoGradGuard no_grad;
+  const runtime::InferenceScope inference;
   outputs_.assign(microbatches.size(), at::Tensor());
   try {
     run(microbatches, Mode::kForward);
@@ -226,7 +228,7 @@ at::Tensor PipelineRunner::loss(const ForwardInputs& batch, const at::Tensor& la
   check_labels(batch, labels);
   const std::vector<MicroBatch> microbatches = split(batch, labels);
   check_usable();
-  torch::NoGradGuard no_grad;
+  const runtime::InferenceScope inference;
   loss_ = at::Tensor();
   try {
     run(microbatches, Mode::kLoss);

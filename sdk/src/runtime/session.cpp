@@ -1,6 +1,8 @@
 // Session: checkpoint, parallel context, pipeline stage and model of one rank, and running it.
 #include "shardformer/runtime/session.h"
 
+#include "shardformer/runtime/inference_scope.h"
+
 #include "shardformer/error.h"
 #include "shardformer/log.h"
 #include "shardformer/pipeline/pipeline_generate.h"
@@ -142,13 +144,13 @@ pipeline::PipelineRunner& Session::runner(int64_t batch) {
 
 at::Tensor Session::forward(const ForwardInputs& batch) {
   if (stages_) return runner(batch.input_ids.size(0)).forward(batch);
-  torch::NoGradGuard no_grad;
+  const runtime::InferenceScope inference;
   return model_->forward(batch);
 }
 
 at::Tensor Session::loss(const ForwardInputs& batch, const at::Tensor& labels) {
   if (stages_) return runner(batch.input_ids.size(0)).loss(batch, labels);
-  torch::NoGradGuard no_grad;
+  const runtime::InferenceScope inference;
   return model_->loss(batch, labels);
 }
 

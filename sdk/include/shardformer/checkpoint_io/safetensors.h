@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -30,10 +32,11 @@ struct TensorInfo {
 // Largest header accepted (the format's reference implementation uses 100 MB).
 inline constexpr uint64_t kMaxSafetensorsHeaderBytes = 100ull * 1024 * 1024;
 
-// A safetensors file mapped read-only. Construction validates the whole header: length
-// within the file and under kMaxSafetensorsHeaderBytes, valid JSON, known dtypes, shapes
-// whose byte size equals the offsets' range, offsets inside the data section, no overlaps,
-// no duplicate names. Every failure throws CheckpointError naming the file and the tensor.
+// A safetensors file mapped copy-on-write (the file itself is never written). Construction
+// validates the whole header: length within the file and under kMaxSafetensorsHeaderBytes, valid
+// JSON, known dtypes, shapes whose byte size equals the offsets' range, offsets inside the data
+// section, no overlaps, no duplicate names. Every failure throws CheckpointError naming the file
+// and the tensor.
 class SafetensorsFile {
  public:
   explicit SafetensorsFile(const std::filesystem::path& path);
@@ -49,7 +52,11 @@ class SafetensorsFile {
   // Throws CheckpointError naming the file when the tensor is absent.
   const TensorInfo& info(const std::string& name) const;
 
-  // The whole tensor, copied out of the mapping (CPU, the file's dtype, contiguous).
+  // The whole tensor (CPU, the file's dtype, contiguous). The first read of a tensor whose
+  // bytes are aligned for its dtype uses the mapping in place: no copy and no page zeroing,
+  // its pages are the page cache's until written (then copied, page by page, for this process
+  // only), and the mapping lives as long as any such tensor. Later reads of the same tensor
+  // are copies read from the file, so two reads never alias and never see each other's writes.
   at::Tensor read(const std::string& name) const;
 
   // Rows [start, start + length) of dimension `dim` of the tensor, copied out of the mapping.
@@ -65,13 +72,18 @@ class SafetensorsFile {
   const std::byte* data(const TensorInfo& info) const;
 
  private:
+  at::Tensor read_from_file(const TensorInfo& tensor) const;
+
   std::filesystem::path path_;
   std::vector<TensorInfo> tensors_;
   std::map<std::string, size_t> index_;
   std::map<std::string, std::string> metadata_;
   const std::byte* mapping_ = nullptr;
   uint64_t file_size_ = 0;
-  uint64_t data_offset_ = 0;  // 8 + header length
+  std::shared_ptr<void> keep_mapped_;  // unmaps when this and every in-place tensor are gone
+  mutable std::mutex in_place_mutex_;
+  mutable std::set<std::string> in_place_;  // tensors handed out in place
+  uint64_t data_offset_ = 0;                // 8 + header length
 };
 
 // fsync of a file or a folder (after a rename into it): the data is on disk when it returns.

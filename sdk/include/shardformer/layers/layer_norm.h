@@ -5,6 +5,8 @@
 
 #include <torch/nn/module.h>
 
+#include <utility>
+
 namespace shardformer::layers {
 
 class LayerNorm : public torch::nn::Module {
@@ -13,6 +15,10 @@ class LayerNorm : public torch::nn::Module {
 
   // [..., dim] -> [..., dim]
   at::Tensor forward(const at::Tensor& input) const;
+  // The residual sum x + residual and its norm, {sum, norm} [..., dim]: one fused pass over
+  // memory when gradients are off on the CPU (kernels::add_layer_norm), else two ATen ops.
+  std::pair<at::Tensor, at::Tensor> add_forward(const at::Tensor& x,
+                                                const at::Tensor& residual) const;
 
  private:
   int64_t dim_;

@@ -1,0 +1,267 @@
+#!/usr/bin/env python3
+"""CPU speed suite: the host against HF transformers eager on the same threads and against this
+machine's own limits, measured side by side in one run (GPT-2-small shape, 124M, fp32, random
+weights made locally).
+
+    .venv/bin/python bench/bench_speed.py [--build build] [--threads 2] [--repeats 2]
+        [--forward 4x128,4x256,4x512,4x1024] [--decode 1x64,8x64] [--only forward,decode,start,tp]
+
+  * forward: full logits for batch x seq random tokens (no gradients), median of 3 timed calls
+    after a warm-up, in one process per side that loads the model once (bench/speed for the
+    host: the host's plugins, Session and allocator settings; a Python worker for HF).
+  * decode: greedy generation of N new tokens after a 32-token prompt, eos disabled, median of 3.
+  * start: from process start to the first generated token. The host: the wall time of
+    `shardformer-host run` on a generate job with max_new_tokens = 1 (process start, plugin
+    discovery, config, load, prefill, exit). HF: from_pretrained + the first forward in a
+    process that has already imported torch and transformers (their import time is printed
+    apart). Page cache warm.
+  * tp: the host's forward 4 x 512 at tp = 2 (two ranks, one thread each) against tp = 1.
+Rounds alternate the host and HF; the machine's limits are measured in every round (fp32 GEMM
+GFLOP/s on 2048^2 with the same threads, memory read bandwidth by summing 1 GiB) and each result
+is printed as a ratio to HF (median over rounds) and as a fraction of the roofline."""
+import argparse
+import json
+import os
+import pathlib
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from gpt2_small import HIDDEN, LAYERS, VOCAB, forward_flops, make_checkpoint
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PROMPT = 32
+
+
+def parse_shapes(text):
+    return [tuple(int(v) for v in item.split("x")) for item in text.split(",") if item]
+
+
+def limits_worker(args):
+    """GEMM GFLOP/s and read GB/s, best of a few tries each, on args.threads threads."""
+    import torch
+    torch.set_num_threads(args.threads)
+    n = 2048
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    torch.mm(a, b)
+    gemm = 0.0
+    for _ in range(5):
+        start = time.perf_counter()
+        torch.mm(a, b)
+        gemm = max(gemm, 2 * n ** 3 / (time.perf_counter() - start) / 1e9)
+    x = torch.ones(1 << 28)  # 1 GiB of fp32
+    x.sum()
+    read = 0.0
+    for _ in range(5):
+        start = time.perf_counter()
+        x.sum()
+        read = max(read, x.numel() * 4 / (time.perf_counter() - start) / 1e9)
+    print(json.dumps({"kind": "limits", "gemm_gflops": gemm, "read_gbs": read}))
+
+
+def hf_worker(args):
+    """HF's side of one round: the same JSON lines as bench/speed."""
+    import torch
+    from transformers import GPT2LMHeadModel
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    start = time.perf_counter()
+    model = GPT2LMHeadModel.from_pretrained(args.checkpoint).eval()
+    print(json.dumps({"kind": "load", "seconds": time.perf_counter() - start}))
+
+    def median(run):
+        run()
+        times = []
+        for _ in range(args.timed):
+            start = time.perf_counter()
+            run()
+            times.append(time.perf_counter() - start)
+        return statistics.median(times)
+
+    with torch.inference_mode():
+        for batch, seq in parse_shapes(args.forward):
+            ids = torch.randint(VOCAB, (batch, seq))
+            print(json.dumps({"kind": "forward", "batch": batch, "seq": seq,
+                              "seconds": median(lambda: model(ids))}), flush=True)
+        for batch, new in parse_shapes(args.decode):
+            ids = torch.randint(VOCAB, (batch, PROMPT))
+            mask = torch.ones_like(ids)
+            run = lambda: model.generate(ids, attention_mask=mask, max_new_tokens=new,
+                                         min_new_tokens=new, do_sample=False, eos_token_id=None,
+                                         pad_token_id=0)
+            print(json.dumps({"kind": "decode", "batch": batch, "new_tokens": new,
+                              "prompt": PROMPT, "seconds": median(run)}), flush=True)
+
+
+def hf_start_worker(args):
+    """from_pretrained + the first forward, after the imports (timed apart)."""
+    start = time.perf_counter()
+    import torch
+    from transformers import GPT2LMHeadModel
+    imported = time.perf_counter()
+    torch.set_num_threads(args.threads)
+    model = GPT2LMHeadModel.from_pretrained(args.checkpoint).eval()
+    with torch.inference_mode():
+        model(torch.randint(VOCAB, (1, PROMPT))).logits[:, -1].argmax(-1)
+    print(json.dumps({"kind": "start", "seconds": time.perf_counter() - imported,
+                      "import_seconds": imported - start}))
+
+
+def run_lines(command, env=None):
+    out = subprocess.run(command, capture_output=True, text=True, env=env)
+    if out.returncode != 0:
+        sys.exit(f"{shlex.join(map(str, command))} failed ({out.returncode}):\n"
+                 f"{out.stderr[-3000:]}")
+    return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+
+
+def worker(args, kind, **extra):
+    command = [sys.executable, __file__, "--worker", kind, "--threads", str(args.threads),
+               "--checkpoint", str(args.checkpoint)]
+    for key, value in extra.items():
+        command += [f"--{key}", str(value)]
+    return run_lines(command)
+
+
+def host_speed(args, forward, decode, tp=1):
+    command = [args.build / "bench" / "speed", "--model", args.checkpoint, "--plugins",
+               args.build / "plugins", "--forward", forward, "--decode", decode, "--prompt",
+               PROMPT, "--repeats", args.timed]
+    if tp == 1:
+        return run_lines([str(c) for c in command + ["--threads", args.threads]])
+    port = 29600 + os.getpid() % 1000
+    ranks = [subprocess.Popen([str(c) for c in command + ["--threads", max(1, args.threads // tp),
+                                                          "--tp", tp, "--rank", r, "--port", port]],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for r in range(tp)]
+    outputs = [p.communicate() for p in ranks]
+    for p, (_, err) in zip(ranks, outputs):
+        if p.returncode != 0:
+            sys.exit(f"speed at tp={tp} failed:\n{err[-3000:]}")
+    return [json.loads(line) for line in outputs[0][0].splitlines() if line.startswith("{")]
+
+
+def host_start(args, work):
+    config = work / "start.toml"
+    config.write_text(f"""[model]
+path = "{args.checkpoint}"
+[job]
+mode = "generate"
+[generate]
+prompts = [{list(range(1, PROMPT + 1))}]
+max_new_tokens = 1
+eos_token_id = {VOCAB - 1}
+""")
+    start = time.perf_counter()
+    out = subprocess.run([str(args.build / "shardformer-host"), "run", str(config)],
+                         capture_output=True, text=True,
+                         env={**os.environ, "OMP_NUM_THREADS": str(args.threads)})
+    if out.returncode != 0:
+        sys.exit(f"host start failed:\n{out.stderr[-3000:]}")
+    return time.perf_counter() - start
+
+
+def key(record):
+    if record["kind"] == "forward":
+        return f"forward {record['batch']}x{record['seq']}"
+    if record["kind"] == "decode":
+        return f"decode b{record['batch']} x {record['new_tokens']}"
+    return record["kind"]
+
+
+def weight_bytes():
+    """Bytes one decoding step reads at least: every parameter once (the tied head included)."""
+    per_layer = 12 * HIDDEN * HIDDEN + 13 * HIDDEN
+    return 4 * (LAYERS * per_layer + VOCAB * HIDDEN + 2 * HIDDEN)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--build", type=pathlib.Path, default=ROOT / "build")
+    parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--repeats", type=int, default=2, help="rounds (host, HF alternate)")
+    parser.add_argument("--timed", type=int, default=3, help="timed calls per measurement")
+    parser.add_argument("--forward", default="4x128,4x256,4x512,4x1024")
+    parser.add_argument("--decode", default="1x64,8x64")
+    parser.add_argument("--only", default="forward,decode,start,tp")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--checkpoint", type=pathlib.Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        return {"limits": limits_worker, "hf": hf_worker, "hf_start": hf_start_worker}[
+            args.worker](args)
+    parts = args.only.split(",")
+    cache = args.build / "bench-models"
+    cache.mkdir(parents=True, exist_ok=True)
+    args.checkpoint = cache / "gpt2-small-random"
+    make_checkpoint(args.checkpoint)
+    forward = args.forward if "forward" in parts else ""
+    decode = args.decode if "decode" in parts else ""
+    print(f"command: {shlex.join(sys.argv)}")
+    print(f"machine: {os.cpu_count()} cores, {args.threads} threads, "
+          f"load average {os.getloadavg()[0]:.2f}\n")
+    host, hf, limits = {}, {}, []
+    start_host, start_hf, imports, tp1, tp2 = [], [], [], [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        for _ in range(args.repeats):
+            limits += worker(args, "limits")
+            if forward or decode:
+                for r in host_speed(args, forward, decode):
+                    host.setdefault(key(r), []).append(r["seconds"])
+                for r in worker(args, "hf", forward=forward, decode=decode, timed=args.timed):
+                    hf.setdefault(key(r), []).append(r["seconds"])
+            if "start" in parts:
+                start_host.append(host_start(args, pathlib.Path(tmp)))
+                r = worker(args, "hf_start")[0]
+                start_hf.append(r["seconds"])
+                imports.append(r["import_seconds"])
+            if "tp" in parts:
+                tp1 += [r["seconds"] for r in host_speed(args, "4x512", "") if
+                        r["kind"] == "forward"]
+                tp2 += [r["seconds"] for r in host_speed(args, "4x512", "", tp=2) if
+                        r["kind"] == "forward"]
+    gemm = statistics.median(r["gemm_gflops"] for r in limits)
+    read = statistics.median(r["read_gbs"] for r in limits)
+    med = statistics.median
+    print(f"limits: fp32 GEMM {gemm:.0f} GFLOP/s, memory read {read:.1f} GB/s "
+          f"(medians of {len(limits)} rounds)\n")
+    if forward:
+        print("| forward (full logits) | host s | HF s | host / HF speed | host roofline | "
+              "HF roofline | host tokens/s |")
+        print("|---|---|---|---|---|---|---|")
+        for batch, seq in parse_shapes(forward):
+            k = f"forward {batch}x{seq}"
+            h, f = med(host[k]), med(hf[k])
+            ideal = forward_flops(batch, seq, causal_half=True) / (gemm * 1e9)
+            print(f"| {batch} x {seq} | {h:.3f} | {f:.3f} | {f / h:.2f} x | {ideal / h:.0%} | "
+                  f"{ideal / f:.0%} | {batch * seq / h:.0f} |")
+        print()
+    if decode:
+        print("| greedy decode | host tokens/s | HF tokens/s | host / HF speed | "
+              "host bandwidth roofline | HF bandwidth roofline |")
+        print("|---|---|---|---|---|---|")
+        for batch, new in parse_shapes(decode):
+            k = f"decode b{batch} x {new}"
+            h, f = med(host[k]), med(hf[k])
+            # Per token: the weights once, and the KV cache at the mean context length.
+            kv = 2 * LAYERS * HIDDEN * 4 * batch * (PROMPT + new / 2)
+            ideal = new * (weight_bytes() + kv) / (read * 1e9)
+            print(f"| batch {batch} x {new} new | {batch * new / h:.1f} | {batch * new / f:.1f} | "
+                  f"{f / h:.2f} x | {ideal / h:.0%} | {ideal / f:.0%} |")
+        print()
+    if "start" in parts:
+        h, f = med(start_host), med(start_hf)
+        print(f"start to first token: host {h:.2f} s (whole process), HF {f:.2f} s "
+              f"(from_pretrained + first forward; importing torch + transformers took "
+              f"{med(imports):.2f} s more): host / HF time {h / f:.2f}\n")
+    if "tp" in parts:
+        print(f"forward 4 x 512 at tp = 2 (1 thread per rank) against tp = 1 ({args.threads} "
+              f"threads): {med(tp2):.3f} s vs {med(tp1):.3f} s, tp2 / tp1 time "
+              f"{med(tp2) / med(tp1):.2f}\n")
+
+
+if __name__ == "__main__":
+    main()

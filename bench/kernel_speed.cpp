@@ -1,0 +1,96 @@
+// Micro-benchmark of the fused CPU kernels (kernels/): each kernel's GB/s against this machine's
+// memory read bandwidth measured in the same run, and its time against the ATen ops it replaces.
+// Prints a markdown table; docs/benchmarks.md has the results and the command.
+#include "shardformer/kernels/cpu_kernels.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <ATen/core/grad_mode.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <vector>
+
+using namespace shardformer;
+
+namespace {
+
+// The best of `repeats` timings of `run`, in seconds (one untimed call first).
+double best_seconds(const std::function<void()>& run, int repeats = 7) {
+  run();
+  double best = 1e30;
+  for (int i = 0; i < repeats; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    run();
+    best = std::min(
+        best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  return best;
+}
+
+void row(const char* name, double bytes, double ours, double aten, double bandwidth) {
+  std::printf("| %s | %.2f | %.2f | %.1f | %.0f%% | %.2f x |\n", name, ours * 1e3, aten * 1e3,
+              bytes / ours / 1e9, 100.0 * bytes / ours / bandwidth, aten / ours);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int threads = argc > 1 ? std::atoi(argv[1]) : 2;
+  at::set_num_threads(threads);
+  at::manual_seed(0);
+  const at::AutoGradMode no_grad(false);
+  const at::Tensor big = at::ones({1 << 28});  // 1 GiB: the read-bandwidth limit
+  const double read = static_cast<double>(big.nbytes()) / best_seconds([&] { big.sum(); });
+  std::printf("threads %d, kernels %s, memory read %.1f GB/s\n\n", threads,
+              kernels::capability().c_str(), read / 1e9);
+  std::printf("| kernel | ours ms | ATen ms | GB/s | of bandwidth | ATen / ours time |\n");
+  std::printf("|---|---|---|---|---|---|\n");
+
+  // Decoding's products: one row against weights far larger than the caches.
+  const at::Tensor head = at::randn({50257, 768}), x1 = at::randn({1, 768});
+  row("skinny_linear 1 x 768 . [50257, 768]^T (LM head)", head.nbytes(),
+      best_seconds([&] { kernels::skinny_linear(x1, head, {}, false); }),
+      best_seconds([&] { at::matmul(x1, head.t()); }), read);
+  const at::Tensor x8 = at::randn({8, 768});
+  row("skinny_linear 8 x 768 . [50257, 768]^T", head.nbytes(),
+      best_seconds([&] { kernels::skinny_linear(x8, head, {}, false); }),
+      best_seconds([&] { at::matmul(x8, head.t()); }), read);
+  std::vector<at::Tensor> fc;  // 12 layers' c_fc (Conv1D [768, 3072]): 113 MB
+  for (int i = 0; i < 12; ++i) fc.push_back(at::randn({768, 3072}));
+  const at::Tensor bias = at::randn({3072});
+  const double fc_bytes = 12.0 * static_cast<double>(fc[0].nbytes());
+  for (const at::Tensor& x : {x1, x8}) {
+    row(x.size(0) == 1 ? "skinny_linear 1 x 768 . 12 x [768, 3072] (Conv1D)"
+                       : "skinny_linear 8 x 768 . 12 x [768, 3072] (Conv1D)",
+        fc_bytes, best_seconds([&] {
+          for (const at::Tensor& w : fc) kernels::skinny_linear(x, w, bias, true);
+        }),
+        best_seconds([&] {
+          for (const at::Tensor& w : fc) at::addmm(bias, x, w);
+        }),
+        read);
+  }
+
+  // Forward's element-wise steps at 4 x 512 tokens of GPT-2 small.
+  const at::Tensor h = at::randn({2048, 3072});
+  row("bias_gelu_tanh [2048, 3072] (HF gelu_new: 7 ATen ops)", 2.0 * h.nbytes(),
+      best_seconds([&] { kernels::bias_gelu_tanh(h, {}); }), best_seconds([&] {
+        0.5 * h*(1.0 + at::tanh(std::sqrt(2.0 / M_PI) * (h + 0.044715 * at::pow(h, 3.0))));
+      }),
+      read);
+  const at::Tensor a = at::randn({2048, 768}), r = at::randn({2048, 768});
+  const at::Tensor w = at::randn({768}), b = at::randn({768});
+  row("add_layer_norm [2048, 768] (add + layer_norm)", 4.0 * a.nbytes(),
+      best_seconds([&] { kernels::add_layer_norm(a, r, w, b, 1e-5); }),
+      best_seconds([&] { at::layer_norm(a + r, {768}, w, b, 1e-5); }), read);
+  const at::Tensor rw = at::randn({768});
+  row("rms_norm [2048, 768] (5 ATen ops, as HF Llama)", 2.0 * a.nbytes(),
+      best_seconds([&] { kernels::rms_norm(a, rw, 1e-6); }),
+      best_seconds([&] { rw*(a * at::rsqrt(a.pow(2).mean(-1, true) + 1e-6)); }), read);
+  return 0;
+}

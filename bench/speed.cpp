@@ -1,0 +1,145 @@
+// One side of the CPU speed suite (bench/bench_speed.py starts it, alternating with HF): loads a
+// checkpoint through the host's plugins the way a host job does, then times forward passes and
+// greedy decoding and prints one JSON line per measurement (median of --repeats after a warm-up).
+#include "jobs.h"
+#include "plugin_registry.h"
+#include "shardformer/distributed/process_mesh.h"
+#include "shardformer/runtime/session.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <boost/program_options.hpp>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+using namespace shardformer;
+namespace po = boost::program_options;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// "4x512,1x64" -> {{4, 512}, {1, 64}}
+std::vector<std::pair<int64_t, int64_t>> parse_shapes(const std::string& text) {
+  std::vector<std::pair<int64_t, int64_t>> shapes;
+  std::stringstream items(text);
+  for (std::string item; std::getline(items, item, ',');) {
+    const size_t x = item.find('x');
+    if (x == std::string::npos) throw std::invalid_argument("expected BxN, got '" + item + "'");
+    shapes.emplace_back(std::stoll(item.substr(0, x)), std::stoll(item.substr(x + 1)));
+  }
+  return shapes;
+}
+
+// The median of `repeats` timed calls after one untimed call.
+template <typename F>
+double median_seconds(int repeats, const F& run) {
+  run();
+  std::vector<double> times;
+  for (int i = 0; i < repeats; ++i) {
+    const auto start = Clock::now();
+    run();
+    times.push_back(seconds_since(start));
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+// Random prompts of `length` tokens, the same on every rank.
+std::vector<std::vector<int64_t>> prompts(int64_t batch, int64_t length, int64_t vocab) {
+  const at::Tensor ids = at::randint(vocab, {batch, length}, at::kLong);
+  std::vector<std::vector<int64_t>> rows(batch);
+  for (int64_t b = 0; b < batch; ++b) {
+    const at::Tensor row = ids[b].contiguous();
+    rows[b].assign(row.data_ptr<int64_t>(), row.data_ptr<int64_t>() + length);
+  }
+  return rows;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const auto process_start = Clock::now();
+  po::options_description options("speed: the host's side of bench/bench_speed.py");
+  std::string model, plugins, forward, decode;
+  int rank = 0, tp = 1, port = 29500, threads = 1, repeats = 3;
+  int64_t prompt_length = 32;
+  options.add_options()("help", "this text")("model", po::value(&model)->required(),
+                                             "checkpoint folder")(
+      "plugins", po::value(&plugins)->required(), "plugin folder")(
+      "forward", po::value(&forward)->default_value(""), "forward shapes, e.g. 4x128,4x512")(
+      "decode", po::value(&decode)->default_value(""),
+      "greedy decoding as batch x new tokens, e.g. 1x64,8x64")("prompt", po::value(&prompt_length),
+                                                               "prompt tokens for decoding")(
+      "repeats", po::value(&repeats), "timed runs per measurement (median)")(
+      "threads", po::value(&threads), "intra-op threads of this rank")(
+      "tp", po::value(&tp), "tensor-parallel ranks")("rank", po::value(&rank), "this rank")(
+      "port", po::value(&port), "rendezvous port");
+  po::variables_map vm;
+  try {
+    po::store(po::parse_command_line(argc, argv, options), vm);
+    if (vm.count("help")) {
+      std::cout << options << "\n";
+      return 0;
+    }
+    po::notify(vm);
+  } catch (const std::exception& e) {
+    std::cerr << "speed: " << e.what() << "\n";
+    return 2;
+  }
+  try {
+    at::set_num_threads(threads);
+    at::manual_seed(0);
+    std::unique_ptr<distributed::ProcessMesh> mesh;
+    if (tp > 1) {
+      distributed::MeshOptions mesh_options;
+      mesh_options.master_port = port;
+      mesh = std::make_unique<distributed::ProcessMesh>(rank, distributed::MeshShape{.tp = tp},
+                                                        mesh_options);
+    }
+    host::keep_large_blocks_out_of_the_heap();
+    const host::PluginRegistry registry = host::PluginRegistry::discover({plugins});
+    Session session(
+        SessionOptions{.checkpoint = model},
+        [&](const ModelArgs& args) { return registry.create_model(args); }, mesh.get());
+    host::reuse_freed_blocks_for_activations();
+    const double built = seconds_since(process_start);
+    if (rank == 0) std::printf("{\"kind\": \"load\", \"seconds\": %.4f}\n", built);
+    const int64_t vocab = session.model().shape().vocab_size;
+    for (const auto& [batch, seq] : parse_shapes(forward)) {
+      const ForwardInputs inputs{.input_ids = at::randint(vocab, {batch, seq}, at::kLong)};
+      const double s = median_seconds(repeats, [&] { session.forward(inputs); });
+      if (rank == 0) {
+        std::printf("{\"kind\": \"forward\", \"batch\": %ld, \"seq\": %ld, \"seconds\": %.5f}\n",
+                    batch, seq, s);
+      }
+    }
+    for (const auto& [batch, new_tokens] : parse_shapes(decode)) {
+      const auto rows = prompts(batch, prompt_length, vocab);
+      GenerationConfig generation;
+      generation.max_new_tokens = new_tokens;
+      const double s = median_seconds(repeats, [&] { session.generate(rows, generation); });
+      if (rank == 0) {
+        std::printf(
+            "{\"kind\": \"decode\", \"batch\": %ld, \"new_tokens\": %ld, \"prompt\": %ld, "
+            "\"seconds\": %.5f}\n",
+            batch, new_tokens, prompt_length, s);
+      }
+    }
+    std::fflush(stdout);
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "speed rank %d: %s\n", rank, e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,115 @@
+// The kernels' tensor entry points (cpu_kernels.h): shape checks, output allocation, and the
+// instruction-set table chosen once from LibTorch's CPU capability.
+#include "kernel_table.h"
+#include "shardformer/kernels/cpu_kernels.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Version.h>
+#include <c10/util/Exception.h>
+
+namespace shardformer::kernels {
+namespace {
+
+const KernelTable& active_table() {
+  static const KernelTable& table = [&]() -> const KernelTable& {
+#if defined(__x86_64__)
+    const std::string cap = at::get_cpu_capability();
+    if (cap == "AVX512") return AVX512::table;
+    if (cap == "AVX2") return AVX2::table;
+#endif
+    return DEFAULT::table;
+  }();
+  return table;
+}
+
+bool cpu_float_contiguous(const at::Tensor& t) {
+  return t.device().is_cpu() && t.scalar_type() == at::kFloat && t.is_contiguous();
+}
+
+void check_vector(const at::Tensor& v, int64_t n, const char* what) {
+  TORCH_CHECK(!v.defined() || (cpu_float_contiguous(v) && v.dim() == 1 && v.size(0) == n), what,
+              " must be a contiguous fp32 CPU vector of ", n, " elements");
+}
+
+const float* data_or_null(const at::Tensor& t) {
+  return t.defined() ? t.data_ptr<float>() : nullptr;
+}
+
+}  // namespace
+
+std::string capability() {
+  const KernelTable* t = &active_table();
+#if defined(__x86_64__)
+  if (t == &AVX512::table) return "AVX512";
+  if (t == &AVX2::table) return "AVX2";
+#endif
+  return "DEFAULT";
+}
+
+bool skinny_linear_applies(const at::Tensor& x, const at::Tensor& weight) {
+  return cpu_float_contiguous(x) && cpu_float_contiguous(weight) && weight.dim() == 2 &&
+         x.dim() >= 1 && x.numel() / std::max<int64_t>(x.size(-1), 1) <= kSkinnyRows;
+}
+
+at::Tensor skinny_linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                         bool k_major) {
+  TORCH_CHECK(skinny_linear_applies(x, weight), "skinny_linear: x ", x.sizes(), " and weight ",
+              weight.sizes(), " must be contiguous fp32 CPU tensors with at most ", kSkinnyRows,
+              " rows");
+  const int64_t k = x.size(-1);
+  const int64_t n = weight.size(k_major ? 1 : 0);
+  TORCH_CHECK(weight.size(k_major ? 0 : 1) == k, "skinny_linear: weight ", weight.sizes(),
+              " does not take ", k, " input features");
+  check_vector(bias, n, "skinny_linear: bias");
+  auto shape = x.sizes().vec();
+  shape.back() = n;
+  at::Tensor y = at::empty(shape, x.options());
+  active_table().skinny_linear(x.data_ptr<float>(), x.numel() / std::max<int64_t>(k, 1), k,
+                               weight.data_ptr<float>(), n, k_major, data_or_null(bias),
+                               y.data_ptr<float>());
+  return y;
+}
+
+at::Tensor bias_gelu_tanh(const at::Tensor& x, const at::Tensor& bias) {
+  TORCH_CHECK(cpu_float_contiguous(x) && x.dim() >= 1,
+              "bias_gelu_tanh: x must be a contiguous fp32 CPU tensor");
+  const int64_t cols = x.size(-1);
+  check_vector(bias, cols, "bias_gelu_tanh: bias");
+  at::Tensor y = at::empty_like(x);
+  active_table().bias_gelu_tanh(x.data_ptr<float>(), data_or_null(bias), y.data_ptr<float>(),
+                                x.numel() / std::max<int64_t>(cols, 1), cols);
+  return y;
+}
+
+std::pair<at::Tensor, at::Tensor> add_layer_norm(const at::Tensor& x, const at::Tensor& residual,
+                                                 const at::Tensor& weight, const at::Tensor& bias,
+                                                 double eps) {
+  TORCH_CHECK(cpu_float_contiguous(x) && cpu_float_contiguous(residual) &&
+                  x.sizes() == residual.sizes() && x.dim() >= 1,
+              "add_layer_norm: x ", x.sizes(), " and residual ", residual.sizes(),
+              " must be contiguous fp32 CPU tensors of one shape");
+  const int64_t cols = x.size(-1);
+  check_vector(weight, cols, "add_layer_norm: weight");
+  TORCH_CHECK(weight.defined(), "add_layer_norm: weight is required");
+  check_vector(bias, cols, "add_layer_norm: bias");
+  at::Tensor sum = at::empty_like(x), y = at::empty_like(x);
+  active_table().add_layer_norm(x.data_ptr<float>(), residual.data_ptr<float>(),
+                                weight.data_ptr<float>(), data_or_null(bias), sum.data_ptr<float>(),
+                                y.data_ptr<float>(), x.numel() / std::max<int64_t>(cols, 1), cols,
+                                static_cast<float>(eps));
+  return {sum, y};
+}
+
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
+  TORCH_CHECK(cpu_float_contiguous(x) && x.dim() >= 1,
+              "rms_norm: x must be a contiguous fp32 CPU tensor");
+  const int64_t cols = x.size(-1);
+  TORCH_CHECK(weight.defined(), "rms_norm: weight is required");
+  check_vector(weight, cols, "rms_norm: weight");
+  at::Tensor y = at::empty_like(x);
+  active_table().rms_norm(x.data_ptr<float>(), weight.data_ptr<float>(), y.data_ptr<float>(),
+                          x.numel() / std::max<int64_t>(cols, 1), cols, static_cast<float>(eps));
+  return y;
+}
+
+}  // namespace shardformer::kernels

@@ -1,0 +1,44 @@
+// Fused CPU kernels for the memory-bound steps of inference (no autograd): products with few
+// rows (decoding), bias + tanh-GELU, residual add + LayerNorm and RMSNorm. Each has an ATen
+// reference in tests/kernels; the SDK's layers call them when gradients are off, never plugins
+// directly.
+#pragma once
+
+#include <ATen/Tensor.h>
+
+#include <string>
+#include <utility>
+
+namespace shardformer::kernels {
+
+// The most rows skinny_linear takes; more rows are a GEMM's job.
+inline constexpr int64_t kSkinnyRows = 16;
+
+// Whether skinny_linear serves x [..., k] times this weight: CPU fp32, both contiguous, at most
+// kSkinnyRows rows.
+bool skinny_linear_applies(const at::Tensor& x, const at::Tensor& weight);
+
+// y [..., n] = x [..., k] W^T + bias for weight [n, k] (k_major = false, nn.Linear), or
+// x W + bias for weight [k, n] (k_major = true, HF's Conv1D). bias: [n] or undefined. Reads
+// the weight once for all rows, split over the intra-op threads.
+at::Tensor skinny_linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                         bool k_major);
+
+// gelu_tanh(x + bias) (HF's "gelu_new"), x [..., n] contiguous fp32, bias [n] or undefined.
+at::Tensor bias_gelu_tanh(const at::Tensor& x, const at::Tensor& bias);
+
+// sum = x + residual and LayerNorm(sum) over the last dimension, in one pass over memory.
+// x, residual: [..., n] contiguous fp32; weight, bias: [n] (bias may be undefined).
+std::pair<at::Tensor, at::Tensor> add_layer_norm(const at::Tensor& x, const at::Tensor& residual,
+                                                 const at::Tensor& weight, const at::Tensor& bias,
+                                                 double eps);
+
+// weight * x / sqrt(mean(x^2) + eps) over the last dimension (HF's Llama RMSNorm), x [..., n]
+// contiguous fp32, weight [n].
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps);
+
+// The instruction set the kernels run with here ("AVX512", "AVX2" or "DEFAULT"; LibTorch's
+// ATEN_CPU_CAPABILITY environment variable lowers it).
+std::string capability();
+
+}  // namespace shardformer::kernels

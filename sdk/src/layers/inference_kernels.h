@@ -1,0 +1,39 @@
+// When the SDK's layers take the fused CPU kernels (kernels/): inside a runtime::InferenceScope
+// with gradients off (the kernels have no backward) and on CPU fp32 contiguous inputs;
+// otherwise the layers use ATen's ops.
+#pragma once
+
+#include "shardformer/kernels/cpu_kernels.h"
+#include "shardformer/runtime/inference_scope.h"
+
+#include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
+
+#include <initializer_list>
+
+namespace shardformer::layers {
+
+inline bool use_inference_kernel(std::initializer_list<at::Tensor> inputs) {
+  if (at::GradMode::is_enabled() || !runtime::InferenceScope::active()) return false;
+  for (const at::Tensor& t : inputs) {
+    if (!t.device().is_cpu() || t.scalar_type() != at::kFloat || !t.is_contiguous()) return false;
+  }
+  return true;
+}
+
+// x [..., k] times a weight [n, k] (k_major false) or [k, n] (true), plus bias: the skinny
+// kernel for a few rows without gradients (decoding), ATen's GEMM otherwise.
+inline at::Tensor project(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                          bool k_major) {
+  if (use_inference_kernel({x}) && kernels::skinny_linear_applies(x, weight)) {
+    return kernels::skinny_linear(x, weight, bias, k_major);
+  }
+  if (!k_major) return bias.defined() ? at::linear(x, weight, bias) : at::matmul(x, weight.t());
+  auto out_shape = x.sizes().vec();
+  out_shape.back() = weight.size(1);
+  const at::Tensor flat = x.reshape({-1, weight.size(0)});
+  // HF's Conv1D: addmm over the flattened leading dimensions.
+  return (bias.defined() ? at::addmm(bias, flat, weight) : at::mm(flat, weight)).view(out_shape);
+}
+
+}  // namespace shardformer::layers

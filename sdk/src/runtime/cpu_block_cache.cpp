@@ -1,0 +1,155 @@
+// The large-block CPU cache (cpu_block_cache.h): whole-page mappings kept when freed and reused
+// for requests they fit within 1/8, evicted least-recently-freed first on a miss.
+#include "shardformer/runtime/cpu_block_cache.h"
+
+#include <c10/core/Allocator.h>
+#include <c10/core/CPUAllocator.h>
+#include <c10/util/Exception.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+namespace shardformer::runtime {
+namespace {
+
+struct Block {
+  void* data = nullptr;
+  size_t size = 0;     // whole pages
+  uint64_t freed = 0;  // when it was last freed (a counter), for eviction order
+};
+
+class CpuBlockCache final : public c10::Allocator {
+ public:
+  CpuBlockCache(c10::Allocator* small, size_t min_block)
+      : small_(small), min_block_(min_block), page_(static_cast<size_t>(sysconf(_SC_PAGESIZE))) {}
+
+  // The context is the data pointer (c10's raw_allocate / raw_deallocate need that): blocks in
+  // use are found again by address.
+  c10::DataPtr allocate(size_t n) override {
+    if (n < min_block_) return small_->allocate(n);
+    const size_t size = (n + page_ - 1) / page_ * page_;
+    Block* block = take(size);
+    return {block->data, block->data, &CpuBlockCache::give_back, c10::Device(c10::DeviceType::CPU)};
+  }
+
+  c10::DeleterFnPtr raw_deleter() const override { return &CpuBlockCache::give_back; }
+
+  void copy_data(void* dest, const void* src, size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
+
+  BlockCacheStats stats() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return stats_;
+  }
+
+  void release() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (Block* block : kept_) unmap(block);
+    kept_.clear();
+  }
+
+  static CpuBlockCache* instance;
+
+ private:
+  // The smallest kept block that fits `size` within 1/8, else a new mapping after eviction.
+  Block* take(size_t size) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto best = kept_.end();
+    for (auto it = kept_.begin(); it != kept_.end(); ++it) {
+      if ((*it)->size >= size && (*it)->size <= size + size / 8 &&
+          (best == kept_.end() || (*it)->size < (*best)->size)) {
+        best = it;
+      }
+    }
+    if (best != kept_.end()) {
+      Block* block = *best;
+      kept_.erase(best);
+      stats_.cached_bytes -= static_cast<int64_t>(block->size);
+      ++stats_.hits;
+      in_use_.emplace(block->data, block);
+      return block;
+    }
+    ++stats_.misses;
+    std::sort(kept_.begin(), kept_.end(),
+              [](const Block* a, const Block* b) { return a->freed < b->freed; });
+    size_t given_back = 0;
+    size_t evicted = 0;
+    while (evicted < kept_.size() && given_back < size) {
+      given_back += kept_[evicted]->size;
+      unmap(kept_[evicted++]);
+      ++stats_.evictions;
+    }
+    kept_.erase(kept_.begin(), kept_.begin() + static_cast<std::ptrdiff_t>(evicted));
+    void* data = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    TORCH_CHECK(data != MAP_FAILED, "CPU block cache: mapping ", size,
+                " bytes failed: ", std::strerror(errno));
+    stats_.mapped_bytes += static_cast<int64_t>(size);
+    auto* block = new Block{data, size, 0};
+    in_use_.emplace(data, block);
+    return block;
+  }
+
+  // A block of ours goes back to the cache; anything else came from the small allocator.
+  static void give_back(void* data) {
+    CpuBlockCache& cache = *instance;
+    std::unique_lock<std::mutex> lock(cache.mutex_);
+    const auto it = cache.in_use_.find(data);
+    if (it == cache.in_use_.end()) {
+      lock.unlock();
+      cache.small_->raw_deleter()(data);
+      return;
+    }
+    Block* block = it->second;
+    cache.in_use_.erase(it);
+    block->freed = ++cache.clock_;
+    cache.kept_.push_back(block);
+    cache.stats_.cached_bytes += static_cast<int64_t>(block->size);
+  }
+
+  // Called with the mutex held.
+  void unmap(Block* block) {
+    munmap(block->data, block->size);
+    stats_.mapped_bytes -= static_cast<int64_t>(block->size);
+    stats_.cached_bytes -= static_cast<int64_t>(block->size);
+    delete block;
+  }
+
+  c10::Allocator* small_;
+  const size_t min_block_;
+  const size_t page_;
+  std::mutex mutex_;
+  std::vector<Block*> kept_;
+  std::unordered_map<void*, Block*> in_use_;
+  uint64_t clock_ = 0;
+  BlockCacheStats stats_;
+};
+
+CpuBlockCache* CpuBlockCache::instance = nullptr;
+
+}  // namespace
+
+void install_cpu_block_cache(size_t min_block) {
+  static std::once_flag once;
+  std::call_once(once, [min_block] {
+    // Never destroyed: tensors freed during static destruction still return their blocks here.
+    CpuBlockCache::instance = new CpuBlockCache(c10::GetCPUAllocator(), min_block);
+    c10::SetCPUAllocator(CpuBlockCache::instance, /*priority=*/1);
+  });
+}
+
+void release_cpu_block_cache() {
+  if (CpuBlockCache::instance != nullptr) CpuBlockCache::instance->release();
+}
+
+BlockCacheStats cpu_block_cache_stats() {
+  return CpuBlockCache::instance != nullptr ? CpuBlockCache::instance->stats() : BlockCacheStats{};
+}
+
+}  // namespace shardformer::runtime
