@@ -14,6 +14,7 @@ function(shardformer_add_plugin name)
   if(COMMAND shardformer_use_pch)  # in-tree builds share the project's precompiled header
     target_compile_options(${name} PRIVATE -Wall -Wextra)
     shardformer_use_pch(${name})
+    set_property(GLOBAL APPEND PROPERTY SHARDFORMER_IN_TREE_PLUGINS ${name})
   endif()
   if(SHARDFORMER_PLUGIN_OUTPUT_DIR)
     set_target_properties(${name} PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${SHARDFORMER_PLUGIN_OUTPUT_DIR})

@@ -13,21 +13,29 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 
 namespace shardformer::host {
 namespace {
 
-std::vector<std::string> read_lines(const std::filesystem::path& file) {
+std::vector<std::string> read_lines(const JobConfig& config, const std::filesystem::path& file) {
   std::ifstream in(file);
-  if (!in) throw ConfigError(str("embed.sentences_file: cannot read '", file.string(), "'"));
+  if (!in) {
+    throw ConfigError(str(config.source.string(), ": embed.sentences_file: cannot read '",
+                          file.string(), "': ", std::strerror(errno)));
+  }
   std::vector<std::string> lines;
   for (std::string line; std::getline(in, line);) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.find_first_not_of(" \t") != std::string::npos) lines.push_back(line);
   }
-  if (lines.empty()) throw ConfigError(str("embed.sentences_file: '", file.string(), "' is empty"));
+  if (lines.empty()) {
+    throw ConfigError(
+        str(config.source.string(), ": embed.sentences_file: '", file.string(), "' holds no text"));
+  }
   return lines;
 }
 
@@ -63,7 +71,8 @@ void run_embed(const JobConfig& config, Session& session, bool writer, std::ostr
                           "(such as BertModel), not ", session.architecture()));
   }
   const std::vector<std::string> texts =
-      e.sentences.empty() ? read_lines(e.sentences_file) : e.sentences;
+      e.sentences.empty() ? read_lines(config, e.sentences_file) : e.sentences;
+  if (writer) check_output_path(config, e.output, "embed.output");
   const std::filesystem::path folder = session.checkpoint().directory();
   const auto tokenizer = tokenizer::WordPieceTokenizer::from_file(folder);
   const SentencePooling pooling = SentencePooling::from_folder(folder);

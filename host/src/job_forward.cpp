@@ -10,35 +10,20 @@
 
 #include <ATen/ATen.h>
 
-#include <algorithm>
-
 namespace shardformer::host {
-namespace {
-
-void check_token_ids(const std::vector<std::vector<int64_t>>& sequences, int64_t vocab_size,
-                     const std::string& key) {
-  for (size_t row = 0; row < sequences.size(); ++row) {
-    for (int64_t id : sequences[row]) {
-      if (id >= vocab_size) {
-        throw ConfigError(str(key, "[", row, "] has token id ", id,
-                              ", outside the model's vocabulary [0, ", vocab_size, ")"));
-      }
-    }
-  }
-}
-
-}  // namespace
 
 void run_forward(const JobConfig& config, Session& session, bool writer, std::ostream& out) {
   const ForwardSection& f = config.forward;
   const ModelShape shape = session.model().shape();
-  check_token_ids(f.input_ids, shape.vocab_size, "forward.input_ids");
-  size_t longest = 0;
-  for (const auto& ids : f.input_ids) longest = std::max(longest, ids.size());
-  if (shape.max_positions > 0 && static_cast<int64_t>(longest) > shape.max_positions) {
-    throw ConfigError(str("forward.input_ids: a sequence of ", longest,
-                          " tokens exceeds the model's ", shape.max_positions, " positions"));
+  check_token_ids(config, f.input_ids, "forward.input_ids", shape.vocab_size);
+  const size_t longest = longest_sequence(f.input_ids);
+  const auto length = static_cast<int64_t>(f.input_ids[longest].size());
+  if (shape.max_positions > 0 && length > shape.max_positions) {
+    throw ConfigError(str(config.source.string(), ": forward.input_ids[", longest, "] holds ",
+                          length, " tokens, more than the model's ", shape.max_positions,
+                          " positions"));
   }
+  if (writer) check_output_path(config, f.output, "forward.output");
   const PaddedBatch batch = right_pad(f.input_ids, 0);
   const c10::Device device = session.model().parameters().front().device();
   const ForwardInputs inputs{.input_ids = batch.input_ids.to(device),

@@ -23,10 +23,21 @@ void run_train(const JobConfig& config, Session& session, const std::filesystem:
 // The save a train job continues from (checkpoint.resume), or empty to start from model.path.
 std::filesystem::path train_resume_checkpoint(const JobConfig& config);
 
-// Test hook: SHARDFORMER_TEST_FAIL_RANK=N makes rank N fail, by throwing
-// (SHARDFORMER_TEST_FAIL_MODE=throw, the default) or by SIGKILL (=kill): once its model is built
-// (`step` -1), or after training step SHARDFORMER_TEST_FAIL_STEP when that is set.
-void inject_test_failure(int rank, int64_t step);
+// Checks of a job's inputs and outputs before it runs (job_inputs.cpp); each throws ConfigError
+// naming the config file and `key`. Every id of `sequences` must lie in [0, vocab_size).
+void check_token_ids(const JobConfig& config, const std::vector<std::vector<int64_t>>& sequences,
+                     const std::string& key, int64_t vocab_size);
+// The index of the longest of `sequences` (not empty).
+size_t longest_sequence(const std::vector<std::vector<int64_t>>& sequences);
+// `output`'s folder must exist and be writable.
+void check_output_path(const JobConfig& config, const std::filesystem::path& output,
+                       const std::string& key);
+
+// Test hook: SHARDFORMER_TEST_FAIL_RANK=N makes rank N fail as SHARDFORMER_TEST_FAIL_MODE says
+// (runtime::fail_now: throw, kill, hang, stop) once its model is built (`step` -1), or after
+// training step SHARDFORMER_TEST_FAIL_STEP when that is set; unless SHARDFORMER_TEST_FAIL_AT
+// picks an operation instead (runtime/activity.h).
+void inject_test_failure(int64_t step);
 
 inline double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

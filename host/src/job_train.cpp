@@ -5,6 +5,7 @@
 
 #include "shardformer/error.h"
 #include "shardformer/log.h"
+#include "shardformer/runtime/activity.h"
 #include "shardformer/strings.h"
 #include "shardformer/training/trainer.h"
 
@@ -171,6 +172,7 @@ void run_train(const JobConfig& config, Session& session, const fs::path& resume
   const auto save = [&](int64_t step) {
     const fs::path path = save_path(c, step);
     const auto start = std::chrono::steady_clock::now();
+    const runtime::PhaseScope phase(str("saving ", path.string()));
     trainer.save(path);
     if (!writer) return;
     prune_saves(c);
@@ -183,6 +185,7 @@ void run_train(const JobConfig& config, Session& session, const fs::path& resume
   int64_t tokens = 0;
   double last_loss = 0;
   while (trainer.steps_done() < config.train.steps) {
+    const runtime::PhaseScope phase(str("training step ", trainer.steps_done() + 1));
     const training::StepMetrics m = trainer.step();
     tokens += m.tokens;
     last_loss = m.loss;
@@ -223,7 +226,7 @@ void run_train(const JobConfig& config, Session& session, const fs::path& resume
       if (writer) out << "eval step " << m.step << ": loss " << eval_loss << "\n";
     }
     if (!c.dir.empty() && c.save_every > 0 && m.step % c.save_every == 0) save(m.step);
-    inject_test_failure(rank, m.step);
+    inject_test_failure(m.step);
   }
   const double elapsed = seconds_since(start);
   const int64_t done = trainer.steps_done() - first;

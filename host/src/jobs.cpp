@@ -3,12 +3,15 @@
 #include "jobs.h"
 
 #include "job_modes.h"
+#include "rank_agreement.h"
+#include "watchdog.h"
 
 #include "shardformer/checkpoint_io/checkpoint.h"
 #include "shardformer/distributed/process_mesh.h"
 #include "shardformer/dtype.h"
 #include "shardformer/error.h"
 #include "shardformer/log.h"
+#include "shardformer/runtime/activity.h"
 #include "shardformer/runtime/cpu_block_cache.h"
 #include "shardformer/runtime/session.h"
 #include "shardformer/strings.h"
@@ -21,7 +24,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -30,6 +32,33 @@
 
 namespace shardformer::host {
 namespace {
+
+// Open file descriptors and how many of them are sockets, and the number of memory mappings.
+struct OpenResources {
+  int fds = 0, sockets = 0, mappings = 0;
+};
+
+OpenResources open_resources() {
+  OpenResources r;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd", error)) {
+    r.fds += 1;
+    const std::filesystem::path target = std::filesystem::read_symlink(entry.path(), error);
+    if (!error && target.string().rfind("socket:", 0) == 0) r.sockets += 1;
+  }
+  std::ifstream maps("/proc/self/maps");
+  for (std::string line; std::getline(maps, line);) r.mappings += 1;
+  return r;
+}
+
+// Whether the resources after job `done` of `total` are logged at info level: after jobs
+// 1, 2, 5, 10, 20, 50, ... and the last.
+bool report_resources_after(int64_t done, int64_t total) {
+  if (done == total) return true;
+  int64_t scale = 1;
+  while (scale * 10 <= done) scale *= 10;
+  return done == scale || done == 2 * scale || done == 5 * scale;
+}
 
 // Resident set size now and at its peak, in MiB (Linux).
 std::pair<double, double> rss_mib() {
@@ -88,6 +117,67 @@ c10::Device job_device(const JobConfig& config, int local_rank) {
   return c10::Device(c10::kCPU);
 }
 
+// One job on this rank's mesh: its session (checkpoint, model built through its plugin,
+// pipeline), then the job's mode.
+void run_one_job(const JobConfig& config, const PluginRegistry& registry,
+                 const distributed::ProcessMesh* mesh, int rank, c10::Device device,
+                 c10::ScalarType dtype, std::ostream& out) {
+  keep_large_blocks_out_of_the_heap();
+  log::info(str("RSS before loading: ", rss_mib().first, " MiB"));
+  const auto start = std::chrono::steady_clock::now();
+  const ModelFactory factory = [&](const ModelArgs& args) {
+    const PluginInfo& plugin = registry.find(args.architecture);
+    log::info(str("checkpoint ", config.model.path.string(), ": ", args.architecture, ", ",
+                  args.checkpoint->total_numel(), " parameters in ",
+                  args.checkpoint->files().size(), " file(s); served by plugin '", plugin.name,
+                  "' ", plugin.version));
+    if (const PipelineStageManager* stages = args.parallel->pipeline) {
+      const LayerRange first = stages->layers(0);
+      log::info(str("pipeline stage ", stages->stage(), " of ", stages->num_stages(), ": layers [",
+                    first.begin, ", ", first.end, ")",
+                    stages->num_chunks() > 1
+                        ? str(" and ", stages->num_chunks() - 1, " more chunks")
+                        : std::string()));
+    }
+    if (mesh != nullptr) {
+      check_ranks_agree(*mesh, "plugin",
+                        {{"plugin", str(plugin.name, " ", plugin.version, " (SDK ABI ",
+                                        plugin.abi_major, ".", plugin.abi_minor, ", LibTorch ",
+                                        plugin.torch_version, ") for ", args.architecture)}});
+    }
+    const runtime::PhaseScope phase(str("building the model (plugin '", plugin.name, "')"));
+    return registry.create_model(args);
+  };
+  // A train job that continues a save builds its model from the save.
+  const std::filesystem::path resume =
+      config.mode == JobMode::kTrain ? train_resume_checkpoint(config) : std::filesystem::path();
+  SessionOptions options = session_options(config, dtype, device);
+  if (!resume.empty()) options.checkpoint = resume;
+  const runtime::PhaseScope loading(str("loading ", config.model.path.string()));
+  Session session(std::move(options), factory, mesh);
+  log::info(str("model built in ", seconds_since(start), " s (", c10::toString(dtype), ", ",
+                device.str(), ", dp ", config.parallel.dp_size, ", pp ", config.parallel.pp_size,
+                ", sp ", config.parallel.sp_size, ", tp ", config.parallel.tp_size, "); RSS ",
+                rss_mib().first, " MiB"));
+  reuse_freed_blocks_for_activations();
+  inject_test_failure(-1);
+
+  // Every stage ends generation with the tokens; only the last one has forward's output,
+  // which every tp and sp rank holds whole.
+  const bool first_tp_rank = !mesh || (mesh->coordinate().tp == 0 && mesh->coordinate().sp == 0);
+  const runtime::PhaseScope running(str("running the ", job_mode_name(config.mode), " job"));
+  switch (config.mode) {
+    case JobMode::kForward:
+      run_forward(config, session, first_tp_rank && session.holds_output(), out);
+      break;
+    case JobMode::kGenerate: run_generate(config, session, rank == 0, out); break;
+    case JobMode::kEmbed:
+      run_embed(config, session, first_tp_rank && session.holds_output(), out);
+      break;
+    case JobMode::kTrain: run_train(config, session, resume, rank, out); break;
+  }
+}
+
 }  // namespace
 
 // glibc raises its mmap threshold after the first large free; parameter-sized blocks then come
@@ -101,20 +191,12 @@ void keep_large_blocks_out_of_the_heap() { mallopt(M_MMAP_THRESHOLD, 1 << 20); }
 // maps more than the same requests would without it, so the peak RSS stays where it was.
 void reuse_freed_blocks_for_activations() { runtime::install_cpu_block_cache(); }
 
-// Prints the steady clock (system-wide) first, so a test can time how fast the job ends after.
-void inject_test_failure(int rank, int64_t step) {
-  const char* fail_rank = std::getenv("SHARDFORMER_TEST_FAIL_RANK");
-  if (fail_rank == nullptr || std::atoi(fail_rank) != rank) return;
+void inject_test_failure(int64_t step) {
+  if (!runtime::is_test_fault_rank() || std::getenv("SHARDFORMER_TEST_FAIL_AT") != nullptr) return;
   const char* fail_step = std::getenv("SHARDFORMER_TEST_FAIL_STEP");
   if ((fail_step != nullptr ? std::atoll(fail_step) : -1) != step) return;
-  const auto now = std::chrono::duration_cast<std::chrono::nanoseconds>(
-      std::chrono::steady_clock::now().time_since_epoch());
-  std::fprintf(stderr, "injecting a failure on rank %d at steady-clock ns %lld\n", rank,
-               static_cast<long long>(now.count()));
-  std::fflush(stderr);
-  const char* mode = std::getenv("SHARDFORMER_TEST_FAIL_MODE");
-  if (mode != nullptr && std::string(mode) == "kill") std::raise(SIGKILL);
-  throw Error(str("injected failure on rank ", rank, " (SHARDFORMER_TEST_FAIL_RANK)"));
+  runtime::fail_now(step < 0 ? std::string("once its model was built")
+                             : str("after training step ", step));
 }
 
 int64_t job_world_size(const JobConfig& config) {
@@ -123,7 +205,7 @@ int64_t job_world_size(const JobConfig& config) {
 }
 
 void run_job(const JobConfig& config, const PluginRegistry& registry,
-             const std::optional<RankEnv>& rank_env, std::ostream& out) {
+             const std::optional<RankEnv>& rank_env, std::ostream& out, const RunOptions& run) {
   const int64_t world = job_world_size(config);
   const int rank = rank_env ? rank_env->rank : 0;
   if ((world > 1 && !rank_env) || (rank_env && rank_env->world_size != world)) {
@@ -137,6 +219,7 @@ void run_job(const JobConfig& config, const PluginRegistry& registry,
     const int cores = static_cast<int>(std::thread::hardware_concurrency());
     at::set_num_threads(std::max(1, cores / std::max(1, rank_env->local_world_size)));
   }
+  if (rank_env) publish_rank_activity(rank);
   // The mesh outlives the error handler below: a failing rank records its error before its
   // connections close, so the launcher can tell the cause from its peers' broken collectives.
   std::unique_ptr<distributed::ProcessMesh> mesh;
@@ -145,6 +228,14 @@ void run_job(const JobConfig& config, const PluginRegistry& registry,
     const c10::ScalarType dtype =
         parse_model_dtype(config.model.dtype, config.source.string() + ": model.dtype");
     if (world > 1) {
+      const runtime::PhaseScope phase("joining the job's ranks");
+      // c10d bounds most of the rendezvous by the timeout, but not all of it; the margin lets
+      // its own, more precise errors come first.
+      const Watchdog watchdog(
+          std::chrono::seconds(config.parallel.timeout_seconds) + std::chrono::seconds(2),
+          str("rank ", rank, ": the rendezvous at ", rank_env->master_addr, ":",
+              rank_env->master_port,
+              " (parallel.timeout_seconds = ", config.parallel.timeout_seconds, ")"));
       distributed::MeshOptions options;
       options.master_addr = rank_env->master_addr;
       options.master_port = rank_env->master_port;
@@ -158,52 +249,17 @@ void run_job(const JobConfig& config, const PluginRegistry& registry,
                                  .sp = config.parallel.sp_size,
                                  .tp = config.parallel.tp_size},
           options);
+      check_ranks_agree(*mesh, "job", job_identity(config));
     }
-
-    keep_large_blocks_out_of_the_heap();
-    log::info(str("RSS before loading: ", rss_mib().first, " MiB"));
-    const auto start = std::chrono::steady_clock::now();
-    const ModelFactory factory = [&](const ModelArgs& args) {
-      const PluginInfo& plugin = registry.find(args.architecture);
-      log::info(str("checkpoint ", config.model.path.string(), ": ", args.architecture, ", ",
-                    args.checkpoint->total_numel(), " parameters in ",
-                    args.checkpoint->files().size(), " file(s); served by plugin '", plugin.name,
-                    "' ", plugin.version));
-      if (const PipelineStageManager* stages = args.parallel->pipeline) {
-        const LayerRange first = stages->layers(0);
-        log::info(str("pipeline stage ", stages->stage(), " of ", stages->num_stages(),
-                      ": layers [", first.begin, ", ", first.end, ")",
-                      stages->num_chunks() > 1
-                          ? str(" and ", stages->num_chunks() - 1, " more chunks")
-                          : std::string()));
+    for (int64_t job = 1; job <= run.repeat; ++job) {
+      run_one_job(config, registry, mesh.get(), rank, device, dtype, out);
+      if (run.repeat > 1) {
+        const OpenResources r = open_resources();
+        const std::string line =
+            str("resources after job ", job, " of ", run.repeat, ": ", r.fds, " open files (",
+                r.sockets, " sockets), ", r.mappings, " mappings, RSS ", rss_mib().first, " MiB");
+        report_resources_after(job, run.repeat) ? log::info(line) : log::debug(line);
       }
-      return registry.create_model(args);
-    };
-    // A train job that continues a save builds its model from the save.
-    const std::filesystem::path resume =
-        config.mode == JobMode::kTrain ? train_resume_checkpoint(config) : std::filesystem::path();
-    SessionOptions options = session_options(config, dtype, device);
-    if (!resume.empty()) options.checkpoint = resume;
-    Session session(std::move(options), factory, mesh.get());
-    log::info(str("model built in ", seconds_since(start), " s (", c10::toString(dtype), ", ",
-                  device.str(), ", dp ", config.parallel.dp_size, ", pp ", config.parallel.pp_size,
-                  ", sp ", config.parallel.sp_size, ", tp ", config.parallel.tp_size, "); RSS ",
-                  rss_mib().first, " MiB"));
-    reuse_freed_blocks_for_activations();
-    inject_test_failure(rank, -1);
-
-    // Every stage ends generation with the tokens; only the last one has forward's output,
-    // which every tp and sp rank holds whole.
-    const bool first_tp_rank = !mesh || (mesh->coordinate().tp == 0 && mesh->coordinate().sp == 0);
-    switch (config.mode) {
-      case JobMode::kForward:
-        run_forward(config, session, first_tp_rank && session.holds_output(), out);
-        break;
-      case JobMode::kGenerate: run_generate(config, session, rank == 0, out); break;
-      case JobMode::kEmbed:
-        run_embed(config, session, first_tp_rank && session.holds_output(), out);
-        break;
-      case JobMode::kTrain: run_train(config, session, resume, rank, out); break;
     }
   } catch (const std::exception& e) {
     record_rank_error(e.what(), exit_code_for(e));

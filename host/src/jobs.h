@@ -20,10 +20,17 @@ int64_t job_world_size(const JobConfig& config);
 void keep_large_blocks_out_of_the_heap();
 void reuse_freed_blocks_for_activations();
 
+struct RunOptions {
+  // Runs the job this many times in the same processes (one mesh, a new session each time),
+  // logging open files, sockets, mappings and RSS after each: a check for leaks.
+  int64_t repeat = 1;
+};
+
 // Runs this rank's part of the job (rank_env: null for a single process). Rank 0 writes the
 // results to `out` (stdout); progress goes to the log. Throws shardformer::Error (or a
-// subclass) on bad input or a failed job.
+// subclass) on bad input or a failed job. Multi-rank jobs first check that every rank runs the
+// same job config, host and plugin versions (ConfigError naming the ranks that differ).
 void run_job(const JobConfig& config, const PluginRegistry& registry,
-             const std::optional<RankEnv>& rank_env, std::ostream& out);
+             const std::optional<RankEnv>& rank_env, std::ostream& out, const RunOptions& run = {});
 
 }  // namespace shardformer::host

@@ -4,6 +4,7 @@
 
 #include "shardformer/error.h"
 #include "shardformer/log.h"
+#include "shardformer/runtime/activity.h"
 #include "shardformer/strings.h"
 
 #include <arpa/inet.h>
@@ -398,6 +399,7 @@ class RankGroup {
     if (!stopping_) kill_deadline_ = Clock::now() + grace_;
     stopping_ = true;
     send_running(signal);
+    send_running(SIGCONT);  // a stopped rank acts on the signal only once continued
   }
 
   void on_launcher_signal(int signal) {
@@ -532,6 +534,7 @@ RankErrorFolder::RecordedError RankErrorFolder::first_error() const {
   RecordedError first;
   int64_t first_ns = std::numeric_limits<int64_t>::max();
   for (const auto& entry : std::filesystem::directory_iterator(path_)) {
+    if (entry.path().has_extension()) continue;  // an activity record
     std::ifstream in(entry.path());
     int64_t ns = 0;
     int code = 1;
@@ -541,6 +544,42 @@ RankErrorFolder::RecordedError RankErrorFolder::first_error() const {
     first = {"rank " + entry.path().filename().string() + ": " + message, code};
   }
   return first;
+}
+
+namespace {
+std::filesystem::path activity_file(const std::filesystem::path& dir, int rank) {
+  return dir / str(rank, ".activity");
+}
+}  // namespace
+
+std::vector<std::string> RankErrorFolder::rank_activities(int world_size, int first,
+                                                          size_t limit) const {
+  std::vector<std::pair<int, runtime::ActivitySnapshot>> records;
+  for (int rank = 0; rank < world_size; ++rank) {
+    if (auto record = runtime::read_activity(activity_file(path_, rank))) {
+      records.emplace_back(rank, std::move(*record));
+    }
+  }
+  std::stable_sort(records.begin(), records.end(), [first](const auto& a, const auto& b) {
+    if ((a.first == first) != (b.first == first)) return a.first == first;
+    return a.second.last_change_ns < b.second.last_change_ns;
+  });
+  const int64_t now = runtime::steady_now_ns();
+  std::vector<std::string> lines;
+  for (const auto& [rank, record] : records) {
+    if (lines.size() == limit) {
+      lines.push_back(str("(", records.size() - limit, " more ranks)"));
+      break;
+    }
+    lines.push_back(str("rank ", rank, ": ", runtime::describe_activity(record, now)));
+  }
+  return lines;
+}
+
+void publish_rank_activity(int rank) {
+  if (const char* dir = std::getenv(kErrorDirVariable)) {
+    runtime::publish_activity(activity_file(dir, rank));
+  }
 }
 
 void record_rank_error(const std::string& message, int exit_code) {

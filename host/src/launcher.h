@@ -69,10 +69,20 @@ class RankErrorFolder {
     int exit_code = 1;  // the exit status that rank reports for it
   };
   RecordedError first_error() const;
+  // What ranks 0..world_size-1 were doing, from their activity records (runtime/activity.h):
+  // one line per rank, "rank 1: all_reduce #4 on group 'tp' ..., for 3.02 s (phase: ...)",
+  // `first` (a rank known to have stopped first, e.g. killed; -1: none) first, then by how long
+  // their records have not changed (the first to stop making progress, e.g. a hung rank, before
+  // its peers, which wait for it), at most `limit` lines.
+  std::vector<std::string> rank_activities(int world_size, int first = -1, size_t limit = 16) const;
 
  private:
   std::string path_;
 };
+
+// Publishes this rank's activity record (runtime/activity.h) where the launching host reads it
+// when the job fails (no-op outside a local launch).
+void publish_rank_activity(int rank);
 
 // Records this rank's fatal error for the launching host (no-op outside a local launch). Call
 // it before unwinding closes the rank's connections, so the cause is recorded first.

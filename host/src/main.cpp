@@ -95,21 +95,33 @@ int launch_ranks(int argc, char** argv, int64_t world) {
   const host::LaunchResult result = host::launch_local_ranks(command, options);
   if (result.exit_code == 0) return 0;
   // The job exits with the status of the rank whose error came first, not of the peers whose
-  // collectives failed after it; a rank killed by a signal records nothing and is the cause.
+  // collectives failed after it.
   const host::RankErrorFolder::RecordedError cause = errors.first_error();
-  if (cause.text.empty()) {
-    log::error(str("job failed: ", result.message));
+  const std::vector<std::string> activities =
+      errors.rank_activities(options.world_size, result.exit_code > 128 ? result.failed_rank : -1);
+  const std::string doing = activities.empty() ? std::string()
+                                               : "\nwhat the ranks were doing, the first to stop "
+                                                 "first:\n  " +
+                                                     join(activities, "\n  ");
+  // A rank the launcher saw killed by a signal is the cause; the errors recorded by its peers,
+  // whose collectives broke, come after.
+  if (cause.text.empty() || result.exit_code > 128) {
+    log::error(str("job failed: ", result.message,
+                   cause.text.empty() ? std::string() : str("; then ", cause.text), doing));
     return result.exit_code;
   }
-  log::error(str("job failed: ", cause.text, " (", result.message, ")"));
-  return result.exit_code > 128 ? result.exit_code : cause.exit_code;
+  log::error(str("job failed: ", cause.text, " (", result.message, ")", doing));
+  return cause.exit_code;
 }
 
 int verb_run(int argc, char** argv) {
   po::options_description options("shardformer-host run [CONFIG.toml] [options]");
   options.add_options()("config", po::value<std::string>(),
                         "job config (TOML); see docs/config.md")(
-      "log-level", po::value<std::string>(), "trace|debug|info|warn|error|off (overrides [log])");
+      "log-level", po::value<std::string>(), "trace|debug|info|warn|error|off (overrides [log])")(
+      "repeat", po::value<int64_t>()->default_value(1),
+      "run the job N times in the same processes, logging open files, sockets and RSS after "
+      "each (a leak check)");
   add_plugin_dir_option(options);
   const Parsed parsed = parse_verb(argc, argv, options, "config");
   if (parsed.help) {
@@ -118,6 +130,8 @@ int verb_run(int argc, char** argv) {
                  "the tiny GPT-2 made by the build.\n";
     return 0;
   }
+  const int64_t repeat = parsed.vars["repeat"].as<int64_t>();
+  if (repeat < 1) throw po::error(str("--repeat must be >= 1, got ", repeat));
   const host::JobConfig config =
       parsed.vars.count("config")
           ? host::load_job_config(parsed.vars["config"].as<std::string>())
@@ -133,7 +147,7 @@ int verb_run(int argc, char** argv) {
   log::info(str("job ", config.source.string(), ": mode ", host::job_mode_name(config.mode)));
   const auto registry =
       host::PluginRegistry::discover(plugin_dirs(parsed.vars, config.plugins.paths));
-  host::run_job(config, registry, rank_env, std::cout);
+  host::run_job(config, registry, rank_env, std::cout, {.repeat = repeat});
   return 0;
 }
 

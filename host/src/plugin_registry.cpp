@@ -176,9 +176,15 @@ const PluginInfo& PluginRegistry::find(const std::string& architecture) const {
   for (const auto& [name, index] : impl_->by_architecture) known.push_back(name);
   std::vector<std::string> dirs;
   for (const auto& dir : impl_->search_path) dirs.push_back(dir.string());
-  throw PluginError(str("unknown architecture '", architecture, "': no plugin serves it. Known: ",
-                        known.empty() ? "(none)" : join(known, ", "),
-                        ". Plugin search path: ", join(dirs, ":")));
+  // The plugin meant to serve it may be one that was found and refused.
+  std::vector<std::string> refused;
+  for (const auto& failure : impl_->failures) {
+    refused.push_back(str(failure.file.string(), ": ", failure.reason));
+  }
+  throw PluginError(
+      str("unknown architecture '", architecture, "': no plugin serves it. Known: ",
+          known.empty() ? "(none)" : join(known, ", "), ". Plugin search path: ", join(dirs, ":"),
+          refused.empty() ? std::string() : str(". Refused plugins: ", join(refused, "; "))));
 }
 
 std::shared_ptr<Model> PluginRegistry::create_model(const ModelArgs& args) const {

@@ -1,9 +1,13 @@
 // Tests of Checkpoint: single-file and sharded folders, the errors for missing or
-// inconsistent files, and the near-name suggestions for an unknown tensor.
+// inconsistent files and for files changed after opening, and the near-name suggestions for an
+// unknown tensor.
 #include "shardformer/checkpoint_io/checkpoint.h"
 #include "test_util.h"
 
 #include <ATen/ATen.h>
+
+#include <chrono>
+#include <iterator>
 
 namespace shardformer {
 namespace {
@@ -119,6 +123,59 @@ TEST_F(CheckpointTest, TensorMissingFromItsShard) {
   expect_checkpoint_error(
       [&] { Checkpoint checkpoint(dir_); },
       {"model.safetensors.index.json", "tensor 'c'", "shard2.safetensors", "does not contain it"});
+}
+
+// A shard's tensor that the index does not list is refused, not loaded behind its back.
+TEST_F(CheckpointTest, IndexOmitsATensorOfItsShard) {
+  save_safetensors(dir_ / "shard1.safetensors", {{"a", at::ones({1})}, {"b", at::ones({1})}});
+  write_index({{"a", "shard1.safetensors"}});
+  expect_checkpoint_error([&] { Checkpoint checkpoint(dir_); },
+                          {"model.safetensors.index.json", "shard1.safetensors holds tensor 'b'",
+                           "the index's 'weight_map' does not list"});
+}
+
+// A shard rewritten in place between opening the checkpoint (index and headers) and reading a
+// tensor: truncated, it would have killed the process with SIGBUS; rewritten at the same size,
+// handed out torn data.
+TEST_F(CheckpointTest, ShardTruncatedBetweenIndexAndRead) {
+  save_safetensors(dir_ / "shard1.safetensors", {{"a", at::ones({64})}, {"b", at::ones({64})}});
+  write_index({{"a", "shard1.safetensors"}, {"b", "shard1.safetensors"}});
+  Checkpoint checkpoint(dir_);
+  const fs::path shard = dir_ / "shard1.safetensors";
+  fs::resize_file(shard, fs::file_size(shard) - 200);
+  expect_checkpoint_error([&] { checkpoint.read("b"); },
+                          {shard.string(), "tensor 'b'", "the file changed after it was opened",
+                           "bytes then", "was it rewritten while the job read it?"});
+  expect_checkpoint_error([&] { checkpoint.read_slice("a", 0, 0, 8); },
+                          {shard.string(), "tensor 'a'", "the file changed after it was opened"});
+}
+
+TEST_F(CheckpointTest, ShardRewrittenInPlaceBetweenIndexAndRead) {
+  const fs::path shard = dir_ / "model.safetensors";
+  save_safetensors(shard, {{"a", at::ones({64})}});
+  Checkpoint checkpoint(dir_);
+  const std::string bytes = [&] {
+    std::ifstream in(shard, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }();
+  const auto opened_at = fs::last_write_time(shard);
+  testing::write_text(shard, bytes);  // the same inode, size and bytes
+  fs::last_write_time(shard, opened_at + std::chrono::seconds(1));
+  expect_checkpoint_error([&] { checkpoint.read("a"); },
+                          {shard.string(), "tensor 'a'", "modified since, same size"});
+}
+
+// A shard replaced by a rename leaves the opened file mapped: the first read is of the file the
+// checkpoint opened; a later one, which reads the file again, refuses the new one.
+TEST_F(CheckpointTest, ShardReplacedAfterOpeningKeepsTheOpenedFile) {
+  const fs::path shard = dir_ / "model.safetensors";
+  save_safetensors(shard, {{"a", at::ones({64})}});
+  Checkpoint checkpoint(dir_);
+  save_safetensors(shard, {{"a", at::zeros({64})}});
+  EXPECT_TRUE(at::equal(checkpoint.read("a"), at::ones({64})));
+  expect_checkpoint_error(
+      [&] { checkpoint.read("a"); },
+      {shard.string(), "tensor 'a'", "the file was replaced after it was opened"});
 }
 
 TEST_F(CheckpointTest, TensorInTwoShards) {

@@ -35,8 +35,9 @@ void write_raw(const fs::path& path, const std::string& header, size_t data_byte
 bool same_tensor(const at::Tensor& actual, const at::Tensor& expected) {
   at::Tensor a = actual.contiguous();
   at::Tensor b = expected.contiguous();
+  // An empty tensor's data pointer may be null, which memcmp must not get even for 0 bytes.
   return a.scalar_type() == b.scalar_type() && a.sizes() == b.sizes() &&
-         std::memcmp(a.const_data_ptr(), b.const_data_ptr(), a.nbytes()) == 0;
+         (a.nbytes() == 0 || std::memcmp(a.const_data_ptr(), b.const_data_ptr(), a.nbytes()) == 0);
 }
 
 // ---- Validation of hand-made broken files ----------------------------------------------

@@ -52,8 +52,13 @@ WeightMap read_weight_map(const fs::path& index) {
 
 std::vector<std::unique_ptr<SafetensorsFile>> open_shards(const fs::path& directory,
                                                           const fs::path& index) {
+  const WeightMap weight_map = read_weight_map(index);
+  std::map<std::string, std::string> shard_of;  // tensor name -> the shard the index names
+  for (const auto& [shard, names] : weight_map) {
+    for (const std::string& name : names) shard_of[name] = shard;
+  }
   std::vector<std::unique_ptr<SafetensorsFile>> files;
-  for (const auto& [shard, names] : read_weight_map(index)) {
+  for (const auto& [shard, names] : weight_map) {
     const fs::path path = directory / shard;
     std::error_code error;  // set for a missing file too
     const fs::file_status status = fs::status(path, error);
@@ -62,15 +67,27 @@ std::vector<std::unique_ptr<SafetensorsFile>> open_shards(const fs::path& direct
                                 names.front(), "') cannot be opened: ", error.message()));
     }
     if (!fs::is_regular_file(status)) {
-      throw CheckpointError(str(index.string(), ": shard ", path.string(), " (holding '",
-                                names.front(), "' and ", names.size() - 1,
-                                " more tensors) does not exist"));
+      throw CheckpointError(
+          str(index.string(), ": shard ", path.string(), " (holding '", names.front(), "'",
+              names.size() > 1 ? str(" and ", names.size() - 1, " more tensors") : std::string(),
+              ") does not exist"));
     }
     auto file = std::make_unique<SafetensorsFile>(path);
     for (const std::string& name : names) {
       if (!file->contains(name)) {
         throw CheckpointError(str(index.string(), ": tensor '", name, "' is mapped to ",
                                   path.string(), " but that file does not contain it"));
+      }
+    }
+    // A tensor the index does not list is one the index's writer did not mean to ship.
+    for (const TensorInfo& info : file->tensors()) {
+      const auto listed = shard_of.find(info.name);
+      if (listed == shard_of.end() || listed->second != shard) {
+        throw CheckpointError(str(index.string(), ": ", path.string(), " holds tensor '", info.name,
+                                  "', which the index's 'weight_map' ",
+                                  listed == shard_of.end()
+                                      ? std::string("does not list")
+                                      : str("maps to ", listed->second, " instead")));
       }
     }
     files.push_back(std::move(file));
@@ -94,14 +111,15 @@ std::vector<std::unique_ptr<SafetensorsFile>> open_weights(const fs::path& direc
       str(directory.string(), ": no weights found: looked for ", single_file, " and ", index_file));
 }
 
-// Length of the longest common prefix or suffix of two names.
+// Characters two names share at their start and at their end (at most the shorter length), so
+// that 'h.8.ln_1.weight' is nearest to 'h.7.ln_1.weight', not to every other 'h.' name.
 size_t shared_affix(const std::string& a, const std::string& b) {
   auto prefix = std::mismatch(a.begin(), a.end(), b.begin(), b.end()).first - a.begin();
   auto suffix = std::mismatch(a.rbegin(), a.rend(), b.rbegin(), b.rend()).first - a.rbegin();
-  return size_t(std::max(prefix, suffix));
+  return std::min(size_t(prefix + suffix), std::min(a.size(), b.size()));
 }
 
-// Up to kMaxSuggestions of `names` sharing the longest prefix or suffix with `name`.
+// Up to kMaxSuggestions of `names` sharing the most leading and trailing characters with `name`.
 std::vector<std::string> near_names(const std::string& name,
                                     const std::map<std::string, const SafetensorsFile*>& names) {
   std::vector<std::pair<size_t, std::string>> scored;
@@ -123,8 +141,11 @@ std::vector<std::string> near_names(const std::string& name,
 
 Checkpoint::Checkpoint(const std::filesystem::path& directory, const std::string& stem)
     : directory_(directory) {
-  if (!fs::is_directory(status_of(directory))) {
-    throw CheckpointError(str(directory.string(), ": checkpoint folder does not exist"));
+  const fs::file_status status = status_of(directory);
+  if (!fs::is_directory(status)) {
+    throw CheckpointError(str(directory.string(), fs::exists(status)
+                                                      ? ": the checkpoint path is not a folder"
+                                                      : ": checkpoint folder does not exist"));
   }
   config_ = HFConfig::load(directory / "config.json");
   files_ = open_weights(directory, stem);

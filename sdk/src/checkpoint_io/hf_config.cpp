@@ -7,6 +7,8 @@
 #include "shardformer/strings.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <limits>
 #include <set>
@@ -64,9 +66,14 @@ std::string read_text_file(const std::filesystem::path& path) {
     throw CheckpointError(str(path.string(), ": cannot read the file: ", error.message()));
   }
   if (!std::filesystem::is_regular_file(status)) {
-    throw CheckpointError(str(path.string(), ": file not found"));
+    throw CheckpointError(str(path.string(), std::filesystem::exists(status)
+                                                 ? ": not a regular file"
+                                                 : ": file not found"));
   }
   std::ifstream in(path, std::ios::binary);
+  if (!in.is_open()) {
+    throw CheckpointError(str(path.string(), ": cannot read the file: ", std::strerror(errno)));
+  }
   std::ostringstream text;
   text << in.rdbuf();
   if (!in) throw CheckpointError(str(path.string(), ": cannot read the file"));

@@ -4,6 +4,7 @@
 #include "shardformer/checkpoint_io/safetensors.h"
 #include "shardformer/dtype.h"
 #include "shardformer/error.h"
+#include "shardformer/runtime/activity.h"
 #include "shardformer/strings.h"
 
 #include <ATen/ops/empty.h>
@@ -42,7 +43,16 @@ constexpr uint64_t kHeaderLengthBytes = 8;
 struct Mapping {
   const std::byte* data = nullptr;
   uint64_t size = 0;
+  FileIdentity identity;
 };
+
+int64_t mtime_ns(const struct stat& st) {
+  return int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+}
+
+FileIdentity identity_of(const struct stat& st) {
+  return {uint64_t(st.st_dev), uint64_t(st.st_ino), uint64_t(st.st_size), mtime_ns(st)};
+}
 
 // Maps the whole file copy-on-write (MAP_PRIVATE: in-place tensors may be written, the file
 // never is); files shorter than the length prefix fail.
@@ -64,7 +74,7 @@ Mapping map_file(const fs::path& path) {
   int error = errno;
   ::close(fd);
   if (data == MAP_FAILED) fail(path, str("cannot map the file: ", std::strerror(error)));
-  return {static_cast<const std::byte*>(data), size};
+  return {static_cast<const std::byte*>(data), size, identity_of(st)};
 }
 
 uint64_t read_u64_le(const std::byte* bytes) {
@@ -283,6 +293,7 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : path_(path
   Mapping mapping = map_file(path);
   mapping_ = mapping.data;
   file_size_ = mapping.size;
+  identity_ = mapping.identity;
   try {
     Header header = parse_header(path, mapping);
     tensors_ = std::move(header.tensors);
@@ -311,6 +322,21 @@ static void release_pages(const std::byte* begin, uint64_t size) {
 
 SafetensorsFile::~SafetensorsFile() = default;
 
+// A file rewritten in place after it was mapped would hand out torn data, or kill the process
+// with SIGBUS where it became shorter; one replaced by a rename leaves the mapping intact.
+void SafetensorsFile::check_unchanged(const std::string& name) const {
+  struct stat st {};
+  if (::stat(path_.c_str(), &st) != 0) return;
+  const FileIdentity now = identity_of(st);
+  if (now.device != identity_.device || now.inode != identity_.inode || now == identity_) return;
+  const std::string change = now.size != identity_.size
+                                 ? str(identity_.size, " bytes then, ", now.size, " now")
+                                 : std::string("modified since, same size");
+  fail_tensor(path_, name,
+              str("the file changed after it was opened (", change,
+                  "): was it rewritten while the job read it?"));
+}
+
 bool SafetensorsFile::contains(const std::string& name) const { return index_.count(name) > 0; }
 
 const TensorInfo& SafetensorsFile::info(const std::string& name) const {
@@ -325,6 +351,9 @@ const std::byte* SafetensorsFile::data(const TensorInfo& info) const {
 
 at::Tensor SafetensorsFile::read(const std::string& name) const {
   const TensorInfo& tensor = info(name);
+  const runtime::OperationScope activity(
+      "read_tensor", str("reading tensor '", name, "' of ", path_.filename().string()));
+  check_unchanged(name);
   const auto options = at::TensorOptions().dtype(tensor.dtype);
   auto* bytes = const_cast<std::byte*>(data(tensor));
   if (tensor.nbytes() > 0) {
@@ -347,6 +376,14 @@ at::Tensor SafetensorsFile::read_from_file(const TensorInfo& tensor) const {
   at::Tensor out = at::empty(tensor.shape, at::TensorOptions().dtype(tensor.dtype));
   const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) fail_tensor(path_, tensor.name, str("cannot open the file: ", std::strerror(errno)));
+  struct stat st {};
+  const bool same = ::fstat(fd, &st) == 0 && identity_of(st) == identity_;
+  if (!same) {
+    ::close(fd);
+    fail_tensor(path_, tensor.name,
+                "the file was replaced after it was opened (was it rewritten while the job read "
+                "it?)");
+  }
   auto* target = static_cast<char*>(out.data_ptr());
   uint64_t done = 0;
   while (done < tensor.nbytes()) {
@@ -391,6 +428,9 @@ void SafetensorsFile::read_slice_into(const std::string& name, int64_t dim, int6
                     " tensor of shape ", shape_str(shape)));
   }
   if (out.numel() == 0) return;
+  const runtime::OperationScope activity(
+      "read_tensor", str("reading a slice of tensor '", name, "' of ", path_.filename().string()));
+  check_unchanged(name);
 
   // View the tensor as [outer, shape[dim], inner]: copy one block of `length` rows per outer.
   auto product = [&](int64_t from, int64_t to) {

@@ -3,6 +3,7 @@
 #include "shardformer/checkpoint_io/safetensors.h"
 #include "shardformer/dtype.h"
 #include "shardformer/error.h"
+#include "shardformer/runtime/activity.h"
 #include "shardformer/strings.h"
 
 #include <fcntl.h>
@@ -48,6 +49,7 @@ std::string make_header(const fs::path& path, const std::map<std::string, at::Te
 
 void write_file(const fs::path& path, const std::string& header,
                 const std::map<std::string, at::Tensor>& tensors) {
+  const runtime::OperationScope activity("write_file", str("writing ", path.string()));
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   char length[8];
   for (size_t i = 0; i < sizeof(length); ++i) length[i] = char((header.size() >> (8 * i)) & 0xff);

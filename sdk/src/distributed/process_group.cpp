@@ -3,6 +3,7 @@
 
 #include "process_group_impl.h"
 #include "shardformer/error.h"
+#include "shardformer/runtime/activity.h"
 #include "shardformer/strings.h"
 
 #include <ATen/ATen.h>
@@ -10,26 +11,56 @@
 namespace shardformer::distributed {
 namespace {
 
+// c10d's message without Gloo's source location ("[.../pair.cc:545] ") and its generic advice
+// ("This is typically caused by ..."), and only its first line.
+std::string backend_reason(const std::exception& e) {
+  std::string text = e.what();
+  text = text.substr(0, text.find('\n'));
+  if (!text.empty() && text.front() == '[') {
+    if (const size_t close = text.find("] "); close != std::string::npos) text.erase(0, close + 2);
+  }
+  if (const size_t advice = text.find(" This is typically caused by");
+      advice != std::string::npos) {
+    text.erase(advice);
+  }
+  return text;
+}
+
 // The Error that names the group and this rank for a c10d failure (peer gone, timeout).
 Error group_error(const ProcessGroup::Impl& impl, const char* op, const std::exception& e) {
   return Error(str(op, " on group '", impl.name, "' failed at group rank ", impl.rank, " of ",
-                   impl.size, ": ", e.what()));
+                   impl.size, ": ", backend_reason(e)));
 }
 
-// Issues an operation (which may already fail, e.g. on a closed connection).
+// "all_reduce #12 on group 'tp' (rank 0 of 2)": the operation as a rank's activity names it.
+std::string operation_text(const ProcessGroup::Impl& impl, const char* op, int64_t number,
+                           const std::string& detail) {
+  return str(op, " #", number, " on group '", impl.name, "' (rank ", impl.rank, " of ", impl.size,
+             detail.empty() ? "" : ", ", detail, ")");
+}
+
+// Issues an operation (which may already fail, e.g. on a closed connection); returns its work
+// and its number on this group (the group's operations are numbered in issue order).
 template <typename Issue>
-c10::intrusive_ptr<c10d::Work> issue(const ProcessGroup::Impl& impl, const char* op, Issue start) {
+std::pair<c10::intrusive_ptr<c10d::Work>, int64_t> issue(ProcessGroup::Impl& impl, const char* op,
+                                                         Issue start,
+                                                         const std::string& detail = {}) {
+  const int64_t number = ++impl.operations;
+  const runtime::OperationScope activity(op, operation_text(impl, op, number, detail));
   try {
-    return start();
+    return {start(), number};
   } catch (const std::exception& e) {
     throw group_error(impl, op, e);
   }
 }
 
 void wait_for(const ProcessGroup::Impl& impl, const char* op,
-              const c10::intrusive_ptr<c10d::Work>& work) {
+              const std::pair<c10::intrusive_ptr<c10d::Work>, int64_t>& work,
+              const std::string& detail = {}) {
+  const runtime::OperationScope activity(
+      "wait", "waiting for " + operation_text(impl, op, work.second, detail));
   try {
-    work->wait();
+    work.first->wait();
   } catch (const std::exception& e) {
     throw group_error(impl, op, e);
   }
@@ -197,14 +228,16 @@ PendingWork ProcessGroup::isend(const at::Tensor& tensor, int dst, int tag) cons
   state->group = impl_;
   state->tensor = tensor.contiguous();
   std::vector<at::Tensor> tensors{state->tensor};
-  state->work = issue(*impl_, "send", [&] { return impl_->backend->send(tensors, dst, tag); });
+  state->detail = str("to rank ", dst, ", tag ", tag);
+  state->work = issue(
+      *impl_, "send", [&] { return impl_->backend->send(tensors, dst, tag); }, state->detail);
   return PendingWork(std::move(state));
 }
 
 void PendingWork::wait() {
   if (state_ == nullptr || state_->done) return;
   state_->done = true;
-  wait_for(*state_->group, state_->op, state_->work);
+  wait_for(*state_->group, state_->op, state_->work, state_->detail);
   state_->tensor = at::Tensor();
 }
 
@@ -215,8 +248,11 @@ void ProcessGroup::recv_(at::Tensor& tensor, int src, int tag) const {
   }
   impl_->stats.recvs += 1;
   std::vector<at::Tensor> tensors{tensor};
+  const std::string detail = str("from rank ", src, ", tag ", tag);
   wait_for(*impl_, "recv",
-           issue(*impl_, "recv", [&] { return impl_->backend->recv(tensors, src, tag); }));
+           issue(
+               *impl_, "recv", [&] { return impl_->backend->recv(tensors, src, tag); }, detail),
+           detail);
 }
 
 void ProcessGroup::barrier() const {

@@ -14,14 +14,16 @@ struct ProcessGroup::Impl {
   int size = 1;
   c10::intrusive_ptr<c10d::Backend> backend;  // null when size == 1
   CommStats stats;
+  int64_t operations = 0;  // issued so far: the number of the next one, less one
 };
 
 struct PendingWork::State {
   std::shared_ptr<ProcessGroup::Impl> group;
-  c10::intrusive_ptr<c10d::Work> work;
-  at::Tensor tensor;  // alive until the operation completes
-  at::Tensor keep;    // a second one (a collective's output)
+  std::pair<c10::intrusive_ptr<c10d::Work>, int64_t> work;  // and its number on the group
+  at::Tensor tensor;                                        // alive until the operation completes
+  at::Tensor keep;                                          // a second one (a collective's output)
   const char* op = "send";
+  std::string detail;  // "to rank 1, tag 0"
   bool done = false;
 };
 

@@ -4,6 +4,7 @@
 #include "process_group_impl.h"
 #include "shardformer/error.h"
 #include "shardformer/log.h"
+#include "shardformer/runtime/activity.h"
 #include "shardformer/strings.h"
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
@@ -19,6 +20,11 @@
 #include <vector>
 
 namespace shardformer::distributed {
+
+struct ProcessMesh::Store {
+  c10::intrusive_ptr<c10d::Store> store;
+};
+
 namespace {
 
 // The Gloo transport device: GLOO_SOCKET_IFNAME when set, loopback for a local job, else
@@ -49,10 +55,24 @@ struct Rendezvous {
       if (members[i] == rank) impl->rank = static_cast<int>(i);
     }
     if (impl->size > 1) {
+      const runtime::OperationScope activity(
+          "connect_group",
+          str("connecting group '", name, "' (ranks ", join(members, ", "),
+              ") through the store at ", options.master_addr, ":", options.master_port));
       auto prefixed =
           c10::make_intrusive<c10d::PrefixStore>(str(name, "/", join(members, "_")), store);
-      impl->backend = options.cuda ? nccl_backend(prefixed, impl->rank, impl->size)
-                                   : gloo_backend(prefixed, impl->rank, impl->size);
+      try {
+        impl->backend = options.cuda ? nccl_backend(prefixed, impl->rank, impl->size)
+                                     : gloo_backend(prefixed, impl->rank, impl->size);
+      } catch (const Error&) {
+        throw;
+      } catch (const std::exception& e) {
+        const std::string what = e.what();
+        throw Error(str("rank ", rank, ": connecting group '", name, "' (ranks ",
+                        join(members, ", "), ") through the rendezvous store at ",
+                        options.master_addr, ":", options.master_port,
+                        " failed (has a rank died?): ", what.substr(0, what.find('\n'))));
+      }
     }
     return ProcessGroup(impl);
   }
@@ -96,18 +116,27 @@ struct Rendezvous {
 
 c10::intrusive_ptr<c10d::Store> connect_store(int rank, const MeshShape& shape,
                                               const MeshOptions& options) {
+  const bool serves = rank == 0 && !options.launcher_store;
+  const runtime::OperationScope activity(
+      "rendezvous", str("rendezvous at ", options.master_addr, ":", options.master_port, " with ",
+                        shape.world_size(), " ranks", serves ? " (serving the store)" : ""));
   c10d::TCPStoreOptions store_options;
   store_options.port = static_cast<std::uint16_t>(options.master_port);
-  store_options.isServer = rank == 0 && !options.launcher_store;
+  store_options.isServer = serves;
   store_options.numWorkers = static_cast<size_t>(shape.world_size());
   store_options.waitWorkers = true;
   store_options.timeout = options.timeout;
   try {
     return c10::make_intrusive<c10d::TCPStore>(options.master_addr, store_options);
   } catch (const std::exception& e) {
+    const std::string what = e.what();
+    const std::string reason =
+        serves && what.find("EADDRINUSE") != std::string::npos
+            ? str("port ", options.master_port, " is already in use on this machine; ")
+            : std::string();
     throw Error(str("rank ", rank, ": rendezvous at ", options.master_addr, ":",
-                    options.master_port, " with ", shape.world_size(),
-                    " ranks failed: ", e.what()));
+                    options.master_port, " with ", shape.world_size(), " ranks failed: ", reason,
+                    what.substr(0, what.find('\n'))));
   }
 }
 
@@ -146,6 +175,7 @@ ProcessMesh::ProcessMesh(int rank, MeshShape shape, const MeshOptions& options)
   // error, not kill this process with SIGPIPE (Python, PyTorch's usual host, ignores it too).
   std::signal(SIGPIPE, SIG_IGN);
   Rendezvous r{rank, shape, options, connect_store(rank, shape, options), nullptr};
+  store_ = std::make_shared<Store>(Store{r.store});
   r.device = gloo_device(options);
   std::vector<int64_t> everyone;
   for (int64_t i = 0; i < shape.world_size(); ++i) everyone.push_back(i);
@@ -164,6 +194,28 @@ ProcessMesh::ProcessMesh(int rank, MeshShape shape, const MeshOptions& options)
   log::debug(str("mesh ready: dp ", coordinate_.dp, "/", shape.dp, ", pp ", coordinate_.pp, "/",
                  shape.pp, ", sp ", coordinate_.sp, "/", shape.sp, ", tp ", coordinate_.tp, "/",
                  shape.tp));
+}
+
+std::vector<std::string> ProcessMesh::exchange(const std::string& key,
+                                               const std::string& value) const {
+  if (store_ == nullptr) return {value};
+  const std::string prefix = str("exchange/", ++exchanges_, "/", key, "/");
+  const runtime::OperationScope activity("exchange",
+                                         str("exchanging '", key, "' through the store"));
+  std::vector<std::string> values;
+  try {
+    store_->store->set(prefix + std::to_string(rank_),
+                       std::vector<uint8_t>(value.begin(), value.end()));
+    for (int64_t r = 0; r < shape_.world_size(); ++r) {
+      const std::vector<uint8_t> bytes = store_->store->get(prefix + std::to_string(r));
+      values.emplace_back(bytes.begin(), bytes.end());
+    }
+  } catch (const std::exception& e) {
+    const std::string what = e.what();
+    throw Error(str("rank ", rank_, ": exchanging '", key,
+                    "' through the rendezvous store failed: ", what.substr(0, what.find('\n'))));
+  }
+  return values;
 }
 
 }  // namespace shardformer::distributed

@@ -29,6 +29,17 @@ struct TensorInfo {
   uint64_t nbytes() const { return end - begin; }
 };
 
+// What identifies the contents of a file on disk: a rewrite changes its size or modification
+// time, a replacement its inode.
+struct FileIdentity {
+  uint64_t device = 0;
+  uint64_t inode = 0;
+  uint64_t size = 0;
+  int64_t mtime_ns = 0;
+
+  bool operator==(const FileIdentity&) const = default;
+};
+
 // Largest header accepted (the format's reference implementation uses 100 MB).
 inline constexpr uint64_t kMaxSafetensorsHeaderBytes = 100ull * 1024 * 1024;
 
@@ -36,7 +47,8 @@ inline constexpr uint64_t kMaxSafetensorsHeaderBytes = 100ull * 1024 * 1024;
 // validates the whole header: length within the file and under kMaxSafetensorsHeaderBytes, valid
 // JSON, known dtypes, shapes whose byte size equals the offsets' range, offsets inside the data
 // section, no overlaps, no duplicate names. Every failure throws CheckpointError naming the file
-// and the tensor.
+// and the tensor. A read refuses a file rewritten in place since it was mapped (its size or
+// modification time changed); a tensor already handed out in place is not protected from that.
 class SafetensorsFile {
  public:
   explicit SafetensorsFile(const std::filesystem::path& path);
@@ -73,6 +85,9 @@ class SafetensorsFile {
 
  private:
   at::Tensor read_from_file(const TensorInfo& tensor) const;
+  // Throws CheckpointError naming the file and tensor when the file was rewritten in place since
+  // it was mapped.
+  void check_unchanged(const std::string& name) const;
 
   std::filesystem::path path_;
   std::vector<TensorInfo> tensors_;
@@ -84,6 +99,7 @@ class SafetensorsFile {
   mutable std::mutex in_place_mutex_;
   mutable std::set<std::string> in_place_;  // tensors handed out in place
   uint64_t data_offset_ = 0;                // 8 + header length
+  FileIdentity identity_;                   // of the file when it was mapped
 };
 
 // fsync of a file or a folder (after a rename into it): the data is on disk when it returns.

@@ -7,7 +7,9 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
 namespace shardformer::distributed {
 
@@ -50,6 +52,10 @@ class ProcessMesh {
   const ProcessGroup& dp() const { return dp_; }
   const ProcessGroup& sp() const { return sp_; }
 
+  // Every rank's `value` for `key`, in rank order, exchanged through the rendezvous store (for
+  // small texts: a check that the ranks agree). Every rank makes the same calls in the same order.
+  std::vector<std::string> exchange(const std::string& key, const std::string& value) const;
+
   static int64_t rank_of(const MeshShape& shape, const MeshCoordinate& c) {
     return ((c.dp * shape.pp + c.pp) * shape.sp + c.sp) * shape.tp + c.tp;
   }
@@ -63,6 +69,9 @@ class ProcessMesh {
   MeshShape shape_;
   MeshCoordinate coordinate_;
   ProcessGroup world_, tp_, pp_, dp_, sp_;
+  struct Store;
+  std::shared_ptr<Store> store_;  // null for one rank
+  mutable int64_t exchanges_ = 0;
 };
 
 }  // namespace shardformer::distributed
