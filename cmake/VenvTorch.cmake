@@ -50,10 +50,18 @@ add_library(shardformer_torch INTERFACE)
 add_library(shardformer::torch ALIAS shardformer_torch)
 target_include_directories(shardformer_torch SYSTEM INTERFACE ${TORCH_INCLUDE_DIRS})
 target_compile_options(shardformer_torch INTERFACE ${TORCH_CXX_FLAGS})
+# Only the CPU libraries: libtorch.so would pull in libtorch_cuda and the CUDA libraries at
+# every start. The SDK's CUDA module links those and is loaded when a job asks for a GPU
+# (sdk/include/shardformer/runtime/cuda_support.h).
 target_link_libraries(shardformer_torch INTERFACE
-  "${_torch_root}/lib/libtorch.so" "${_torch_root}/lib/libtorch_cpu.so" "${_torch_root}/lib/libc10.so")
-# libtorch.so needs libtorch_cuda.so, which has no RUNPATH of its own: a transitive RPATH
-# (old dtags) lets the loader find the pip CUDA libraries without LD_LIBRARY_PATH.
+  "${_torch_root}/lib/libtorch_cpu.so" "${_torch_root}/lib/libc10.so")
+set(SHARDFORMER_TORCH_CUDA_LIBRARIES "")
+if(EXISTS "${_torch_root}/lib/libtorch_cuda.so")
+  set(SHARDFORMER_TORCH_CUDA_LIBRARIES "${_torch_root}/lib/libtorch_cuda.so"
+      "${_torch_root}/lib/libc10_cuda.so")
+endif()
+# libtorch_cuda.so has no RUNPATH of its own: a transitive RPATH (old dtags) lets the loader
+# find the pip CUDA libraries without LD_LIBRARY_PATH.
 target_link_options(shardformer_torch INTERFACE
   "LINKER:--disable-new-dtags" "LINKER:-rpath,${_rpath}" "LINKER:-rpath-link,${_rpath}")
 # c10d's NCCL backend: its headers need the wheel's CUDA runtime and NCCL headers, and its code
@@ -69,8 +77,7 @@ if(EXISTS "${SHARDFORMER_SITE_PACKAGES}/nvidia/nccl/include/nccl.h" AND _libnccl
    AND EXISTS "${_torch_root}/lib/libtorch_cuda.so")
   list(GET _libnccl 0 _libnccl)
   set(SHARDFORMER_HAVE_NCCL ON)
-  set(SHARDFORMER_NCCL_LIBRARIES "${_torch_root}/lib/libtorch_cuda.so"
-      "${_torch_root}/lib/libc10_cuda.so" "${_libnccl}")
+  set(SHARDFORMER_NCCL_LIBRARIES "${_libnccl}")
   message(STATUS "c10d NCCL backend: enabled (${_libnccl})")
 else()
   set(SHARDFORMER_HAVE_NCCL OFF)

@@ -13,6 +13,7 @@
 #include "shardformer/log.h"
 #include "shardformer/runtime/activity.h"
 #include "shardformer/runtime/cpu_block_cache.h"
+#include "shardformer/runtime/cuda_support.h"
 #include "shardformer/runtime/session.h"
 #include "shardformer/strings.h"
 
@@ -107,6 +108,11 @@ SessionOptions session_options(const JobConfig& config, c10::ScalarType dtype, c
 // CPU, or the GPU of this rank on its machine (local rank modulo the visible devices).
 c10::Device job_device(const JobConfig& config, int local_rank) {
   if (config.model.device == "cuda") {
+    try {
+      runtime::load_cuda_support();
+    } catch (const Error& e) {
+      throw ConfigError(str(config.source.string(), ": model.device = \"cuda\": ", e.what()));
+    }
     if (!torch::cuda::is_available()) {
       throw ConfigError(
           str(config.source.string(), ": model.device = \"cuda\" but no CUDA device is visible"));

@@ -417,7 +417,11 @@ class RankGroup {
     killed_ = true;
   }
 
+  // Ranks seen to have ended in the same poll are judged together, a rank killed by a signal
+  // first: its peers' errors (a connection reset) follow from its death, even where they
+  // exited before the poll looked at it.
   void reap_exited() {
+    std::vector<std::pair<int, int>> exited;  // rank, wait status
     for (Rank& r : ranks_) {
       if (!r.running) continue;
       int status = 0;
@@ -427,9 +431,12 @@ class RankGroup {
       if (pid < 0) {
         fail(r.rank, 1, str("rank ", r.rank, " cannot be waited for: ", std::strerror(errno)));
       } else {
-        on_exit(r.rank, status);
+        exited.emplace_back(r.rank, status);
       }
     }
+    std::stable_partition(exited.begin(), exited.end(),
+                          [](const auto& e) { return WIFSIGNALED(e.second); });
+    for (const auto& [rank, status] : exited) on_exit(rank, status);
   }
 
   void on_exit(int rank, int status) {

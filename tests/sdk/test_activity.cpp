@@ -37,6 +37,11 @@ TEST(Activity, ScopesSetAndRestoreThePhaseAndOperation) {
             "between operations for 1.50 s (no phase)");
 }
 
+TEST(Activity, ARecordNeverWrittenSaysSoRatherThanAnAge) {
+  EXPECT_EQ(runtime::describe_activity(runtime::ActivitySnapshot{}, 5'626'150'000'000),
+            "had not begun its job");
+}
+
 TEST(Activity, AnExceptionKeepsWhereItHappened) {
   try {
     const runtime::PhaseScope phase("generate");
@@ -49,9 +54,31 @@ TEST(Activity, AnExceptionKeepsWhereItHappened) {
   EXPECT_EQ(after.operation, "all_reduce #3 on group 'tp'");
   EXPECT_EQ(runtime::describe_activity(after, after.operation_since_ns + 250'000'000).substr(0, 41),
             "all_reduce #3 on group 'tp', for 0.25 s (");
-  // The next scopes write over it.
-  { const runtime::PhaseScope phase("next"); }
-  EXPECT_EQ(runtime::current_activity().phase, "generate");
+  // Once the error is handled, the next scope to end restores what the failed scopes would
+  // have: nothing, here (not the failed scope's text).
+  {
+    const runtime::PhaseScope phase("next");
+    const runtime::OperationScope op("read_tensor", "reading tensor 'b'");
+    EXPECT_EQ(runtime::current_activity().phase, "next");
+  }
+  EXPECT_EQ(runtime::current_activity().phase, "");
+  EXPECT_EQ(runtime::current_activity().operation, "");
+}
+
+TEST(Activity, AnErrorHandledInsideAScopeLeavesThatScopeToRestore) {
+  {
+    const runtime::PhaseScope phase("loading");
+    try {
+      const runtime::OperationScope op("read_tensor", "reading tensor 'a'");
+      throw Error("not in this file");
+    } catch (const Error&) {
+    }
+    EXPECT_EQ(runtime::current_activity().operation, "reading tensor 'a'");
+    { const runtime::OperationScope op("read_tensor", "reading tensor 'a' of the next file"); }
+    EXPECT_EQ(runtime::current_activity().operation, "");
+    EXPECT_EQ(runtime::current_activity().phase, "loading");
+  }
+  EXPECT_EQ(runtime::current_activity().phase, "");
 }
 
 TEST(Activity, AnotherProcessReadsThePublishedRecordAfterTheWriterDied) {

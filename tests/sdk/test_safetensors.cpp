@@ -6,8 +6,10 @@
 #include "test_util.h"
 
 #include <ATen/ATen.h>
+#include <unistd.h>
 
 #include <cstring>
+#include <fstream>
 #include <limits>
 
 namespace shardformer {
@@ -412,6 +414,35 @@ TEST_F(SafetensorsRoundTrip, InPlaceReadsAreCopyOnWriteAndOutliveTheFile) {
   }
   EXPECT_TRUE(at::equal(first, -original));  // the mapping lives with the tensor
   EXPECT_TRUE(at::equal(SafetensorsFile(path).read("w"), original));  // the file is unchanged
+}
+
+// This process's resident memory in MiB (file-backed mapped pages included).
+double resident_mib() {
+  std::ifstream statm("/proc/self/statm");
+  long size = 0, resident = 0;
+  statm >> size >> resident;
+  return static_cast<double>(resident) * static_cast<double>(::sysconf(_SC_PAGESIZE)) / 1048576.0;
+}
+
+// A tensor used in place that its reader drops (a family keeps a converted copy of it) takes
+// its file pages out of the process's resident memory, as a copied tensor's read does: they
+// are not counted twice beside the copy.
+TEST_F(SafetensorsRoundTrip, AnInPlaceTensorDroppedLeavesResidentMemory) {
+  const fs::path path = dir_ / "large.safetensors";
+  save_safetensors(path, {{"w", at::ones({16384, 1024}, at::kFloat)}});  // 64 MiB
+  const SafetensorsFile file(path);
+  at::Tensor copy;
+  double held = 0;
+  {
+    const at::Tensor in_place = file.read("w");
+    ASSERT_EQ(in_place.data_ptr(), static_cast<const void*>(file.data(file.info("w"))));
+    copy = in_place.t().contiguous();  // touches every page of the mapping
+    held = resident_mib();
+  }
+  const double after = resident_mib();
+  EXPECT_GT(held - after, 60.0) << "resident " << held << " MiB with the in-place tensor, " << after
+                                << " MiB after it was dropped";
+  EXPECT_TRUE(at::equal(file.read("w"), copy.t()));  // read again from the file
 }
 
 }  // namespace

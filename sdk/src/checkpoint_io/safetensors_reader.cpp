@@ -361,9 +361,12 @@ at::Tensor SafetensorsFile::read(const std::string& name) const {
     if (in_place_.count(name) > 0) return read_from_file(tensor);  // the mapping may be written
     if (reinterpret_cast<uintptr_t>(bytes) % c10::elementSize(tensor.dtype) == 0) {
       in_place_.insert(name);
+      // When the tensor dies (a family that converted it keeps only its copy), its pages
+      // leave the rank's resident memory as those of a copied tensor do.
       std::shared_ptr<void> keep = keep_mapped_;
+      const uint64_t size = tensor.nbytes();
       return at::from_blob(
-          bytes, tensor.shape, [keep](void*) {}, options);
+          bytes, tensor.shape, [keep, bytes, size](void*) { release_pages(bytes, size); }, options);
     }
   }
   at::Tensor out = at::empty(tensor.shape, options);

@@ -5,14 +5,12 @@
 #include "shardformer/error.h"
 #include "shardformer/log.h"
 #include "shardformer/runtime/activity.h"
+#include "shardformer/runtime/cuda_support.h"
 #include "shardformer/strings.h"
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
-#ifdef USE_C10D_NCCL
-#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
-#endif
 
 #include <csignal>
 #include <cstdlib>
@@ -85,20 +83,17 @@ struct Rendezvous {
                                                        gloo_options);
   }
 
-  // NCCL for CUDA ranks; compiled where the torch wheel ships NCCL, run where a GPU is.
+  // NCCL for CUDA ranks, from the CUDA module (loaded on first use; run where a GPU is).
   c10::intrusive_ptr<c10d::Backend> nccl_backend(const c10::intrusive_ptr<c10d::Store>& prefixed,
                                                  int group_rank, int group_size) const {
-#ifdef USE_C10D_NCCL
-    auto nccl_options = c10d::ProcessGroupNCCL::Options::create();
-    nccl_options->timeout = options.timeout;
-    return c10::make_intrusive<c10d::ProcessGroupNCCL>(prefixed, group_rank, group_size,
-                                                       nccl_options);
-#else
-    (void)prefixed, (void)group_rank, (void)group_size;
-    throw Error(
-        "this SDK was built without the NCCL backend (no NCCL in the torch wheel); "
-        "use model.device = \"cpu\"");
-#endif
+    auto backend = runtime::load_cuda_support().nccl_backend(prefixed, group_rank, group_size,
+                                                             options.timeout);
+    if (!backend) {
+      throw Error(
+          "this build has no NCCL backend (no NCCL in the torch wheel); use model.device = "
+          "\"cpu\"");
+    }
+    return backend;
   }
 
   // Members of this rank's group along one axis, in mesh order.

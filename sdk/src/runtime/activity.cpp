@@ -56,6 +56,29 @@ void copy_text(char (&to)[kTextSize], std::string_view text) {
   to[length] = '\0';
 }
 
+// What the record would hold had the scopes that an exception ended restored it: the record
+// keeps the failed scope's text (where the error happened), and the next scope to begin, once
+// the error was handled, takes this as the state to restore. Guarded by g_write_mutex.
+struct Unwound {
+  bool set = false;
+  std::string text;
+  int64_t since_ns = 0;
+};
+Unwound g_unwound_phase, g_unwound_operation;
+
+// The state a new scope restores when it ends: the record's, or that left by unwound scopes.
+void take_previous(Unwound& unwound, const char* text, int64_t since_ns, std::string& previous,
+                   int64_t& previous_since_ns) {
+  if (unwound.set) {
+    previous = std::move(unwound.text);
+    previous_since_ns = unwound.since_ns;
+    unwound = {};
+  } else {
+    previous = std::string(text, strnlen(text, kTextSize));
+    previous_since_ns = since_ns;
+  }
+}
+
 // Changes the record under the seqlock: `change` writes the fields.
 template <typename Change>
 void write_record(Change change) {
@@ -152,16 +175,20 @@ int64_t steady_now_ns() {
 
 PhaseScope::PhaseScope(std::string_view phase) : exceptions_(std::uncaught_exceptions()) {
   write_record([&](Fields& r) {
-    previous_ = r.phase;
-    previous_since_ns_ = r.phase_since_ns;
+    take_previous(g_unwound_phase, r.phase, r.phase_since_ns, previous_, previous_since_ns_);
     copy_text(r.phase, phase);
     r.phase_since_ns = steady_now_ns();
   });
 }
 
 PhaseScope::~PhaseScope() {
-  if (std::uncaught_exceptions() > exceptions_) return;  // keep where the error happened
+  const bool unwinding = std::uncaught_exceptions() > exceptions_;
   write_record([&](Fields& r) {
+    if (unwinding) {  // keep where the error happened
+      g_unwound_phase = {true, previous_, previous_since_ns_};
+      return;
+    }
+    g_unwound_phase = {};
     copy_text(r.phase, previous_);
     r.phase_since_ns = previous_since_ns_;
   });
@@ -174,8 +201,8 @@ OperationScope::OperationScope(std::string_view kind, std::string_view text)
   // in a computation: its record shows what it did last.
   if (fault && fails_by_hanging()) fail_now(str("in ", text));
   write_record([&](Fields& r) {
-    previous_ = r.operation;
-    previous_since_ns_ = r.operation_since_ns;
+    take_previous(g_unwound_operation, r.operation, r.operation_since_ns, previous_,
+                  previous_since_ns_);
     copy_text(r.operation, text);
     r.operation_since_ns = steady_now_ns();
   });
@@ -192,8 +219,13 @@ OperationScope::OperationScope(std::string_view kind, std::string_view text)
 }
 
 OperationScope::~OperationScope() {
-  if (std::uncaught_exceptions() > exceptions_) return;  // keep where the error happened
+  const bool unwinding = std::uncaught_exceptions() > exceptions_;
   write_record([&](Fields& r) {
+    if (unwinding) {  // keep where the error happened
+      g_unwound_operation = {true, previous_, previous_since_ns_};
+      return;
+    }
+    g_unwound_operation = {};
     copy_text(r.operation, previous_);
     r.operation_since_ns = previous_since_ns_;
   });
@@ -251,6 +283,7 @@ std::string describe_activity(const ActivitySnapshot& activity, int64_t now_ns) 
   const std::string phase = activity.phase.empty() ? std::string("no phase")
                                                    : str("phase: ", activity.phase, ", for ",
                                                          age(activity.phase_since_ns));
+  if (activity.last_change_ns == 0) return "had not begun its job";
   if (activity.operation.empty()) {
     return str("between operations for ", age(activity.last_change_ns), " (", phase, ")");
   }
