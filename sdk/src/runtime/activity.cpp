@@ -66,19 +66,6 @@ struct Unwound {
 };
 Unwound g_unwound_phase, g_unwound_operation;
 
-// The state a new scope restores when it ends: the record's, or that left by unwound scopes.
-void take_previous(Unwound& unwound, const char* text, int64_t since_ns, std::string& previous,
-                   int64_t& previous_since_ns) {
-  if (unwound.set) {
-    previous = std::move(unwound.text);
-    previous_since_ns = unwound.since_ns;
-    unwound = {};
-  } else {
-    previous = std::string(text, strnlen(text, kTextSize));
-    previous_since_ns = since_ns;
-  }
-}
-
 // Changes the record under the seqlock: `change` writes the fields.
 template <typename Change>
 void write_record(Change change) {
@@ -89,6 +76,48 @@ void write_record(Change change) {
   change(record.fields);
   record.fields.last_change_ns = steady_now_ns();
   record.version.fetch_add(1, std::memory_order_release);
+}
+
+// One of the record's two slots (phase or operation) and the state its unwound scopes left.
+struct Slot {
+  char (Fields::*text)[kTextSize];
+  int64_t Fields::*since_ns;
+  Unwound* unwound;
+};
+const Slot kPhaseSlot{&Fields::phase, &Fields::phase_since_ns, &g_unwound_phase};
+const Slot kOperationSlot{&Fields::operation, &Fields::operation_since_ns, &g_unwound_operation};
+
+// A scope begins: `text` goes into the slot, and the scope remembers what to restore at its
+// end (the record's, or what scopes ended by an exception would have restored).
+void begin_scope(const Slot& slot, std::string_view text, std::string& previous,
+                 int64_t& previous_since_ns) {
+  write_record([&](Fields& r) {
+    if (slot.unwound->set) {
+      previous = std::move(slot.unwound->text);
+      previous_since_ns = slot.unwound->since_ns;
+      *slot.unwound = {};
+    } else {
+      previous = std::string(r.*slot.text, strnlen(r.*slot.text, kTextSize));
+      previous_since_ns = r.*slot.since_ns;
+    }
+    copy_text(r.*slot.text, text);
+    r.*slot.since_ns = steady_now_ns();
+  });
+}
+
+// A scope ends: normally, the slot gets back what it held before; by an exception, the slot
+// keeps where the error happened and the state to restore waits for the next scope.
+void end_scope(const Slot& slot, bool unwinding, const std::string& previous,
+               int64_t previous_since_ns) {
+  write_record([&](Fields& r) {
+    if (unwinding) {
+      *slot.unwound = {true, previous, previous_since_ns};
+      return;
+    }
+    *slot.unwound = {};
+    copy_text(r.*slot.text, previous);
+    r.*slot.since_ns = previous_since_ns;
+  });
 }
 
 ActivitySnapshot snapshot_of(const Fields& r) {
@@ -174,24 +203,11 @@ int64_t steady_now_ns() {
 }
 
 PhaseScope::PhaseScope(std::string_view phase) : exceptions_(std::uncaught_exceptions()) {
-  write_record([&](Fields& r) {
-    take_previous(g_unwound_phase, r.phase, r.phase_since_ns, previous_, previous_since_ns_);
-    copy_text(r.phase, phase);
-    r.phase_since_ns = steady_now_ns();
-  });
+  begin_scope(kPhaseSlot, phase, previous_, previous_since_ns_);
 }
 
 PhaseScope::~PhaseScope() {
-  const bool unwinding = std::uncaught_exceptions() > exceptions_;
-  write_record([&](Fields& r) {
-    if (unwinding) {  // keep where the error happened
-      g_unwound_phase = {true, previous_, previous_since_ns_};
-      return;
-    }
-    g_unwound_phase = {};
-    copy_text(r.phase, previous_);
-    r.phase_since_ns = previous_since_ns_;
-  });
+  end_scope(kPhaseSlot, std::uncaught_exceptions() > exceptions_, previous_, previous_since_ns_);
 }
 
 OperationScope::OperationScope(std::string_view kind, std::string_view text)
@@ -200,35 +216,19 @@ OperationScope::OperationScope(std::string_view kind, std::string_view text)
   // A rank that hangs (or freezes) at the test hook does so before the operation, as one stuck
   // in a computation: its record shows what it did last.
   if (fault && fails_by_hanging()) fail_now(str("in ", text));
-  write_record([&](Fields& r) {
-    take_previous(g_unwound_operation, r.operation, r.operation_since_ns, previous_,
-                  previous_since_ns_);
-    copy_text(r.operation, text);
-    r.operation_since_ns = steady_now_ns();
-  });
+  begin_scope(kOperationSlot, text, previous_, previous_since_ns_);
   if (!fault) return;
   try {
     fail_now(str("in ", text));
   } catch (...) {
-    write_record([&](Fields& r) {
-      copy_text(r.operation, previous_);
-      r.operation_since_ns = previous_since_ns_;
-    });
+    end_scope(kOperationSlot, false, previous_, previous_since_ns_);
     throw;
   }
 }
 
 OperationScope::~OperationScope() {
-  const bool unwinding = std::uncaught_exceptions() > exceptions_;
-  write_record([&](Fields& r) {
-    if (unwinding) {  // keep where the error happened
-      g_unwound_operation = {true, previous_, previous_since_ns_};
-      return;
-    }
-    g_unwound_operation = {};
-    copy_text(r.operation, previous_);
-    r.operation_since_ns = previous_since_ns_;
-  });
+  end_scope(kOperationSlot, std::uncaught_exceptions() > exceptions_, previous_,
+            previous_since_ns_);
 }
 
 void publish_activity(const std::filesystem::path& path) {
