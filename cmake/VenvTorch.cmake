@@ -55,6 +55,16 @@ target_compile_options(shardformer_torch INTERFACE ${TORCH_CXX_FLAGS})
 # (sdk/include/shardformer/runtime/cuda_support.h).
 target_link_libraries(shardformer_torch INTERFACE
   "${_torch_root}/lib/libtorch_cpu.so" "${_torch_root}/lib/libc10.so")
+# at::parallel_for is a header template: it runs on ATen's OpenMP threads only in code compiled
+# with -fopenmp, and serially otherwise. Code that calls it (kernels/) compiles with
+# SHARDFORMER_OPENMP_FLAGS and links the wheel's own libgomp, the runtime whose thread pool
+# ATen sizes with at::set_num_threads (a second OpenMP runtime would oversubscribe the cores).
+set(SHARDFORMER_OPENMP_FLAGS "")
+set(SHARDFORMER_OPENMP_LIBRARIES "")
+if(EXISTS "${_torch_root}/lib/libgomp.so.1")
+  set(SHARDFORMER_OPENMP_FLAGS -fopenmp)
+  set(SHARDFORMER_OPENMP_LIBRARIES "${_torch_root}/lib/libgomp.so.1")
+endif()
 set(SHARDFORMER_TORCH_CUDA_LIBRARIES "")
 if(EXISTS "${_torch_root}/lib/libtorch_cuda.so")
   set(SHARDFORMER_TORCH_CUDA_LIBRARIES "${_torch_root}/lib/libtorch_cuda.so"

@@ -105,12 +105,17 @@ class ModelFixture {
   SafetensorsFile reference;
 };
 
-// A mesh of forked local ranks on `port`; a collective or receive fails after `timeout`.
+// A mesh of forked local ranks on `port`; a collective or receive fails after `timeout`. Every
+// all-gather and fp32 all-reduce goes through shared memory in 4 KiB chunks, so the families'
+// tests against HF cover that path at tiny sizes (the host's jobs keep the 256 KiB threshold,
+// and their tests cover Gloo's).
 inline distributed::MeshOptions local_mesh_options(
     int port, std::chrono::milliseconds timeout = std::chrono::seconds(60)) {
   distributed::MeshOptions options;
   options.master_port = port;
   options.timeout = timeout;
+  options.shared_memory_min_bytes = 0;
+  options.shared_memory_chunk_bytes = 4096;
   return options;
 }
 

@@ -4,6 +4,7 @@
 #include "shardformer/kernels/cpu_kernels.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -44,31 +45,38 @@ class Kernels : public ::testing::TestWithParam<Isa> {};
 TEST_P(Kernels, SkinnyLinearMatchesFp64Product) {
   const kernels::KernelTable& t = *GetParam().table;
   at::manual_seed(0);
-  for (const int64_t m : {1, 2, 3, 4, 5, 8, 13, 16}) {
-    for (const auto& [k, n] : std::vector<std::pair<int64_t, int64_t>>{
-             {64, 1}, {77, 19}, {768, 2304}, {3072, 131}, {64, 1013}}) {
-      for (const bool k_major : {false, true}) {
-        for (const bool with_bias : {false, true}) {
-          const at::Tensor x = at::randn({m, k});
-          const at::Tensor w = k_major ? at::randn({k, n}) : at::randn({n, k});
-          const at::Tensor b = with_bias ? at::randn({n}) : at::Tensor();
-          at::Tensor y = at::empty({m, n});
-          t.skinny_linear(x.data_ptr<float>(), m, k, w.data_ptr<float>(), n, k_major,
-                          with_bias ? b.data_ptr<float>() : nullptr, y.data_ptr<float>());
-          const at::Tensor wd = (k_major ? w : w.t()).to(at::kDouble);  // [k, n]
-          at::Tensor want = at::mm(x.to(at::kDouble), wd);
-          // Rounding grows with sum |x w|: the error is measured relative to it.
-          at::Tensor scale = at::mm(x.to(at::kDouble).abs(), wd.abs());
-          if (with_bias) {
-            want = want + b.to(at::kDouble);
-            scale = scale + b.to(at::kDouble).abs();
+  const int threads = at::get_num_threads();
+  // The products split their weight across ATen's threads: 3 threads cut k = 200 unevenly.
+  for (const int use_threads : {1, 3}) {
+    at::set_num_threads(use_threads);
+    for (const int64_t m : {1, 2, 3, 4, 5, 8, 13, 16}) {
+      for (const auto& [k, n] : std::vector<std::pair<int64_t, int64_t>>{
+               {64, 1}, {77, 19}, {200, 37}, {768, 2304}, {3072, 131}, {64, 1013}}) {
+        for (const bool k_major : {false, true}) {
+          for (const bool with_bias : {false, true}) {
+            const at::Tensor x = at::randn({m, k});
+            const at::Tensor w = k_major ? at::randn({k, n}) : at::randn({n, k});
+            const at::Tensor b = with_bias ? at::randn({n}) : at::Tensor();
+            at::Tensor y = at::empty({m, n});
+            t.skinny_linear(x.data_ptr<float>(), m, k, w.data_ptr<float>(), n, k_major,
+                            with_bias ? b.data_ptr<float>() : nullptr, y.data_ptr<float>());
+            const at::Tensor wd = (k_major ? w : w.t()).to(at::kDouble);  // [k, n]
+            at::Tensor want = at::mm(x.to(at::kDouble), wd);
+            // Rounding grows with sum |x w|: the error is measured relative to it.
+            at::Tensor scale = at::mm(x.to(at::kDouble).abs(), wd.abs());
+            if (with_bias) {
+              want = want + b.to(at::kDouble);
+              scale = scale + b.to(at::kDouble).abs();
+            }
+            EXPECT_LT(worst(y, want, scale, 1e-30), 1e-6)
+                << "m " << m << " k " << k << " n " << n << " k_major " << k_major << " threads "
+                << use_threads;
           }
-          EXPECT_LT(worst(y, want, scale, 1e-30), 1e-6)
-              << "m " << m << " k " << k << " n " << n << " k_major " << k_major;
         }
       }
     }
   }
+  at::set_num_threads(threads);
 }
 
 TEST_P(Kernels, BiasGeluTanhMatchesHfFormula) {

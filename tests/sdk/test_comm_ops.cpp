@@ -9,7 +9,10 @@
 #include <ATen/ATen.h>
 #include <torch/autograd.h>
 
+#include <unistd.h>
+
 #include <csignal>
+#include <filesystem>
 
 using namespace shardformer::distributed;
 using shardformer::testing::expect_all_ranks_passed;
@@ -151,14 +154,55 @@ TEST(ProcessGroupP2P, SendAndRecvAlongThePipelineAxis) {
   }));
 }
 
+// Ranks on one host exchange large tensors through shared memory: slots of 4 KiB force many
+// chunks, rows split across chunks and uneven tails; the results equal the concatenation and
+// the rank-order sum bit for bit, and the segment's name is gone once the mesh is built.
+TEST_P(CommOps, SharedMemoryAllGatherAndAllReduceEqualTheirDefinitions) {
+  const int world = GetParam();
+  expect_all_ranks_passed(run_ranks(world, [&](int rank, int port) {
+    MeshOptions options = local(port);
+    options.shared_memory_min_bytes = 0;
+    options.shared_memory_chunk_bytes = 4096;
+    const ProcessMesh mesh(rank, {.tp = world}, options);
+    ASSERT_TRUE(mesh.tp().shared_memory());
+    if (rank == 0) {
+      const std::string mine = "-" + std::to_string(::getpid()) + "-";
+      for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) {
+        const std::string name = entry.path().filename().string();
+        EXPECT_FALSE(name.starts_with("shardformer-") && name.find(mine) != std::string::npos)
+            << name << " outlived the mesh's set-up";
+      }
+    }
+    for (const auto& shape : std::vector<std::vector<int64_t>>{{3, 5, 700}, {40, 6}, {1}}) {
+      for (int64_t dim = 0; dim < static_cast<int64_t>(shape.size()); ++dim) {
+        std::vector<at::Tensor> inputs;
+        for (int r = 0; r < world; ++r) inputs.push_back(seeded(10 + r, shape));
+        const at::Tensor gathered = mesh.tp().all_gather(inputs[rank], dim);
+        EXPECT_TRUE(at::equal(gathered, at::cat(inputs, dim)))
+            << "all_gather of " << at::IntArrayRef(shape) << " along " << dim;
+      }
+    }
+    at::Tensor sum = seeded(20, {3001});
+    for (int r = 1; r < world; ++r) sum = sum + seeded(20 + r, {3001});
+    at::Tensor reduced = seeded(20 + rank, {3001});
+    mesh.tp().all_reduce_(reduced);
+    EXPECT_TRUE(at::equal(reduced, sum)) << (reduced - sum).abs().max().item<double>();
+    EXPECT_EQ(mesh.tp().stats().all_gathers, 6);
+    EXPECT_EQ(mesh.tp().stats().all_reduces, 1);
+  }));
+}
+
 INSTANTIATE_TEST_SUITE_P(Ranks, CommOps, ::testing::Values(2, 4),
                          [](const auto& info) { return "tp" + std::to_string(info.param); });
 
 // A rank that throws (or is killed) before a collective: its peer's collective must fail with
 // an Error naming the group, long before the collective timeout.
-void expect_peer_failure_is_fast(bool kill_self) {
+void expect_peer_failure_is_fast(bool kill_self, bool shared_memory = false) {
   const auto statuses = run_ranks(2, [&](int rank, int port) {
-    const ProcessMesh mesh(rank, {.tp = 2}, local(port, std::chrono::seconds(60)));
+    MeshOptions options = local(port, std::chrono::seconds(60));
+    options.shared_memory_min_bytes = shared_memory ? 0 : -1;
+    const ProcessMesh mesh(rank, {.tp = 2}, options);
+    ASSERT_EQ(mesh.tp().shared_memory(), shared_memory);
     mesh.world().barrier();  // both meshes are complete before rank 1 goes
     if (rank == 1) {
       if (kill_self) std::raise(SIGKILL);
@@ -189,4 +233,7 @@ TEST(ProcessMeshFailure, PeerThatExitsFailsTheCollectiveFast) {
 }
 TEST(ProcessMeshFailure, PeerThatIsKilledFailsTheCollectiveFast) {
   expect_peer_failure_is_fast(true);
+}
+TEST(ProcessMeshFailure, PeerThatIsKilledFailsASharedMemoryCollectiveFast) {
+  expect_peer_failure_is_fast(true, /*shared_memory=*/true);
 }

@@ -66,6 +66,27 @@ void wait_for(const ProcessGroup::Impl& impl, const char* op,
   }
 }
 
+// Whether a collective on `tensor` goes through the group's shared memory.
+bool through_shared_memory(const ProcessGroup::Impl& impl, const at::Tensor& tensor) {
+  return impl.shared_memory != nullptr && tensor.device().is_cpu() &&
+         static_cast<int64_t>(tensor.nbytes()) >= impl.shared_memory_min_bytes;
+}
+
+// Runs a shared-memory collective as the group's next operation; the group's barrier orders
+// its copies, and a barrier that fails (a peer gone) fails it as a Gloo collective would.
+template <typename Body>
+void run_shared(ProcessGroup::Impl& impl, const char* op, Body body) {
+  const int64_t number = ++impl.operations;
+  const runtime::OperationScope activity(op, operation_text(impl, op, number, "shared memory"));
+  body([&] {
+    try {
+      impl.backend->barrier()->wait();
+    } catch (const std::exception& e) {
+      throw group_error(impl, op, e);
+    }
+  });
+}
+
 }  // namespace
 
 ProcessGroup::ProcessGroup(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -73,11 +94,19 @@ ProcessGroup::ProcessGroup(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) 
 const std::string& ProcessGroup::name() const { return impl_->name; }
 int ProcessGroup::rank() const { return impl_->rank; }
 int ProcessGroup::size() const { return impl_->size; }
+bool ProcessGroup::shared_memory() const { return impl_->shared_memory != nullptr; }
 
 void ProcessGroup::all_reduce_(at::Tensor& tensor, ReduceOp op) const {
   if (impl_->size == 1) return;
   impl_->stats.all_reduces += 1;
   impl_->stats.all_reduce_elements += tensor.numel();
+  if (op == ReduceOp::kSum && tensor.scalar_type() == at::kFloat && tensor.is_contiguous() &&
+      through_shared_memory(*impl_, tensor)) {
+    run_shared(*impl_, "all_reduce", [&](const SharedMemoryTransport::Barrier& barrier) {
+      impl_->shared_memory->all_reduce_sum_(tensor, barrier);
+    });
+    return;
+  }
   std::vector<at::Tensor> tensors{tensor};
   c10d::AllreduceOptions options;
   options.reduceOp = op == ReduceOp::kMax ? c10d::ReduceOp::MAX : c10d::ReduceOp::SUM;
@@ -110,6 +139,16 @@ at::Tensor ProcessGroup::all_gather(const at::Tensor& tensor, int64_t dim) const
   impl_->stats.all_gathers += 1;
   impl_->stats.all_gather_elements += tensor.numel();
   const at::Tensor input = tensor.contiguous();
+  if (through_shared_memory(*impl_, input)) {
+    dim = dim < 0 ? dim + input.dim() : dim;
+    auto shape = input.sizes().vec();
+    shape.at(static_cast<size_t>(dim)) *= impl_->size;
+    at::Tensor output = at::empty(shape, input.options());
+    run_shared(*impl_, "all_gather", [&](const SharedMemoryTransport::Barrier& barrier) {
+      impl_->shared_memory->all_gather_into(input, output, dim, barrier);
+    });
+    return output;
+  }
   std::vector<std::vector<at::Tensor>> outputs(1);
   for (int i = 0; i < impl_->size; ++i) outputs[0].push_back(at::empty_like(input));
   std::vector<at::Tensor> inputs{input};

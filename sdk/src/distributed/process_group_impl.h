@@ -1,8 +1,10 @@
 // Internal: what a ProcessGroup holds — its c10d backend (none for a group of one rank),
-// its place in the mesh and its communication counters.
+// its place in the mesh, its communication counters and, for ranks on one host, the shared
+// memory its large CPU collectives use.
 #pragma once
 
 #include "shardformer/distributed/process_group.h"
+#include "shared_memory_transport.h"
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 
@@ -15,6 +17,9 @@ struct ProcessGroup::Impl {
   c10::intrusive_ptr<c10d::Backend> backend;  // null when size == 1
   CommStats stats;
   int64_t operations = 0;  // issued so far: the number of the next one, less one
+  // Ranks on one host: large CPU all-gathers and all-reduces go through shared memory.
+  std::unique_ptr<SharedMemoryTransport> shared_memory;
+  int64_t shared_memory_min_bytes = -1;
 };
 
 struct PendingWork::State {

@@ -12,15 +12,21 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <csignal>
 #include <cstdlib>
+#include <fstream>
 #include <functional>
+#include <thread>
 #include <vector>
 
 namespace shardformer::distributed {
 
 struct ProcessMesh::Store {
   c10::intrusive_ptr<c10d::Store> store;
+  bool serves = false;  // this rank's process serves it
 };
 
 namespace {
@@ -43,6 +49,38 @@ struct Rendezvous {
   MeshOptions options;
   c10::intrusive_ptr<c10d::Store> store;
   std::shared_ptr<::gloo::transport::Device> device;
+  std::vector<std::string> hosts;  // per global rank: host name and boot id
+
+  bool on_one_host(const std::vector<int64_t>& members) const {
+    for (const int64_t m : members) {
+      if (hosts.at(static_cast<size_t>(m)) != hosts.at(static_cast<size_t>(members[0]))) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  // The group's shared-memory segment when its CPU ranks share a host (else none).
+  void attach_shared_memory(ProcessGroup::Impl& impl, const std::vector<int64_t>& members,
+                            const c10::intrusive_ptr<c10d::Store>& prefixed) const {
+    if (options.cuda || options.shared_memory_min_bytes < 0 || !on_one_host(members)) return;
+    const auto barrier = [&impl] { impl.backend->barrier()->wait(); };
+    impl.shared_memory = SharedMemoryTransport::connect(
+        impl.rank, impl.size, std::max<int64_t>(options.shared_memory_chunk_bytes, 4096),
+        str(impl.name, "-", join(members, "_")),
+        [&](const std::string& name) {
+          prefixed->set("shared_memory", std::vector<uint8_t>(name.begin(), name.end()));
+        },
+        [&] {
+          const std::vector<uint8_t> bytes = prefixed->get("shared_memory");
+          return std::string(bytes.begin(), bytes.end());
+        },
+        barrier);
+    if (impl.shared_memory == nullptr) {
+      log::debug(str("group '", impl.name, "': no shared memory, collectives use Gloo"));
+    }
+    impl.shared_memory_min_bytes = options.shared_memory_min_bytes;
+  }
 
   // The group of `members` (global ranks, in group-rank order); its store prefix is unique.
   ProcessGroup make_group(const std::string& name, const std::vector<int64_t>& members) {
@@ -62,6 +100,7 @@ struct Rendezvous {
       try {
         impl->backend = options.cuda ? nccl_backend(prefixed, impl->rank, impl->size)
                                      : gloo_backend(prefixed, impl->rank, impl->size);
+        attach_shared_memory(*impl, members, prefixed);
       } catch (const Error&) {
         throw;
       } catch (const std::exception& e) {
@@ -135,6 +174,16 @@ c10::intrusive_ptr<c10d::Store> connect_store(int rank, const MeshShape& shape,
   }
 }
 
+// This machine as the ranks compare it: its host name and this boot's id.
+std::string host_identity() {
+  char name[256] = {};
+  ::gethostname(name, sizeof name - 1);
+  std::ifstream boot("/proc/sys/kernel/random/boot_id");
+  std::string boot_id;
+  std::getline(boot, boot_id);
+  return str(name, "/", boot_id);
+}
+
 // The group of one rank, used when an axis has size 1.
 ProcessGroup single_rank_group(const std::string& name) {
   auto impl = std::make_shared<ProcessGroup::Impl>();
@@ -169,9 +218,10 @@ ProcessMesh::ProcessMesh(int rank, MeshShape shape, const MeshOptions& options)
   // A peer that dies closes its sockets; writing to one must fail the collective with an
   // error, not kill this process with SIGPIPE (Python, PyTorch's usual host, ignores it too).
   std::signal(SIGPIPE, SIG_IGN);
-  Rendezvous r{rank, shape, options, connect_store(rank, shape, options), nullptr};
-  store_ = std::make_shared<Store>(Store{r.store});
+  Rendezvous r{rank, shape, options, connect_store(rank, shape, options), nullptr, {}};
+  store_ = std::make_shared<Store>(Store{r.store, rank == 0 && !options.launcher_store});
   r.device = gloo_device(options);
+  r.hosts = exchange("host", host_identity());
   std::vector<int64_t> everyone;
   for (int64_t i = 0; i < shape.world_size(); ++i) everyone.push_back(i);
   // Every rank creates its groups in the same order: world, tp, pp, dp, sp.
@@ -204,6 +254,20 @@ std::vector<std::string> ProcessMesh::exchange(const std::string& key,
     for (int64_t r = 0; r < shape_.world_size(); ++r) {
       const std::vector<uint8_t> bytes = store_->store->get(prefix + std::to_string(r));
       values.emplace_back(bytes.begin(), bytes.end());
+    }
+    // The rank serving the store keeps it up until every rank has read (a rank that acts on
+    // the values, e.g. exits on a disagreement, must not cut a peer's last read short); a
+    // rank that never reads (gone) holds it at most 2 s.
+    store_->store->set(prefix + "read/" + std::to_string(rank_), std::vector<uint8_t>{1});
+    if (store_->serves) {
+      std::vector<std::string> read;
+      for (int64_t r = 0; r < shape_.world_size(); ++r) {
+        read.push_back(prefix + "read/" + std::to_string(r));
+      }
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+      while (!store_->store->check(read) && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
     }
   } catch (const std::exception& e) {
     const std::string what = e.what();

@@ -44,6 +44,9 @@ class ProcessGroup {
   const std::string& name() const;  // "tp", "pp", "dp", "world"
   int rank() const;                 // rank within the group
   int size() const;
+  // Whether its large CPU all-gathers and all-reduces go through shared memory (its ranks share
+  // a host; MeshOptions::shared_memory_min_bytes).
+  bool shared_memory() const;
 
   // Reduces `tensor` over the group (sum by default), in place.
   void all_reduce_(at::Tensor& tensor, ReduceOp op = ReduceOp::kSum) const;
