@@ -104,6 +104,12 @@ int main(int argc, char** argv) {
     for (auto& p : session.model().parameters()) {
       if (p.requires_grad()) p.mutable_grad().zero_();
     }
+    // The shared-memory transport's buffers are a fixed cost of the mesh (as NCCL's are), not
+    // activations: one chunk-sized all-reduce per group maps all of their pages before measuring.
+    for (const distributed::ProcessGroup* group : {&mesh.tp(), &mesh.sp()}) {
+      at::Tensor chunk = at::zeros({mesh_options.shared_memory_chunk_bytes / 4});
+      group->all_reduce_(chunk);
+    }
     mesh.world().barrier();
     reset_peak_rss();
     const double before = rss_and_peak_mib().first;

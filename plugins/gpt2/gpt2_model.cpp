@@ -171,7 +171,8 @@ at::Tensor GPT2Model::forward(const ForwardInputs& inputs) {
   x = h_.forward(
       chunk, x,
       layers::AttentionStep{.mask = step.mask, .cache = inputs.cache, .sequence = step.sequence});
-  return ends_model(chunk) ? ln_f_->forward(step.join(x)) : x;
+  // The final norm runs on this rank's tokens; the whole sequence is gathered once, normed.
+  return ends_model(chunk) ? step.join(ln_f_->forward(x, step.sequence.get())) : x;
 }
 
 }  // namespace shardformer::gpt2

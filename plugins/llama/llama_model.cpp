@@ -91,7 +91,8 @@ at::Tensor LlamaModel::forward(const ForwardInputs& inputs) {
             .mask;
   }
   x = layers_.forward(chunk, x, layer_step);
-  return ends_model(chunk) ? norm_->forward(step.join(x)) : x;
+  // The final norm runs on this rank's tokens; the whole sequence is gathered once, normed.
+  return ends_model(chunk) ? step.join(norm_->forward(x, step.sequence.get())) : x;
 }
 
 }  // namespace shardformer::llama

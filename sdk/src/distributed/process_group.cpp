@@ -72,19 +72,19 @@ bool through_shared_memory(const ProcessGroup::Impl& impl, const at::Tensor& ten
          static_cast<int64_t>(tensor.nbytes()) >= impl.shared_memory_min_bytes;
 }
 
-// Runs a shared-memory collective as the group's next operation; the group's barrier orders
-// its copies, and a barrier that fails (a peer gone) fails it as a Gloo collective would.
+// Runs a shared-memory collective as the group's next operation, named in the rank's activity
+// as a Gloo one is; a peer that is gone or a timeout fails it with the same Error.
 template <typename Body>
 void run_shared(ProcessGroup::Impl& impl, const char* op, Body body) {
   const int64_t number = ++impl.operations;
-  const runtime::OperationScope activity(op, operation_text(impl, op, number, "shared memory"));
-  body([&] {
-    try {
-      impl.backend->barrier()->wait();
-    } catch (const std::exception& e) {
-      throw group_error(impl, op, e);
-    }
-  });
+  const runtime::OperationScope activity(op, operation_text(impl, op, number, ""));
+  try {
+    body();
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw group_error(impl, op, e);
+  }
 }
 
 }  // namespace
@@ -102,9 +102,7 @@ void ProcessGroup::all_reduce_(at::Tensor& tensor, ReduceOp op) const {
   impl_->stats.all_reduce_elements += tensor.numel();
   if (op == ReduceOp::kSum && tensor.scalar_type() == at::kFloat && tensor.is_contiguous() &&
       through_shared_memory(*impl_, tensor)) {
-    run_shared(*impl_, "all_reduce", [&](const SharedMemoryTransport::Barrier& barrier) {
-      impl_->shared_memory->all_reduce_sum_(tensor, barrier);
-    });
+    run_shared(*impl_, "all_reduce", [&] { impl_->shared_memory->all_reduce_sum_(tensor); });
     return;
   }
   std::vector<at::Tensor> tensors{tensor};
@@ -144,9 +142,8 @@ at::Tensor ProcessGroup::all_gather(const at::Tensor& tensor, int64_t dim) const
     auto shape = input.sizes().vec();
     shape.at(static_cast<size_t>(dim)) *= impl_->size;
     at::Tensor output = at::empty(shape, input.options());
-    run_shared(*impl_, "all_gather", [&](const SharedMemoryTransport::Barrier& barrier) {
-      impl_->shared_memory->all_gather_into(input, output, dim, barrier);
-    });
+    run_shared(*impl_, "all_gather",
+               [&] { impl_->shared_memory->all_gather_into(input, output, dim); });
     return output;
   }
   std::vector<std::vector<at::Tensor>> outputs(1);

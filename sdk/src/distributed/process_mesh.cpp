@@ -63,11 +63,15 @@ struct Rendezvous {
   // The group's shared-memory segment when its CPU ranks share a host (else none).
   void attach_shared_memory(ProcessGroup::Impl& impl, const std::vector<int64_t>& members,
                             const c10::intrusive_ptr<c10d::Store>& prefixed) const {
-    if (options.cuda || options.shared_memory_min_bytes < 0 || !on_one_host(members)) return;
+    // tp and sp carry the large synchronous collectives (activations); world, pp and dp do not.
+    if (options.cuda || options.shared_memory_min_bytes < 0 || !on_one_host(members) ||
+        (impl.name != "tp" && impl.name != "sp")) {
+      return;
+    }
     const auto barrier = [&impl] { impl.backend->barrier()->wait(); };
     impl.shared_memory = SharedMemoryTransport::connect(
         impl.rank, impl.size, std::max<int64_t>(options.shared_memory_chunk_bytes, 4096),
-        str(impl.name, "-", join(members, "_")),
+        options.timeout, str(impl.name, "-", join(members, "_")),
         [&](const std::string& name) {
           prefixed->set("shared_memory", std::vector<uint8_t>(name.begin(), name.end()));
         },

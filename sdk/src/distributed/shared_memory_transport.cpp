@@ -1,5 +1,6 @@
 // Collectives through a POSIX shared-memory segment: each rank copies its block into its slot,
-// a barrier, every rank reads what it needs, a barrier before the slots are written again.
+// a barrier, every rank reads what it needs, a barrier before the slots are written again. The
+// barrier is a counter and a generation in the segment, waited on with a futex.
 #include "shared_memory_transport.h"
 
 #include "shardformer/error.h"
@@ -9,13 +10,18 @@
 #include <c10/core/GradMode.h>
 
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
+#include <climits>
 #include <cstring>
+#include <fstream>
 #include <random>
+#include <stdexcept>
 
 namespace shardformer::distributed {
 namespace {
@@ -57,26 +63,73 @@ at::Tensor view_of(std::byte* base, at::IntArrayRef sizes, const at::TensorOptio
   return at::from_blob(base, sizes, options);
 }
 
+// The first page of the segment: the barrier's state and each rank's process id.
+constexpr size_t kControlBytes = 4096;
+constexpr int kMaxRanks = 512;
+
+// Whether process `pid` has exited (gone, or a zombie not yet reaped).
+bool process_gone(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  if (!stat || !std::getline(stat, text)) return true;
+  const size_t close = text.rfind(')');  // the name may hold spaces and parentheses
+  return close == std::string::npos || close + 2 >= text.size() || text[close + 2] == 'Z' ||
+         text[close + 2] == 'X';
+}
+
+void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+long futex(std::atomic<uint32_t>* word, int op, uint32_t value, const timespec* timeout) {
+  return ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), op, value, timeout, nullptr, 0);
+}
+
 }  // namespace
 
+struct SharedMemoryTransport::Control {
+  std::atomic<uint32_t> arrived;                 // ranks in the current barrier
+  alignas(64) std::atomic<uint32_t> generation;  // completed barriers; the futex word
+  alignas(64) std::atomic<int32_t> pids[kMaxRanks];
+};
+static_assert(sizeof(std::atomic<uint32_t>) == 4 && std::atomic<uint32_t>::is_always_lock_free);
+
 SharedMemoryTransport::SharedMemoryTransport(int rank, int size, int64_t chunk_bytes,
-                                             std::byte* base, size_t length)
-    : rank_(rank), size_(size), chunk_bytes_(chunk_bytes), base_(base), length_(length) {}
+                                             std::chrono::milliseconds timeout, std::byte* base,
+                                             size_t length)
+    : rank_(rank),
+      size_(size),
+      chunk_bytes_(chunk_bytes),
+      timeout_(timeout),
+      base_(base),
+      length_(length) {}
 
 SharedMemoryTransport::~SharedMemoryTransport() { ::munmap(base_, length_); }
 
+SharedMemoryTransport::Control& SharedMemoryTransport::control() const {
+  static_assert(sizeof(Control) <= kControlBytes);
+  return *reinterpret_cast<Control*>(base_);
+}
+
+std::byte* SharedMemoryTransport::slot(int r) const {
+  return base_ + kControlBytes + static_cast<size_t>(r) * static_cast<size_t>(chunk_bytes_);
+}
+
 std::unique_ptr<SharedMemoryTransport> SharedMemoryTransport::connect(
-    int rank, int size, int64_t chunk_bytes, const std::string& label,
-    const std::function<void(const std::string&)>& publish,
+    int rank, int size, int64_t chunk_bytes, std::chrono::milliseconds timeout,
+    const std::string& label, const std::function<void(const std::string&)>& publish,
     const std::function<std::string()>& lookup, const Barrier& barrier) {
   chunk_bytes = (chunk_bytes + 63) / 64 * 64;  // slots aligned for any dtype and cache lines
-  const size_t length = static_cast<size_t>(size + 1) * static_cast<size_t>(chunk_bytes);
+  const size_t length =
+      kControlBytes + static_cast<size_t>(size + 1) * static_cast<size_t>(chunk_bytes);
   std::string name;
   std::byte* base = nullptr;
   if (rank == 0) {
     name = segment_name(label);
     std::string why;
-    base = create_segment(name, length, why);
+    base = size <= kMaxRanks ? create_segment(name, length, why) : nullptr;
     publish(base == nullptr ? std::string() : name);  // empty: every rank keeps Gloo
     if (base == nullptr) return nullptr;
   } else {
@@ -96,9 +149,11 @@ std::unique_ptr<SharedMemoryTransport> SharedMemoryTransport::connect(
     }
   }
   std::unique_ptr<SharedMemoryTransport> transport(
-      new SharedMemoryTransport(rank, size, chunk_bytes, base, length));
+      new SharedMemoryTransport(rank, size, chunk_bytes, timeout, base, length));
+  // The segment starts zeroed: no rank arrived, generation 0.
+  transport->control().pids[rank].store(static_cast<int32_t>(::getpid()));
   try {
-    barrier();  // every rank has mapped it
+    barrier();  // every rank has mapped it and written its pid
   } catch (...) {
     if (rank == 0) ::shm_unlink(name.c_str());
     throw;
@@ -107,8 +162,46 @@ std::unique_ptr<SharedMemoryTransport> SharedMemoryTransport::connect(
   return transport;
 }
 
+void SharedMemoryTransport::check_peers() const {
+  for (int r = 0; r < size_; ++r) {
+    const pid_t pid = control().pids[r].load(std::memory_order_relaxed);
+    if (r != rank_ && process_gone(pid)) {
+      throw std::runtime_error(str("group rank ", r, " (pid ", pid, ") has exited"));
+    }
+  }
+}
+
+void SharedMemoryTransport::barrier() const {
+  Control& c = control();
+  const uint32_t generation = c.generation.load(std::memory_order_acquire);
+  if (c.arrived.fetch_add(1, std::memory_order_acq_rel) + 1 == static_cast<uint32_t>(size_)) {
+    c.arrived.store(0, std::memory_order_relaxed);
+    c.generation.store(generation + 1, std::memory_order_release);
+    futex(&c.generation, FUTEX_WAKE, INT_MAX, nullptr);
+    return;
+  }
+  // A short spin (the ranks usually arrive together), then futex waits of at most 10 ms, after
+  // each of which the peers' processes and the deadline are checked.
+  for (int spin = 0; spin < 2000; ++spin) {
+    if (c.generation.load(std::memory_order_acquire) != generation) return;
+    cpu_relax();
+  }
+  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  while (c.generation.load(std::memory_order_acquire) == generation) {
+    const timespec wait{0, 10'000'000};
+    futex(&c.generation, FUTEX_WAIT, generation, &wait);
+    if (c.generation.load(std::memory_order_acquire) != generation) return;
+    check_peers();
+    if (std::chrono::steady_clock::now() > deadline) {
+      // Worded as Gloo's timeout, which the same job over sockets would give.
+      throw std::runtime_error(
+          str("Timed out waiting ", timeout_.count(), "ms for the group's other ranks"));
+    }
+  }
+}
+
 void SharedMemoryTransport::all_gather_into(const at::Tensor& input, at::Tensor& output,
-                                            int64_t dim, const Barrier& barrier) {
+                                            int64_t dim) {
   if (input.numel() == 0) return;
   const at::NoGradGuard no_grad;
   int64_t outer = 1;
@@ -142,7 +235,7 @@ void SharedMemoryTransport::all_gather_into(const at::Tensor& input, at::Tensor&
   }
 }
 
-void SharedMemoryTransport::all_reduce_sum_(at::Tensor& tensor, const Barrier& barrier) {
+void SharedMemoryTransport::all_reduce_sum_(at::Tensor& tensor) {
   const at::NoGradGuard no_grad;
   const at::Tensor flat = tensor.view({-1});
   const int64_t n = flat.numel(), chunk = chunk_bytes_ / 4;

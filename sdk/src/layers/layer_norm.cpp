@@ -12,7 +12,11 @@ LayerNorm::LayerNorm(const BuildContext& ctx, int64_t dim, double eps) : dim_(di
   bias_ = register_parameter("bias", ctx.load("bias", {dim}));
 }
 
-at::Tensor LayerNorm::forward(const at::Tensor& input) const {
+at::Tensor LayerNorm::forward(const at::Tensor& input, const SequenceSplit* sequence) const {
+  if (sequence != nullptr) {
+    return at::layer_norm(input, {dim_}, sequence->replicated_parameter(weight_),
+                          sequence->replicated_parameter(bias_), eps_);
+  }
   return at::layer_norm(input, {dim_}, weight_, bias_, eps_);
 }
 

@@ -58,6 +58,10 @@ at::Tensor SequenceSplit::gather(const at::Tensor& x) const {
   return full.narrow(1, 0, length_);
 }
 
+at::Tensor SequenceSplit::replicated_parameter(const at::Tensor& parameter) const {
+  return distributed::copy_to_parallel_region(parameter, *group_);
+}
+
 at::Tensor SequenceSplit::local(const at::Tensor& x) const {
   return pad(x).index_select(1, token_indices(group_->rank()).to(x.device()));
 }

@@ -36,6 +36,8 @@ void sync_sequence_gradients(Model& model) {
   const SequenceParallelism& sp = model.sequence_parallelism();
   if (!sp.active()) return;
   const bool split_gather = sp.mode == SequenceParallelMode::kSplitGather;
+  // The layer stacks' parameters; a final norm run on split tokens sums its own gradients in
+  // backward (SequenceSplit::replicated_parameter).
   for (const auto& module : model.named_modules()) {
     if (dynamic_cast<const layers::LayerList*>(module.value().get()) == nullptr) continue;
     for (const auto& param : module.value()->named_parameters()) {

@@ -27,11 +27,12 @@ struct MeshOptions {
   // The launcher already serves the store at master_addr:master_port (torchrun sets
   // TORCHELASTIC_USE_AGENT_STORE=True): every rank connects to it, none serves one.
   bool launcher_store = false;
-  // CPU collectives of groups whose ranks share a host go through a shared-memory segment
-  // (/dev/shm) instead of Gloo's sockets when the tensor has at least this many bytes (a
-  // negative value: never); the segment holds group-size + 1 chunks of chunk_bytes.
-  int64_t shared_memory_min_bytes = 256 << 10;
-  int64_t shared_memory_chunk_bytes = 8 << 20;
+  // The all-gathers and fp32 sum all-reduces of tp and sp groups whose CPU ranks share a host go
+  // through a shared-memory segment (/dev/shm) instead of Gloo's sockets when the tensor has at
+  // least this many bytes (negative: never); the segment holds group-size + 1 chunks of
+  // chunk_bytes.
+  int64_t shared_memory_min_bytes = 0;
+  int64_t shared_memory_chunk_bytes = 4 << 20;
 };
 
 struct MeshCoordinate {

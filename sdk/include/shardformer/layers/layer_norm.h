@@ -2,6 +2,7 @@
 #pragma once
 
 #include "shardformer/build_context.h"
+#include "shardformer/parallel/sequence_split.h"
 
 #include <torch/nn/module.h>
 
@@ -13,8 +14,9 @@ class LayerNorm : public torch::nn::Module {
  public:
   LayerNorm(const BuildContext& ctx, int64_t dim, double eps);
 
-  // [..., dim] -> [..., dim]
-  at::Tensor forward(const at::Tensor& input) const;
+  // [..., dim] -> [..., dim]. Given the step's sequence split, `input` is this rank's tokens and
+  // the weight and bias gradients are summed over the split's group.
+  at::Tensor forward(const at::Tensor& input, const SequenceSplit* sequence = nullptr) const;
   // The residual sum x + residual and its norm, {sum, norm} [..., dim]: one fused pass over
   // memory when gradients are off on the CPU (kernels::add_layer_norm), else two ATen ops.
   std::pair<at::Tensor, at::Tensor> add_forward(const at::Tensor& x,

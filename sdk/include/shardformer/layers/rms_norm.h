@@ -3,6 +3,7 @@
 #pragma once
 
 #include "shardformer/build_context.h"
+#include "shardformer/parallel/sequence_split.h"
 
 #include <torch/nn/module.h>
 
@@ -15,8 +16,9 @@ class RMSNorm : public torch::nn::Module {
   // gradient each rank holds a part of.
   RMSNorm(const BuildContext& ctx, int64_t dim, double eps, TensorShard weight_shard = {});
 
-  // [..., dim] -> [..., dim]
-  at::Tensor forward(const at::Tensor& input) const;
+  // [..., dim] -> [..., dim]. Given the step's sequence split, `input` is this rank's tokens and
+  // the weight's gradient is summed over the split's group.
+  at::Tensor forward(const at::Tensor& input, const SequenceSplit* sequence = nullptr) const;
 
  private:
   double eps_;

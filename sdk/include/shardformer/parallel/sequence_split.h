@@ -49,6 +49,9 @@ class SequenceSplit {
   at::Tensor local(const at::Tensor& x) const;
   // x [batch, length, ...] padded with zeros to padded_length along dim 1.
   at::Tensor pad(const at::Tensor& x) const;
+  // A replicated parameter applied to this rank's tokens only (a final norm run before the
+  // gather): the same tensor forward; backward sums its gradient over the group.
+  at::Tensor replicated_parameter(const at::Tensor& parameter) const;
 
  private:
   bool zigzag() const { return mode_ == SequenceParallelMode::kRingAttn; }
