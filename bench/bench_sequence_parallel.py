@@ -75,6 +75,9 @@ def free_port():
         return s.getsockname()[1]
 
 
+EXTRA = []  # further sequence_memory options (--gloo-only)
+
+
 def run(build, model, layout, seq, batch):
     """The ranks' reports, or None when a rank failed (out of memory, ...)."""
     world = layout["tp"] * layout["sp"]
@@ -83,7 +86,7 @@ def run(build, model, layout, seq, batch):
         [str(build / "bench" / "sequence_memory"), "--model", str(model), "--plugins",
          str(build / "plugins"), "--mode", layout["mode"], "--tp", str(layout["tp"]), "--sp",
          str(layout["sp"]), "--rank", str(r), "--port", str(port), "--seq", str(seq),
-         "--batch", str(batch)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+         "--batch", str(batch)] + EXTRA, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         for r in range(world)]
     reports, failed = [], False
     for p in procs:
@@ -114,7 +117,11 @@ def main():
     parser.add_argument("--longest", default="")
     parser.add_argument("--budget-gib", type=float, default=24.0)
     parser.add_argument("--max-seq", type=int, default=65536)
+    parser.add_argument("--gloo-only", action="store_true",
+                        help="collectives over Gloo alone (no shared-memory transport)")
     args = parser.parse_args()
+    if args.gloo_only:
+        EXTRA.extend(["--shared-memory-min-bytes", "-1"])
     build = pathlib.Path(args.build)
     work = pathlib.Path(tempfile.gettempdir()) / f"sf-bench-sp-{args.layers}-{args.max_seq}"
     make_checkpoint(work, args.layers, args.max_seq)

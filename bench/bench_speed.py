@@ -15,7 +15,8 @@ weights made locally).
     discovery, config, load, prefill, exit). HF: from_pretrained + the first forward in a
     process that has already imported torch and transformers (their import time is printed
     apart). Page cache warm.
-  * tp: the host's forward 4 x 512 at tp = 2 (two ranks, one thread each) against tp = 1.
+  * tp: the host's forward 4 x 512 and greedy decode 1 x 64 at tp = 2 (two ranks, one thread
+    each) against tp = 1.
 Rounds alternate the host and HF; the machine's limits are measured in every round (fp32 GEMM
 GFLOP/s on 2048^2 with the same threads, memory read bandwidth by summing 1 GiB) and each result
 is printed as a ratio to HF (median over rounds) and as a fraction of the roofline."""
@@ -205,6 +206,7 @@ def main():
           f"load average {os.getloadavg()[0]:.2f}\n")
     host, hf, limits = {}, {}, []
     start_host, start_hf, imports, tp1, tp2 = [], [], [], [], []
+    decode_tp1, decode_tp2 = [], []
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(args.repeats):
             limits += worker(args, "limits")
@@ -219,10 +221,10 @@ def main():
                 start_hf.append(r["seconds"])
                 imports.append(r["import_seconds"])
             if "tp" in parts:
-                tp1 += [r["seconds"] for r in host_speed(args, "4x512", "") if
-                        r["kind"] == "forward"]
-                tp2 += [r["seconds"] for r in host_speed(args, "4x512", "", tp=2) if
-                        r["kind"] == "forward"]
+                for forwards, decodes, tp in ((tp1, decode_tp1, 1), (tp2, decode_tp2, 2)):
+                    for r in host_speed(args, "4x512", "1x64", tp=tp):
+                        if r["kind"] in ("forward", "decode"):
+                            (forwards if r["kind"] == "forward" else decodes).append(r["seconds"])
     gemm = statistics.median(r["gemm_gflops"] for r in limits)
     read = statistics.median(r["read_gbs"] for r in limits)
     med = statistics.median
@@ -260,7 +262,10 @@ def main():
     if "tp" in parts:
         print(f"forward 4 x 512 at tp = 2 (1 thread per rank) against tp = 1 ({args.threads} "
               f"threads): {med(tp2):.3f} s vs {med(tp1):.3f} s, tp2 / tp1 time "
-              f"{med(tp2) / med(tp1):.2f}\n")
+              f"{med(tp2) / med(tp1):.2f}")
+        print(f"greedy decode 1 x 64 at tp = 2 against tp = 1: {64 / med(decode_tp2):.1f} vs "
+              f"{64 / med(decode_tp1):.1f} tokens/s, tp2 / tp1 time "
+              f"{med(decode_tp2) / med(decode_tp1):.2f}\n")
 
 
 if __name__ == "__main__":

@@ -51,6 +51,7 @@ int main(int argc, char** argv) {
   std::string model, plugins, mode;
   int rank = 0, tp = 1, sp = 1, port = 29500, threads = 1;
   int64_t seq = 2048, batch = 1;
+  int64_t shared_memory_min_bytes = distributed::MeshOptions{}.shared_memory_min_bytes;
   options.add_options()("help", "this text")("model", po::value(&model)->required(),
                                              "GPT-2 checkpoint folder")(
       "plugins", po::value(&plugins)->required(), "folder holding the gpt2 plugin")(
@@ -60,7 +61,9 @@ int main(int argc, char** argv) {
                                                      "sequence-parallel ranks (sp axis)")(
       "rank", po::value(&rank), "this rank")("port", po::value(&port), "rendezvous port")(
       "seq", po::value(&seq), "tokens per sequence")("batch", po::value(&batch), "sequences")(
-      "threads", po::value(&threads), "intra-op threads of this rank");
+      "threads", po::value(&threads), "intra-op threads of this rank")(
+      "shared-memory-min-bytes", po::value(&shared_memory_min_bytes),
+      "MeshOptions::shared_memory_min_bytes (-1: Gloo alone)");
   po::variables_map vm;
   try {
     po::store(po::parse_command_line(argc, argv, options), vm);
@@ -80,6 +83,7 @@ int main(int argc, char** argv) {
     distributed::MeshOptions mesh_options;
     mesh_options.master_port = port;
     mesh_options.timeout = std::chrono::seconds(1800);
+    mesh_options.shared_memory_min_bytes = shared_memory_min_bytes;
     distributed::ProcessMesh mesh(rank, {.sp = sp, .tp = tp}, mesh_options);
     const host::PluginRegistry registry = host::PluginRegistry::discover({plugins});
     SessionOptions session_options{.checkpoint = model, .architecture = "GPT2Model"};
