@@ -17,8 +17,14 @@ for arg in "$@"; do
   esac
 done
 jobs=${SHARDFORMER_JOBS:-$(nproc)}
+reuse=()
+if [ "$sanitize" = ON ] && [ -d build/test-data ] && [ -d build/models ]; then
+  # The normal build's checkpoints and HF references: the same files, made once.
+  reuse=(-DSHARDFORMER_REUSE_DATA_FROM="$root/build")
+fi
 if [ ! -f "$build/build.ninja" ]; then
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=${CMAKE_BUILD_TYPE:-RelWithDebInfo} \
-    -DSHARDFORMER_BUILD_TESTS=${SHARDFORMER_BUILD_TESTS:-ON} -DSHARDFORMER_SANITIZE=$sanitize
+    -DSHARDFORMER_BUILD_TESTS=${SHARDFORMER_BUILD_TESTS:-ON} -DSHARDFORMER_SANITIZE=$sanitize \
+    "${reuse[@]}"
 fi
 cmake --build "$build" -j "$jobs" "${targets[@]}"
