@@ -1,9 +1,12 @@
 // One side of the CPU speed suite (bench/bench_speed.py starts it, alternating with HF): loads a
 // checkpoint through the host's plugins the way a host job does, then times forward passes and
 // greedy decoding and prints one JSON line per measurement (median of --repeats after a warm-up).
+// --device cuda times the same on a GPU (tools/gpu_check.py), each call ending in a sync.
 #include "jobs.h"
 #include "plugin_registry.h"
 #include "shardformer/distributed/process_mesh.h"
+#include "shardformer/dtype.h"
+#include "shardformer/runtime/cuda_support.h"
 #include "shardformer/runtime/session.h"
 
 #include <ATen/ATen.h>
@@ -71,7 +74,7 @@ std::vector<std::vector<int64_t>> prompts(int64_t batch, int64_t length, int64_t
 int main(int argc, char** argv) {
   const auto process_start = Clock::now();
   po::options_description options("speed: the host's side of bench/bench_speed.py");
-  std::string model, plugins, forward, decode;
+  std::string model, plugins, forward, decode, device = "cpu", dtype = "float32";
   int rank = 0, tp = 1, port = 29500, threads = 1, repeats = 3;
   int64_t prompt_length = 32;
   options.add_options()("help", "this text")("model", po::value(&model)->required(),
@@ -84,7 +87,8 @@ int main(int argc, char** argv) {
       "repeats", po::value(&repeats), "timed runs per measurement (median)")(
       "threads", po::value(&threads), "intra-op threads of this rank")(
       "tp", po::value(&tp), "tensor-parallel ranks")("rank", po::value(&rank), "this rank")(
-      "port", po::value(&port), "rendezvous port");
+      "port", po::value(&port), "rendezvous port")("device", po::value(&device), "cpu or cuda")(
+      "dtype", po::value(&dtype), "float32, bfloat16, float16");
   po::variables_map vm;
   try {
     po::store(po::parse_command_line(argc, argv, options), vm);
@@ -98,6 +102,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
+    const bool cuda = device == "cuda";
+    if (!cuda && device != "cpu") throw std::invalid_argument("--device: cpu or cuda");
+    if (cuda) runtime::load_cuda_support();  // before anything asks ATen about CUDA
     at::set_num_threads(threads);
     at::manual_seed(0);
     std::unique_ptr<distributed::ProcessMesh> mesh;
@@ -110,7 +117,9 @@ int main(int argc, char** argv) {
     host::keep_large_blocks_out_of_the_heap();
     const host::PluginRegistry registry = host::PluginRegistry::discover({plugins});
     Session session(
-        SessionOptions{.checkpoint = model},
+        SessionOptions{.checkpoint = model,
+                       .dtype = parse_model_dtype(dtype, "--dtype"),
+                       .device = cuda ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU)},
         [&](const ModelArgs& args) { return registry.create_model(args); }, mesh.get());
     host::reuse_freed_blocks_for_activations();
     const double built = seconds_since(process_start);
@@ -118,7 +127,8 @@ int main(int argc, char** argv) {
     const int64_t vocab = session.model().shape().vocab_size;
     for (const auto& [batch, seq] : parse_shapes(forward)) {
       const ForwardInputs inputs{.input_ids = at::randint(vocab, {batch, seq}, at::kLong)};
-      const double s = median_seconds(repeats, [&] { session.forward(inputs); });
+      // Copying one logit back waits for the GPU's queue.
+      const double s = median_seconds(repeats, [&] { session.forward(inputs).flatten()[0].cpu(); });
       if (rank == 0) {
         std::printf("{\"kind\": \"forward\", \"batch\": %ld, \"seq\": %ld, \"seconds\": %.5f}\n",
                     batch, seq, s);

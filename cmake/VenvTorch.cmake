@@ -82,6 +82,11 @@ foreach(_dir nvidia/nccl/include nvidia/cu13/include nvidia/cuda_runtime/include
     list(APPEND SHARDFORMER_NCCL_INCLUDE_DIRS "${SHARDFORMER_SITE_PACKAGES}/${_dir}")
   endif()
 endforeach()
+# Some wheels' CUDA headers lack the compiler's crt/ folder (torch 2.11+cu130): the toolkit's
+# headers, searched after them, fill in.
+if(SHARDFORMER_NCCL_INCLUDE_DIRS AND CUDAToolkit_INCLUDE_DIRS)
+  list(APPEND SHARDFORMER_NCCL_INCLUDE_DIRS ${CUDAToolkit_INCLUDE_DIRS})
+endif()
 file(GLOB _libnccl "${SHARDFORMER_SITE_PACKAGES}/nvidia/nccl/lib/libnccl.so*")
 if(EXISTS "${SHARDFORMER_SITE_PACKAGES}/nvidia/nccl/include/nccl.h" AND _libnccl
    AND EXISTS "${_torch_root}/lib/libtorch_cuda.so")

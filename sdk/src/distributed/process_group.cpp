@@ -7,9 +7,41 @@
 #include "shardformer/strings.h"
 
 #include <ATen/ATen.h>
+#include <torch/version.h>
 
 namespace shardformer::distributed {
 namespace {
+
+// c10d's single-tensor collectives: LibTorch before 2.15 names them _allgather_base,
+// _reduce_scatter_base and alltoall_base (still there, forwarding, in 2.15). A GPU machine's own
+// torch may be older than the venv's (tools/gpu_check.sh).
+#if TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR < 15
+c10::intrusive_ptr<c10d::Work> all_gather_single(c10d::Backend& b, at::Tensor& out,
+                                                 at::Tensor& in) {
+  return b._allgather_base(out, in);
+}
+c10::intrusive_ptr<c10d::Work> reduce_scatter_single(c10d::Backend& b, at::Tensor& out,
+                                                     at::Tensor& in) {
+  return b._reduce_scatter_base(out, in);
+}
+c10::intrusive_ptr<c10d::Work> all_to_all_single(c10d::Backend& b, at::Tensor& out, at::Tensor& in,
+                                                 std::vector<int64_t>& counts) {
+  return b.alltoall_base(out, in, counts, counts);
+}
+#else
+c10::intrusive_ptr<c10d::Work> all_gather_single(c10d::Backend& b, at::Tensor& out,
+                                                 at::Tensor& in) {
+  return b.all_gather_single(out, in);
+}
+c10::intrusive_ptr<c10d::Work> reduce_scatter_single(c10d::Backend& b, at::Tensor& out,
+                                                     at::Tensor& in) {
+  return b.reduce_scatter_single(out, in);
+}
+c10::intrusive_ptr<c10d::Work> all_to_all_single(c10d::Backend& b, at::Tensor& out, at::Tensor& in,
+                                                 std::vector<int64_t>& counts) {
+  return b.all_to_all_single(out, in, counts, counts);
+}
+#endif
 
 // c10d's message without Gloo's source location ("[.../pair.cc:545] ") and its generic advice
 // ("This is typically caused by ..."), and only its first line.
@@ -193,7 +225,7 @@ PendingWork ProcessGroup::all_gather_into_async(const at::Tensor& input, at::Ten
   }
   return start_single(
       impl_, "all_gather", input, output, true,
-      [&](at::Tensor& out, at::Tensor& in) { return impl_->backend->all_gather_single(out, in); });
+      [&](at::Tensor& out, at::Tensor& in) { return all_gather_single(*impl_->backend, out, in); });
 }
 
 at::Tensor ProcessGroup::reduce_scatter(const at::Tensor& tensor, int64_t dim) const {
@@ -218,7 +250,7 @@ PendingWork ProcessGroup::reduce_scatter_async(const at::Tensor& input, at::Tens
   }
   return start_single(impl_, "reduce_scatter", input, output, false,
                       [&](at::Tensor& out, at::Tensor& in) {
-                        return impl_->backend->reduce_scatter_single(out, in);
+                        return reduce_scatter_single(*impl_->backend, out, in);
                       });
 }
 
@@ -234,7 +266,7 @@ at::Tensor ProcessGroup::all_to_all(const at::Tensor& tensor) const {
   at::Tensor output = at::empty_like(input);
   std::vector<int64_t> counts;  // empty: equal blocks
   wait_for(*impl_, "all_to_all", issue(*impl_, "all_to_all", [&] {
-    return impl_->backend->all_to_all_single(output, input, counts, counts);
+    return all_to_all_single(*impl_->backend, output, input, counts);
   }));
   return output;
 }

@@ -142,20 +142,40 @@ pipeline::PipelineRunner& Session::runner(int64_t batch) {
   return *runner_;
 }
 
-at::Tensor Session::forward(const ForwardInputs& batch) {
+namespace {
+
+// The batch's tensors on the model's device (the same tensors where they are there already):
+// callers may pass CPU token ids to a GPU session, as the host's jobs and data loader do.
+ForwardInputs on_device(const ForwardInputs& batch, c10::Device device) {
+  ForwardInputs moved = batch;
+  for (at::Tensor* t : {&moved.input_ids, &moved.attention_mask, &moved.position_ids,
+                        &moved.token_type_ids, &moved.hidden_states}) {
+    if (t->defined()) *t = t->to(device);
+  }
+  return moved;
+}
+
+}  // namespace
+
+at::Tensor Session::forward(const ForwardInputs& inputs) {
+  const ForwardInputs batch = on_device(inputs, options_.device);
   if (stages_) return runner(batch.input_ids.size(0)).forward(batch);
   const runtime::InferenceScope inference;
   return model_->forward(batch);
 }
 
-at::Tensor Session::loss(const ForwardInputs& batch, const at::Tensor& labels) {
+at::Tensor Session::loss(const ForwardInputs& inputs, const at::Tensor& targets) {
+  const ForwardInputs batch = on_device(inputs, options_.device);
+  const at::Tensor labels = targets.to(options_.device);
   if (stages_) return runner(batch.input_ids.size(0)).loss(batch, labels);
   const runtime::InferenceScope inference;
   return model_->loss(batch, labels);
 }
 
-at::Tensor Session::train_step(const ForwardInputs& batch, const at::Tensor& labels,
+at::Tensor Session::train_step(const ForwardInputs& inputs, const at::Tensor& targets,
                                double loss_scale) {
+  const ForwardInputs batch = on_device(inputs, options_.device);
+  const at::Tensor labels = targets.to(options_.device);
   if (stages_) return runner(batch.input_ids.size(0)).train_step(batch, labels, loss_scale);
   const at::Tensor loss = model_->loss(batch, labels);
   (loss_scale != 1.0 ? loss * loss_scale : loss).backward();

@@ -76,7 +76,8 @@ class Session {
                                      std::optional<int64_t> pad_token_id) const;
 
   // The model's output for a batch ([batch, seq, ...], gathered over tp); undefined on the
-  // pipeline stages that do not end the model. Runs without gradients.
+  // pipeline stages that do not end the model. Runs without gradients. Here and in loss() and
+  // train_step(), the batch and labels may be on the CPU: they are moved to the model's device.
   at::Tensor forward(const ForwardInputs& batch);
   // Mean causal-LM loss of the batch (labels [batch, seq], -100 ignored), without gradients;
   // vocab-parallel when ShardConfig::parallel_output. Undefined where !holds_output().

@@ -1,0 +1,203 @@
+#!/usr/bin/env python3
+"""GPU checks, run where torch sees a CUDA device after tools/gpu_check.sh has built the host:
+the host on CUDA against HF transformers on CUDA (fp32, TF32 off) for tiny GPT-2 and Llama
+checkpoints (logits, loss, greedy tokens), and GPT-2-small forward and decode timings of the host
+and HF on the same GPU. Prints one JSON line per result; exits 1 when a check fails."""
+import argparse
+import json
+import pathlib
+import subprocess
+import sys
+import time
+
+import torch
+from safetensors.torch import load_file
+from transformers import AutoModelForCausalLM
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "bench"))
+import gpt2_small  # noqa: E402
+
+FORWARD_IDS = [[5, 17, 301, 44, 9, 1000, 3, 77, 512, 8, 2, 60], [7, 8, 9, 10, 11, 12, 13, 14,
+                                                                 15, 16, 17, 18]]
+PROMPTS = [[11, 22, 33, 44, 55], [600, 7, 8, 9, 10]]
+NEW_TOKENS = 12
+failures = []
+
+
+def report(**fields) -> None:
+    print(json.dumps(fields), flush=True)
+
+
+def check(name: str, ok: bool, **fields) -> None:
+    report(check=name, ok=ok, **fields)
+    if not ok:
+        failures.append(name)
+
+
+def run_host(build: pathlib.Path, config: pathlib.Path) -> str:
+    done = subprocess.run([str(build / "shardformer-host"), "run", str(config)],
+                          capture_output=True, text=True, timeout=300)
+    if done.returncode != 0:
+        raise RuntimeError(f"{config.name}: exit {done.returncode}\n{done.stderr[-3000:]}")
+    return done.stdout
+
+
+def write_config(path: pathlib.Path, model: pathlib.Path, build: pathlib.Path, dtype: str,
+                 mode: str) -> None:
+    body = (f'[model]\npath = "{model}"\ndtype = "{dtype}"\ndevice = "cuda"\n\n'
+            f'[job]\nmode = "{mode}"\n\n[plugins]\npaths = ["{build / "plugins"}"]\n\n')
+    if mode == "forward":
+        body += (f"[forward]\ninput_ids = {FORWARD_IDS}\nloss = true\n"
+                 f'output = "{path.with_suffix(".safetensors")}"\n')
+    else:
+        body += f"[generate]\nprompts = {PROMPTS}\nmax_new_tokens = {NEW_TOKENS}\n"
+    path.write_text(body)
+
+
+def correctness(build: pathlib.Path, work: pathlib.Path, model: pathlib.Path) -> None:
+    hf = AutoModelForCausalLM.from_pretrained(model, dtype=torch.float32).cuda().eval()
+    ids = torch.tensor(FORWARD_IDS, device="cuda")
+    with torch.no_grad():
+        want = hf(ids, labels=ids)
+    config = work / f"{model.name}-forward.toml"
+    write_config(config, model, build, "float32", "forward")
+    run_host(build, config)
+    got = load_file(str(config.with_suffix(".safetensors")))
+    logits_err = (got["logits"].float() - want.logits.cpu()).abs().max().item()
+    loss_err = abs(got["loss"].item() - want.loss.item())
+    check(f"{model.name} fp32 forward on cuda vs HF cuda", logits_err < 1e-4 and loss_err < 1e-5,
+          logits_max_abs=logits_err, loss_abs=loss_err,
+          logits_max=want.logits.abs().max().item())
+
+    config = work / f"{model.name}-generate.toml"
+    write_config(config, model, build, "float32", "generate")
+    out = run_host(build, config)
+    got_rows = [[int(t) for t in line.split(":")[1].split()] for line in out.splitlines()
+                if line.startswith("generated[")]
+    want_rows = []
+    for prompt in PROMPTS:
+        with torch.no_grad():
+            seq = hf.generate(torch.tensor([prompt], device="cuda"), max_new_tokens=NEW_TOKENS,
+                              do_sample=False)
+        want_rows.append(seq[0, len(prompt):].tolist())
+    check(f"{model.name} greedy generate on cuda vs HF cuda", got_rows == want_rows,
+          host=got_rows, hf=want_rows)
+
+
+def training(build: pathlib.Path, work: pathlib.Path, model: pathlib.Path,
+             data: pathlib.Path) -> None:
+    """configs/gpt2_tiny_train.toml's run on one GPU against tools/train_reference.py's losses
+    and gradient norms (HF + torch.optim.AdamW on the CPU)."""
+    config = work / "train.toml"
+    metrics = work / "train.metrics.jsonl"
+    metrics.unlink(missing_ok=True)
+    config.write_text(
+        f'[model]\npath = "{model}"\ndevice = "cuda"\n\n[job]\nmode = "train"\n\n'
+        f'[plugins]\npaths = ["{build / "plugins"}"]\n\n'
+        f'[data]\npath = "{data / "train.bin"}"\ndtype = "uint16"\nseq_len = 32\nseed = 1234\n\n'
+        "[train]\nsteps = 20\nglobal_batch_size = 8\nmicro_batch_size = 2\n"
+        f'max_grad_norm = 1.0\nlog_every = 5\nmetrics_file = "{metrics}"\n\n'
+        "[optimizer]\nlr = 1e-3\nbetas = [0.9, 0.95]\neps = 1e-8\nweight_decay = 0.1\n"
+        'schedule = "cosine"\nwarmup_steps = 5\n')
+    run_host(build, config)
+    rows = [json.loads(line) for line in metrics.read_text().splitlines()]
+    want = load_file(str(data / "reference.safetensors"))
+    losses = torch.tensor([r["loss"] for r in rows], dtype=torch.float64)
+    norms = torch.tensor([r["grad_norm"] for r in rows], dtype=torch.float64)
+    loss_err = ((losses - want["losses"]).abs() / want["losses"].abs()).max().item()
+    norm_err = ((norms - want["grad_norms"]).abs() / want["grad_norms"].abs()).max().item()
+    check("tiny-gpt2 20 training steps on cuda vs HF + AdamW on cpu",
+          len(rows) == 20 and loss_err < 1e-4 and norm_err < 1e-3,
+          steps=len(rows), loss_max_rel=loss_err, grad_norm_max_rel=norm_err)
+
+
+def hf_seconds(run, repeats: int) -> float:
+    run()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run()
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - start)
+    return sorted(times)[len(times) // 2]
+
+
+def speed(build: pathlib.Path, work: pathlib.Path, repeats: int) -> None:
+    model = work / "gpt2-small-random"
+    gpt2_small.make_checkpoint(model)
+    forward_shapes, decode_shapes = [(4, 512), (16, 1024)], [(1, 64), (8, 64)]
+    for dtype, torch_dtype in [("float32", torch.float32), ("bfloat16", torch.bfloat16)]:
+        done = subprocess.run(
+            [str(build / "bench" / "speed"), "--model", str(model), "--plugins",
+             str(build / "plugins"), "--device", "cuda", "--dtype", dtype, "--repeats",
+             str(repeats), "--forward", ",".join(f"{b}x{s}" for b, s in forward_shapes),
+             "--decode", ",".join(f"{b}x{n}" for b, n in decode_shapes)],
+            capture_output=True, text=True, timeout=400)
+        if done.returncode != 0:
+            check(f"speed {dtype}", False, stderr=done.stderr[-2000:])
+            continue
+        host = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+        hf = AutoModelForCausalLM.from_pretrained(model, dtype=torch_dtype).cuda().eval()
+        for row in host:
+            if row["kind"] == "forward":
+                ids = torch.randint(gpt2_small.VOCAB, (row["batch"], row["seq"]), device="cuda")
+                with torch.no_grad():
+                    base = hf_seconds(lambda: hf(ids), repeats)
+                tokens = row["batch"] * row["seq"]
+                flops = gpt2_small.forward_flops(row["batch"], row["seq"])
+                report(speed="forward", dtype=dtype, batch=row["batch"], seq=row["seq"],
+                       host_s=row["seconds"], hf_s=base, host_vs_hf=base / row["seconds"],
+                       host_tflops=flops / row["seconds"] / 1e12,
+                       host_tokens_per_s=tokens / row["seconds"])
+            elif row["kind"] == "decode":
+                prompt = torch.randint(gpt2_small.VOCAB, (row["batch"], row["prompt"]),
+                                       device="cuda")
+                with torch.no_grad():
+                    base = hf_seconds(lambda: hf.generate(
+                        prompt, max_new_tokens=row["new_tokens"], min_new_tokens=row["new_tokens"],
+                        do_sample=False, pad_token_id=0), repeats)
+                tokens = row["batch"] * row["new_tokens"]
+                report(speed="decode", dtype=dtype, batch=row["batch"], new_tokens=row["new_tokens"],
+                       host_s=row["seconds"], hf_s=base, host_vs_hf=base / row["seconds"],
+                       host_tokens_per_s=tokens / row["seconds"], hf_tokens_per_s=tokens / base)
+            else:
+                report(speed=row["kind"], dtype=dtype, host_s=row["seconds"])
+        del hf
+        torch.cuda.empty_cache()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--build", type=pathlib.Path, required=True)
+    parser.add_argument("--models", type=pathlib.Path, nargs="+", required=True,
+                        help="tiny checkpoint folders to check for correctness")
+    parser.add_argument("--work", type=pathlib.Path, required=True)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--no-speed", action="store_true")
+    parser.add_argument("--train", type=pathlib.Path, nargs=2, metavar=("MODEL", "DATA"),
+                        help="tiny-gpt2-train and test-data/training of a CPU build")
+    args = parser.parse_args()
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    args.work.mkdir(parents=True, exist_ok=True)
+    report(device=torch.cuda.get_device_name(0), torch=torch.__version__)
+    for model in args.models:
+        try:
+            correctness(args.build.resolve(), args.work.resolve(), model.resolve())
+        except Exception as e:  # one model's failure must not hide the others' results
+            check(f"{model.name}", False, error=str(e)[-3000:])
+    if args.train:
+        try:
+            training(args.build.resolve(), args.work.resolve(), args.train[0].resolve(),
+                     args.train[1].resolve())
+        except Exception as e:
+            check("training", False, error=str(e)[-3000:])
+    if not args.no_speed:
+        speed(args.build.resolve(), args.work.resolve(), args.repeats)
+    report(failed=failures)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
