@@ -92,5 +92,40 @@ int main(int argc, char** argv) {
   row("rms_norm [2048, 768] (5 ATen ops, as HF Llama)", 2.0 * a.nbytes(),
       best_seconds([&] { kernels::rms_norm(a, rw, 1e-6); }),
       best_seconds([&] { rw*(a * at::rsqrt(a.pow(2).mean(-1, true) + 1e-6)); }), read);
+
+  // Rotary embedding on q at 4 x 512 tokens, 12 heads of 64 (HF: cat, neg and four ops).
+  const at::Tensor q = at::randn({2048, 12, 64});
+  const at::Tensor cos = at::randn({2048, 64}), sin = at::randn({2048, 64});
+  row("rotary [2048, 12, 64] (HF rotate_half: 6 ATen ops)", 2.0 * q.nbytes(),
+      best_seconds([&] { kernels::rotary(q, cos, sin); }), best_seconds([&] {
+        const at::Tensor c = cos.unsqueeze(1), s = sin.unsqueeze(1);
+        q* c + at::cat({-q.narrow(-1, 32, 32), q.narrow(-1, 0, 32)}, -1) * s;
+      }),
+      read);
+
+  // The cross-entropy over GPT-2's vocabulary at 2048 tokens: forward statistics and backward.
+  const at::Tensor logits = at::randn({2048, 50257}) * 3;
+  row("softmax_stats [2048, 50257] (max, sub, exp, sum)", logits.nbytes(),
+      best_seconds([&] { kernels::softmax_stats(logits); }, 3),
+      best_seconds(
+          [&] {
+            const at::Tensor max = std::get<0>(logits.max(-1));
+            (logits - max.unsqueeze(-1)).exp().sum(-1);
+          },
+          3),
+      read);
+  const auto [lmax, lsum] = kernels::softmax_stats(logits);
+  const at::Tensor target = at::randint(50257, {2048}, at::kLong), scale = at::full({2048}, 1e-3);
+  row("softmax_cross_entropy_grad [2048, 50257] (softmax - one_hot) * scale", 2.0 * logits.nbytes(),
+      best_seconds([&] { kernels::softmax_cross_entropy_grad(logits, lmax, lsum, target, scale); },
+                   3),
+      best_seconds(
+          [&] {
+            at::Tensor grad = (logits - lmax.unsqueeze(-1)).exp().div_(lsum.unsqueeze(-1));
+            grad.scatter_add_(-1, target.unsqueeze(-1), at::full({2048, 1}, -1.f));
+            grad.mul_(scale.unsqueeze(-1));
+          },
+          3),
+      read);
   return 0;
 }

@@ -112,4 +112,60 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
   return y;
 }
 
+at::Tensor rotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
+  TORCH_CHECK(cpu_float_contiguous(x) && cpu_float_contiguous(cos) && cpu_float_contiguous(sin) &&
+                  x.dim() >= 2 && cos.dim() == x.dim() - 1 && cos.sizes() == sin.sizes(),
+              "rotary: x ", x.sizes(), ", cos ", cos.sizes(), " and sin ", sin.sizes(),
+              " must be contiguous fp32 CPU tensors [..., heads, head_dim] and [..., rotary_dim]");
+  const int64_t head_dim = x.size(-1), rotary_dim = cos.size(-1);
+  TORCH_CHECK(x.sizes().slice(0, x.dim() - 2) == cos.sizes().slice(0, cos.dim() - 1) &&
+                  rotary_dim % 2 == 0 && rotary_dim <= head_dim,
+              "rotary: cos ", cos.sizes(), " does not fit x ", x.sizes(),
+              " (same tokens, an even rotary_dim of at most head_dim)");
+  at::Tensor y = at::empty_like(x);
+  const int64_t heads = x.size(-2);
+  active_table().rotary(x.data_ptr<float>(), cos.data_ptr<float>(), sin.data_ptr<float>(),
+                        y.data_ptr<float>(), x.numel() / std::max<int64_t>(heads * head_dim, 1),
+                        heads, head_dim, rotary_dim);
+  return y;
+}
+
+bool softmax_cross_entropy_applies(const at::Tensor& logits) {
+  return cpu_float_contiguous(logits) && logits.dim() == 2 && logits.size(1) > 0;
+}
+
+std::pair<at::Tensor, at::Tensor> softmax_stats(const at::Tensor& logits) {
+  TORCH_CHECK(softmax_cross_entropy_applies(logits), "softmax_stats: logits ", logits.sizes(),
+              " must be a contiguous fp32 CPU matrix with at least one column");
+  const int64_t rows = logits.size(0);
+  at::Tensor max = at::empty({rows}, logits.options()), sum = at::empty({rows}, logits.options());
+  active_table().softmax_stats(logits.data_ptr<float>(), rows, logits.size(1),
+                               max.data_ptr<float>(), sum.data_ptr<float>());
+  return {max, sum};
+}
+
+at::Tensor softmax_cross_entropy_grad(const at::Tensor& logits, const at::Tensor& max,
+                                      const at::Tensor& sum, const at::Tensor& target,
+                                      const at::Tensor& scale) {
+  TORCH_CHECK(softmax_cross_entropy_applies(logits), "softmax_cross_entropy_grad: logits ",
+              logits.sizes(), " must be a contiguous fp32 CPU matrix with at least one column");
+  const int64_t rows = logits.size(0), cols = logits.size(1);
+  check_vector(max, rows, "softmax_cross_entropy_grad: max");
+  check_vector(sum, rows, "softmax_cross_entropy_grad: sum");
+  check_vector(scale, rows, "softmax_cross_entropy_grad: scale");
+  TORCH_CHECK(max.defined() && sum.defined() && scale.defined(),
+              "softmax_cross_entropy_grad: max, sum and scale are required");
+  TORCH_CHECK(target.device().is_cpu() && target.scalar_type() == at::kLong &&
+                  target.is_contiguous() && target.dim() == 1 && target.size(0) == rows,
+              "softmax_cross_entropy_grad: target must be a contiguous int64 CPU vector of ", rows,
+              " elements");
+  TORCH_CHECK(rows == 0 || target.max().item<int64_t>() < cols,
+              "softmax_cross_entropy_grad: a target is past the ", cols, " columns");
+  at::Tensor grad = at::empty_like(logits);
+  active_table().softmax_xent_grad(logits.data_ptr<float>(), max.data_ptr<float>(),
+                                   sum.data_ptr<float>(), target.data_ptr<int64_t>(),
+                                   scale.data_ptr<float>(), grad.data_ptr<float>(), rows, cols);
+  return grad;
+}
+
 }  // namespace shardformer::kernels

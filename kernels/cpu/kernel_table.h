@@ -19,6 +19,17 @@ struct KernelTable {
   // y = weight * x / sqrt(mean(x^2) + eps), per row.
   void (*rms_norm)(const float* x, const float* weight, float* y, int64_t rows, int64_t cols,
                    float eps);
+  // Rotary embedding (HF: x * cos + rotate_half(x) * sin) on the first rotary_dim features of
+  // each head, the rest copied. x, y: [tokens, heads, head_dim]; cos, sin: [tokens, rotary_dim].
+  void (*rotary)(const float* x, const float* cos, const float* sin, float* y, int64_t tokens,
+                 int64_t heads, int64_t head_dim, int64_t rotary_dim);
+  // Per row of x [rows, cols]: max[r] = max_j x[r, j], sum[r] = sum_j exp(x[r, j] - max[r]).
+  void (*softmax_stats)(const float* x, int64_t rows, int64_t cols, float* max, float* sum);
+  // Per row: grad[r, j] = (exp(x[r, j] - max[r]) / sum[r] - [j == target[r]]) * scale[r];
+  // target[r] < 0 subtracts nothing (the target is on another rank or ignored).
+  void (*softmax_xent_grad)(const float* x, const float* max, const float* sum,
+                            const int64_t* target, const float* scale, float* grad, int64_t rows,
+                            int64_t cols);
 };
 
 namespace DEFAULT {

@@ -1,6 +1,6 @@
 // The CPU kernels, written once with ATen's Vectorized<float> and compiled per instruction set
 // (CPU_CAPABILITY = DEFAULT, AVX2, AVX512; kernels/CMakeLists.txt): skinny products, bias +
-// tanh-GELU and residual add + LayerNorm.
+// tanh-GELU, residual add + LayerNorm, RMSNorm, rotary embedding and softmax cross-entropy.
 #include "kernel_table.h"
 
 #include <ATen/Parallel.h>
@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #if AT_PARALLEL_OPENMP && !defined(_OPENMP)
@@ -260,8 +261,100 @@ void rms_norm(const float* x, const float* weight, float* y, int64_t rows, int64
                    });
 }
 
+// Per token and head: y1 = x1 cos1 - x2 sin1, y2 = x2 cos2 + x1 sin2 over the two halves of the
+// rotary features (HF's rotate_half), then the features past rotary_dim copied.
+void rotary(const float* x, const float* cos, const float* sin, float* y, int64_t tokens,
+            int64_t heads, int64_t head_dim, int64_t rotary_dim) {
+  const int64_t half = rotary_dim / 2;
+  at::parallel_for(
+      0, tokens, std::max<int64_t>(1, 4096 / std::max<int64_t>(heads * head_dim, 1)),
+      [&](int64_t begin, int64_t end) {
+        for (int64_t t = begin; t < end; ++t) {
+          const float* c = cos + t * rotary_dim;
+          const float* s = sin + t * rotary_dim;
+          for (int64_t h = 0; h < heads; ++h) {
+            const float* xr = x + (t * heads + h) * head_dim;
+            float* yr = y + (t * heads + h) * head_dim;
+            int64_t i = 0;
+            for (; i + kLanes <= half; i += kLanes) {
+              const Vec x1 = Vec::loadu(xr + i), x2 = Vec::loadu(xr + half + i);
+              (x1 * Vec::loadu(c + i) - x2 * Vec::loadu(s + i)).store(yr + i);
+              (x2 * Vec::loadu(c + half + i) + x1 * Vec::loadu(s + half + i)).store(yr + half + i);
+            }
+            for (; i < half; ++i) {
+              const float x1 = xr[i], x2 = xr[half + i];
+              yr[i] = x1 * c[i] - x2 * s[i];
+              yr[half + i] = x2 * c[half + i] + x1 * s[half + i];
+            }
+            for (i = rotary_dim; i < head_dim; ++i) yr[i] = xr[i];
+          }
+        }
+      });
+}
+
+// Per row: the max, then the sum of exp(x - max) (two passes; a row of the vocabulary stays in
+// L2 between them). The sum is taken in blocks of 1024 with four vector accumulators, and the
+// blocks' sums are added in double: one long fp32 chain over 50k terms drifts by 1e-5.
+void softmax_stats(const float* x, int64_t rows, int64_t cols, float* max, float* sum) {
+  constexpr int64_t kBlock = 1024;
+  at::parallel_for(0, rows, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float* xr = x + r * cols;
+      float m = -std::numeric_limits<float>::infinity();
+      int64_t i = 0;
+      if (cols >= kLanes) {
+        Vec vm = Vec::loadu(xr);
+        for (i = kLanes; i + kLanes <= cols; i += kLanes) {
+          vm = at::vec::maximum(vm, Vec::loadu(xr + i));
+        }
+        m = at::vec::vec_reduce_all<float>([](Vec& a, Vec& b) { return at::vec::maximum(a, b); },
+                                           vm);
+      }
+      for (; i < cols; ++i) m = std::max(m, xr[i]);
+      const Vec vmax(m);
+      double total = 0.0;
+      for (int64_t b = 0; b < cols; b += kBlock) {
+        const int64_t e = std::min(cols, b + kBlock);
+        Vec acc[4] = {Vec(0.f), Vec(0.f), Vec(0.f), Vec(0.f)};
+        i = b;
+        for (; i + 4 * kLanes <= e; i += 4 * kLanes) {
+          SHARDFORMER_UNROLL
+          for (int a = 0; a < 4; ++a) {
+            acc[a] = acc[a] + (Vec::loadu(xr + i + a * kLanes) - vmax).exp();
+          }
+        }
+        for (; i + kLanes <= e; i += kLanes) acc[0] = acc[0] + (Vec::loadu(xr + i) - vmax).exp();
+        float block = sum_lanes((acc[0] + acc[1]) + (acc[2] + acc[3]));
+        for (; i < e; ++i) block += std::exp(xr[i] - m);
+        total += block;
+      }
+      max[r] = m;
+      sum[r] = static_cast<float>(total);
+    }
+  });
+}
+
+void softmax_xent_grad(const float* x, const float* max, const float* sum, const int64_t* target,
+                       const float* scale, float* grad, int64_t rows, int64_t cols) {
+  at::parallel_for(0, rows, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float* xr = x + r * cols;
+      float* gr = grad + r * cols;
+      const float factor = scale[r] / sum[r];
+      const Vec vmax(max[r]), vfactor(factor);
+      int64_t i = 0;
+      for (; i + kLanes <= cols; i += kLanes) {
+        ((Vec::loadu(xr + i) - vmax).exp() * vfactor).store(gr + i);
+      }
+      for (; i < cols; ++i) gr[i] = std::exp(xr[i] - max[r]) * factor;
+      if (target[r] >= 0) gr[target[r]] -= scale[r];
+    }
+  });
+}
+
 }  // namespace
 
-const KernelTable table{&skinny_linear, &bias_gelu_tanh, &add_layer_norm, &rms_norm};
+const KernelTable table{&skinny_linear, &bias_gelu_tanh, &add_layer_norm,   &rms_norm,
+                        &rotary,        &softmax_stats,  &softmax_xent_grad};
 
 }  // namespace shardformer::kernels::CPU_CAPABILITY

@@ -7,6 +7,7 @@
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -144,6 +145,75 @@ TEST_P(Kernels, RmsNormMatchesFp64Formula) {
   }
 }
 
+TEST_P(Kernels, RotaryMatchesHfFormula) {
+  const kernels::KernelTable& t = *GetParam().table;
+  at::manual_seed(4);
+  // tokens, heads, head_dim, rotary_dim: halves with and without vector tails, partial rotary.
+  for (const auto& [tokens, heads, head_dim, rotary_dim] : std::vector<std::array<int64_t, 4>>{
+           {1, 1, 2, 2}, {5, 3, 64, 64}, {7, 2, 80, 32}, {3, 4, 34, 34}, {2, 2, 128, 96}}) {
+    const at::Tensor x = at::randn({tokens, heads, head_dim});
+    // Distinct halves (HF's tables repeat one half): a kernel mixing them up fails.
+    const at::Tensor cos = at::randn({tokens, rotary_dim}), sin = at::randn({tokens, rotary_dim});
+    at::Tensor y = at::empty_like(x);
+    t.rotary(x.data_ptr<float>(), cos.data_ptr<float>(), sin.data_ptr<float>(), y.data_ptr<float>(),
+             tokens, heads, head_dim, rotary_dim);
+    const int64_t half = rotary_dim / 2;
+    const at::Tensor r = x.narrow(-1, 0, rotary_dim).to(at::kDouble);
+    const at::Tensor rotated = at::cat({-r.narrow(-1, half, half), r.narrow(-1, 0, half)}, -1);
+    const at::Tensor c = cos.to(at::kDouble).unsqueeze(1), s = sin.to(at::kDouble).unsqueeze(1);
+    const at::Tensor want = r * c + rotated * s;
+    EXPECT_LT(worst(y.narrow(-1, 0, rotary_dim), want, (r * c).abs() + (rotated * s).abs(), 1e-30),
+              1e-6)
+        << tokens << " x " << heads << " x " << head_dim << " rotary " << rotary_dim;
+    EXPECT_TRUE(at::equal(y.narrow(-1, rotary_dim, head_dim - rotary_dim),
+                          x.narrow(-1, rotary_dim, head_dim - rotary_dim)));
+  }
+}
+
+TEST_P(Kernels, SoftmaxStatsMatchFp64) {
+  const kernels::KernelTable& t = *GetParam().table;
+  at::manual_seed(5);
+  for (const auto& [rows, cols] :
+       std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {3, 17}, {4, 1013}, {2, 50257}, {5, 33}}) {
+    const at::Tensor x = at::randn({rows, cols}) * 5 + 3;
+    at::Tensor max = at::empty({rows}), sum = at::empty({rows});
+    t.softmax_stats(x.data_ptr<float>(), rows, cols, max.data_ptr<float>(), sum.data_ptr<float>());
+    const at::Tensor want_max = std::get<0>(x.max(-1));
+    EXPECT_TRUE(at::equal(max, want_max)) << rows << " x " << cols;
+    const at::Tensor want_sum =
+        (x.to(at::kDouble) - want_max.to(at::kDouble).unsqueeze(-1)).exp().sum(-1);
+    EXPECT_LT(worst(sum, want_sum, want_sum, 1e-30), 1e-6) << rows << " x " << cols;
+  }
+}
+
+TEST_P(Kernels, SoftmaxCrossEntropyGradMatchesFp64) {
+  const kernels::KernelTable& t = *GetParam().table;
+  at::manual_seed(6);
+  for (const auto& [rows, cols] :
+       std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {3, 17}, {6, 1013}, {2, 50257}}) {
+    const at::Tensor x = at::randn({rows, cols}) * 4;
+    const at::Tensor max = std::get<0>(x.max(-1));
+    const at::Tensor sum = (x - max.unsqueeze(-1)).exp().sum(-1);
+    const at::Tensor target = at::randint(-1, cols, {rows}, at::kLong);  // -1: not here
+    const at::Tensor scale = at::randn({rows});
+    at::Tensor grad = at::empty_like(x);
+    t.softmax_xent_grad(x.data_ptr<float>(), max.data_ptr<float>(), sum.data_ptr<float>(),
+                        target.data_ptr<int64_t>(), scale.data_ptr<float>(), grad.data_ptr<float>(),
+                        rows, cols);
+    const at::Tensor s64 = scale.to(at::kDouble).unsqueeze(-1);
+    // x - max rounds in fp32 in every implementation (ATen's and HF's too), by up to |x - max|
+    // ulps after exp: the reference takes that difference as fp32 computes it, so that what is
+    // measured is the kernel's own error.
+    const at::Tensor softmax =
+        (x - max.unsqueeze(-1)).to(at::kDouble).exp() / sum.to(at::kDouble).unsqueeze(-1);
+    const at::Tensor one_hot =
+        at::one_hot(target.clamp_min(0), cols).to(at::kDouble) * (target >= 0).unsqueeze(-1);
+    const at::Tensor want = (softmax - one_hot) * s64;
+    EXPECT_LT(worst(grad, want, (softmax + one_hot) * s64.abs(), 1e-30), 1e-6)
+        << rows << " x " << cols;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Isas, Kernels, ::testing::ValuesIn(runnable_tables()),
                          [](const auto& info) { return info.param.name; });
 
@@ -160,6 +230,32 @@ TEST(KernelEntryPoints, SkinnyLinearKeepsLeadingDimsAndRefusesWhatItCannotServe)
   EXPECT_FALSE(kernels::skinny_linear_applies(x.to(at::kDouble), w));   // fp64
   EXPECT_THROW(kernels::skinny_linear(x, at::randn({5, 9}), b, false), c10::Error);  // k differs
   EXPECT_THROW(kernels::skinny_linear(x, w, at::randn({4}), false), c10::Error);     // bias size
+}
+
+TEST(KernelEntryPoints, RotaryKeepsTheLayoutAndRefusesWhatItCannotServe) {
+  const at::Tensor x = at::randn({2, 3, 4, 8}), cos = at::randn({2, 3, 6}),
+                   sin = at::randn({2, 3, 6});
+  const at::Tensor y = kernels::rotary(x, cos, sin);
+  EXPECT_EQ(y.sizes(), x.sizes());
+  const at::Tensor r = x.narrow(-1, 0, 6);
+  const at::Tensor want = r * cos.unsqueeze(2) +
+                          at::cat({-r.narrow(-1, 3, 3), r.narrow(-1, 0, 3)}, -1) * sin.unsqueeze(2);
+  EXPECT_TRUE(at::allclose(y.narrow(-1, 0, 6), want, 1e-5, 1e-6));
+  EXPECT_THROW(kernels::rotary(x, at::randn({2, 3, 5}), at::randn({2, 3, 5})), c10::Error);  // odd
+  EXPECT_THROW(kernels::rotary(x, at::randn({1, 3, 6}), at::randn({1, 3, 6})),
+               c10::Error);                                                // batch
+  EXPECT_THROW(kernels::rotary(x.transpose(1, 2), cos, sin), c10::Error);  // strided
+}
+
+TEST(KernelEntryPoints, SoftmaxCrossEntropyRefusesTargetsPastTheColumns) {
+  const at::Tensor x = at::randn({2, 5});
+  const auto [max, sum] = kernels::softmax_stats(x);
+  const at::Tensor scale = at::ones({2});
+  EXPECT_NO_THROW(kernels::softmax_cross_entropy_grad(x, max, sum, at::tensor({4L, -1L}), scale));
+  EXPECT_THROW(kernels::softmax_cross_entropy_grad(x, max, sum, at::tensor({5L, 0L}), scale),
+               c10::Error);
+  EXPECT_FALSE(kernels::softmax_cross_entropy_applies(at::randn({2, 5}).t()));
+  EXPECT_FALSE(kernels::softmax_cross_entropy_applies(at::randn({2, 5, 3})));
 }
 
 TEST(KernelEntryPoints, CapabilityIsOneOfTheCompiledSets) {

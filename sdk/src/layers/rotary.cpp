@@ -1,6 +1,7 @@
 // Rotary embeddings: frequencies per rope type (in fp32, as HF), cos/sin per position, rotation.
 #include "shardformer/layers/rotary.h"
 
+#include "inference_kernels.h"
 #include "shardformer/checkpoint_io/hf_config.h"
 #include "shardformer/error.h"
 #include "shardformer/strings.h"
@@ -106,7 +107,11 @@ std::pair<at::Tensor, at::Tensor> RotaryEmbedding::cos_sin(const at::Tensor& pos
 std::pair<at::Tensor, at::Tensor> RotaryEmbedding::apply(const at::Tensor& q, const at::Tensor& k,
                                                          const at::Tensor& cos,
                                                          const at::Tensor& sin) {
-  const at::Tensor c = cos.unsqueeze(1), s = sin.unsqueeze(1);  // [batch, 1, seq, dim]
+  const bool per_token = cos.size(0) == q.size(0) && cos.size(1) == q.size(1);  // no broadcast
+  if (per_token && use_inference_kernel({q, k, cos, sin})) {
+    return {kernels::rotary(q, cos, sin), kernels::rotary(k, cos, sin)};
+  }
+  const at::Tensor c = cos.unsqueeze(2), s = sin.unsqueeze(2);  // [batch, seq, 1, dim]
   return {rotate(q, c, s), rotate(k, c, s)};
 }
 

@@ -76,10 +76,10 @@ at::Tensor SelfAttention::forward(const at::Tensor& x, const AttentionStep& step
     q = q_norm_->forward(q);
     k = k_norm_->forward(k);
   }
-  q = q.transpose(1, 2);  // [batch, heads, seq, head_dim]
-  k = k.transpose(1, 2);  // [batch, kv_heads, seq, head_dim]
   if (step.cos.defined()) std::tie(q, k) = RotaryEmbedding::apply(q, k, step.cos, step.sin);
-  const at::Tensor out = attention(q, k, v.transpose(1, 2),
+  const at::Tensor out = attention(q.transpose(1, 2),  // [batch, heads, seq, head_dim]
+                                   k.transpose(1, 2),  // [batch, kv_heads, seq, head_dim]
+                                   v.transpose(1, 2),
                                    {.mask = step.mask,
                                     .scale = scale_queries_ ? 1.0 : scale_,
                                     .dropout = dropout_.get(),

@@ -1,7 +1,8 @@
-// Fused CPU kernels for the memory-bound steps of inference (no autograd): products with few
-// rows (decoding), bias + tanh-GELU, residual add + LayerNorm and RMSNorm. Each has an ATen
-// reference in tests/kernels; the SDK's layers call them when gradients are off, never plugins
-// directly.
+// Fused CPU kernels for memory-bound steps (no autograd of their own): products with few rows
+// (decoding), bias + tanh-GELU, residual add + LayerNorm, RMSNorm, rotary embedding, and the
+// softmax cross-entropy's statistics and gradient. Each has an ATen reference in tests/kernels;
+// the SDK calls them with gradients off or inside an autograd Function that supplies the
+// backward, never plugins directly.
 #pragma once
 
 #include <ATen/Tensor.h>
@@ -36,6 +37,26 @@ std::pair<at::Tensor, at::Tensor> add_layer_norm(const at::Tensor& x, const at::
 // weight * x / sqrt(mean(x^2) + eps) over the last dimension (HF's Llama RMSNorm), x [..., n]
 // contiguous fp32, weight [n].
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps);
+
+// HF's rotary embedding, x * cos + rotate_half(x) * sin, on x [..., heads, head_dim] with cos,
+// sin [..., rotary_dim] over the same leading dimensions (the tokens); features past rotary_dim
+// (even, at most head_dim) pass through. All contiguous fp32 CPU tensors.
+at::Tensor rotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
+
+// Whether the softmax cross-entropy kernels serve these logits: [rows, cols], contiguous fp32
+// CPU.
+bool softmax_cross_entropy_applies(const at::Tensor& logits);
+
+// Per row of logits [rows, cols]: {max, sum of exp(logits - max)}, each [rows], in one read of
+// the logits and no temporaries of their size.
+std::pair<at::Tensor, at::Tensor> softmax_stats(const at::Tensor& logits);
+
+// The gradient of loss[r] = log(sum[r]) + max[r] - logits[r, target[r]] times scale[r]:
+// (exp(logits - max) / sum - one_hot(target)) * scale, [rows, cols]. max, sum, scale: [rows]
+// fp32; target: [rows] int64, negative where the row has no target here (no one-hot).
+at::Tensor softmax_cross_entropy_grad(const at::Tensor& logits, const at::Tensor& max,
+                                      const at::Tensor& sum, const at::Tensor& target,
+                                      const at::Tensor& scale);
 
 // The instruction set the kernels run with here ("AVX512", "AVX2" or "DEFAULT"; LibTorch's
 // ATEN_CPU_CAPABILITY environment variable lowers it).

@@ -29,7 +29,8 @@ class RotaryEmbedding {
   // max_position_embeddings, as HF does for each call that grows past it.
   std::pair<at::Tensor, at::Tensor> cos_sin(const at::Tensor& positions,
                                             c10::ScalarType dtype) const;
-  // q [batch, heads, seq, head_dim] and k [batch, kv_heads, seq, head_dim] rotated.
+  // q [batch, seq, heads, head_dim] and k [batch, seq, kv_heads, head_dim] rotated, in the
+  // same layout (the fused kernel without gradients on CPU fp32, ATen's ops otherwise).
   static std::pair<at::Tensor, at::Tensor> apply(const at::Tensor& q, const at::Tensor& k,
                                                  const at::Tensor& cos, const at::Tensor& sin);
 
