@@ -2,6 +2,7 @@
 // one fork + execve per rank, supervised until all exit or the first failure stops the rest.
 #include "launcher.h"
 
+#include "shardformer/distributed/process_mesh.h"
 #include "shardformer/error.h"
 #include "shardformer/log.h"
 #include "shardformer/runtime/activity.h"
@@ -432,6 +433,12 @@ class RankGroup {
         fail(r.rank, 1, str("rank ", r.rank, " cannot be waited for: ", std::strerror(errno)));
       } else {
         exited.emplace_back(r.rank, status);
+        // A rank that died while setting up a group may leave its shared-memory name behind.
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+          if (const int n = distributed::remove_shared_memory_left_by(r.pid); n > 0) {
+            log::info(str("removed ", n, " shared-memory name(s) left by rank ", r.rank));
+          }
+        }
       }
     }
     std::stable_partition(exited.begin(), exited.end(),

@@ -9,6 +9,8 @@
 #include <ATen/ATen.h>
 #include <torch/autograd.h>
 
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -236,4 +238,29 @@ TEST(ProcessMeshFailure, PeerThatIsKilledFailsTheCollectiveFast) {
 }
 TEST(ProcessMeshFailure, PeerThatIsKilledFailsASharedMemoryCollectiveFast) {
   expect_peer_failure_is_fast(true, /*shared_memory=*/true);
+}
+
+TEST(ProcessMeshFailure, SharedMemoryNamesLeftByADeadRankAreRemovedByPid) {
+  // No process has these pids (beyond Linux's pid_max of 2^22).
+  const std::vector<std::string> left{"/shardformer-tp-0_1-7654321-00aa",
+                                      "/shardformer-sp-2_3-7654321-00bb"};
+  const std::vector<std::string> kept{"/shardformer-tp-0_1-76543210-00cc",  // another pid
+                                      "/shardformer-tp-0_1-17654321-00dd",  // its tail matches
+                                      "/other-tp-7654321-00ee"};            // not ours
+  for (const auto& names : {left, kept}) {
+    for (const std::string& name : names) {
+      const int fd = ::shm_open(name.c_str(), O_CREAT | O_RDWR, 0600);
+      ASSERT_GE(fd, 0) << name;
+      ::close(fd);
+    }
+  }
+  EXPECT_EQ(remove_shared_memory_left_by(7654321), 2);
+  for (const std::string& name : left) {
+    EXPECT_FALSE(std::filesystem::exists("/dev/shm" + name)) << name;
+  }
+  for (const std::string& name : kept) {
+    EXPECT_TRUE(std::filesystem::exists("/dev/shm" + name)) << name;
+    ::shm_unlink(name.c_str());
+  }
+  EXPECT_EQ(remove_shared_memory_left_by(7654321), 0);
 }

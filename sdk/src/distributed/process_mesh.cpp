@@ -82,6 +82,7 @@ struct Rendezvous {
         barrier);
     if (impl.shared_memory == nullptr) {
       log::debug(str("group '", impl.name, "': no shared memory, collectives use Gloo"));
+      return;
     }
     impl.shared_memory_min_bytes = options.shared_memory_min_bytes;
   }
@@ -152,9 +153,14 @@ struct Rendezvous {
   }
 };
 
+// Whether this rank's process serves the rendezvous store (rank 0, unless the launcher does).
+bool serves_store(int rank, const MeshOptions& options) {
+  return rank == 0 && !options.launcher_store;
+}
+
 c10::intrusive_ptr<c10d::Store> connect_store(int rank, const MeshShape& shape,
                                               const MeshOptions& options) {
-  const bool serves = rank == 0 && !options.launcher_store;
+  const bool serves = serves_store(rank, options);
   const runtime::OperationScope activity(
       "rendezvous", str("rendezvous at ", options.master_addr, ":", options.master_port, " with ",
                         shape.world_size(), " ranks", serves ? " (serving the store)" : ""));
@@ -223,7 +229,7 @@ ProcessMesh::ProcessMesh(int rank, MeshShape shape, const MeshOptions& options)
   // error, not kill this process with SIGPIPE (Python, PyTorch's usual host, ignores it too).
   std::signal(SIGPIPE, SIG_IGN);
   Rendezvous r{rank, shape, options, connect_store(rank, shape, options), nullptr, {}};
-  store_ = std::make_shared<Store>(Store{r.store, rank == 0 && !options.launcher_store});
+  store_ = std::make_shared<Store>(Store{r.store, serves_store(rank, options)});
   r.device = gloo_device(options);
   r.hosts = exchange("host", host_identity());
   std::vector<int64_t> everyone;

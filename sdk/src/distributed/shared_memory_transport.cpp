@@ -3,6 +3,7 @@
 // barrier is a counter and a generation in the segment, waited on with a futex.
 #include "shared_memory_transport.h"
 
+#include "shardformer/distributed/process_mesh.h"
 #include "shardformer/error.h"
 #include "shardformer/strings.h"
 
@@ -19,6 +20,7 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <stdexcept>
@@ -26,13 +28,15 @@
 namespace shardformer::distributed {
 namespace {
 
+constexpr const char* kNamePrefix = "shardformer-";
+
 // "/shardformer-tp-0_1-4242-1f3a9c": unique per creation (pid, counter and random bits).
 std::string segment_name(const std::string& label) {
   static std::atomic<uint64_t> counter{0};
   const uint64_t salt = std::random_device{}() ^ (++counter << 32);
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(salt));
-  return str("/shardformer-", label, "-", ::getpid(), "-", hex);
+  return str("/", kNamePrefix, label, "-", ::getpid(), "-", hex);
 }
 
 std::byte* map_segment(int fd, size_t length) {
@@ -257,6 +261,23 @@ void SharedMemoryTransport::all_reduce_sum_(at::Tensor& tensor) {
     barrier();  // the result is whole; the slots are read (the next chunk may write them)
     flat.narrow(0, start, len).copy_(part(result(), 0, len));
   }
+}
+
+int remove_shared_memory_left_by(int pid) {
+  // The pid is the second field from the end: "shardformer-<label>-<pid>-<hex>".
+  const std::string tail = str("-", pid, "-");
+  int removed = 0;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm", error)) {
+    const std::string name = entry.path().filename().string();
+    const size_t last = name.rfind('-');
+    if (name.rfind(kNamePrefix, 0) != 0 || last == std::string::npos || last < tail.size() ||
+        name.compare(last - tail.size() + 1, tail.size(), tail) != 0) {
+      continue;
+    }
+    if (::shm_unlink(str("/", name).c_str()) == 0) ++removed;
+  }
+  return removed;
 }
 
 }  // namespace shardformer::distributed

@@ -80,4 +80,10 @@ class ProcessMesh {
   mutable int64_t exchanges_ = 0;
 };
 
+// Removes the shared-memory names (/dev/shm/shardformer-*) that the process `pid` created and
+// did not remove: a rank that dies in the few milliseconds between creating its group's
+// segment and the group's set-up barrier leaves one. The launcher calls it for each rank that
+// ends. Returns how many it removed.
+int remove_shared_memory_left_by(int pid);
+
 }  // namespace shardformer::distributed
