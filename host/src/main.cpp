@@ -14,14 +14,39 @@
 #include <boost/dll/runtime_symbol_info.hpp>
 #include <boost/program_options.hpp>
 
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
 #include <iostream>
 #include <optional>
+#include <sstream>
 
 namespace po = boost::program_options;
 namespace fs = std::filesystem;
 using namespace shardformer;
 
 namespace {
+
+const auto main_started = std::chrono::steady_clock::now();
+
+// Seconds since this process started (the kernel's start time, in clock ticks since boot, against
+// the system's uptime): includes the dynamic loading and LibTorch's static initialisation that
+// run before main(). Negative when /proc cannot tell.
+double seconds_since_process_start() {
+  std::ifstream stat("/proc/self/stat"), uptime("/proc/uptime");
+  std::string line;
+  std::getline(stat, line);
+  const size_t comm_end = line.rfind(')');  // the command name may hold spaces
+  std::istringstream fields(comm_end == std::string::npos ? "" : line.substr(comm_end + 2));
+  std::string field;
+  for (int i = 3; i <= 22; ++i) fields >> field;  // after the name: fields 3 to 22 (starttime)
+  double up = -1.0;
+  uptime >> up;
+  const long ticks = ::sysconf(_SC_CLK_TCK);
+  if (!fields || up < 0 || ticks <= 0) return -1.0;
+  return up - std::stod(field) / static_cast<double>(ticks);
+}
 
 // The job `run` performs without a config: greedy generation on the tiny GPT-2 that the build
 // makes next to the host binary (tools/make_tiny_gpt2.py).
@@ -148,6 +173,11 @@ int verb_run(int argc, char** argv) {
   const auto registry =
       host::PluginRegistry::discover(plugin_dirs(parsed.vars, config.plugins.paths));
   host::run_job(config, registry, rank_env, std::cout, {.repeat = repeat});
+  // In-process time of the whole job (bench/bench_speed.py reads it for start to first token).
+  log::info(str(
+      "job finished ",
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - main_started).count(),
+      " s after main() started, ", seconds_since_process_start(), " s after the process started"));
   return 0;
 }
 
