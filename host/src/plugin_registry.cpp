@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <map>
+#include <set>
 #include <sstream>
 
 namespace shardformer::host {
@@ -104,9 +105,12 @@ PluginRegistry PluginRegistry::discover(const std::vector<fs::path>& search_path
     impl.failures.push_back({file, reason});
   };
 
+  std::set<fs::path> searched;  // a folder named twice (in the config and by default) once
   for (const fs::path& dir : search_path) {
     std::error_code ec;
-    if (!fs::is_directory(dir, ec)) continue;
+    if (!fs::is_directory(dir, ec) || !searched.insert(fs::weakly_canonical(dir, ec)).second) {
+      continue;
+    }
     std::vector<fs::path> files;
     for (const auto& entry : fs::directory_iterator(dir, ec)) {
       if (entry.path().extension() == ".so") files.push_back(entry.path());

@@ -141,6 +141,14 @@ TEST(PluginRegistry, FactoryErrorsReachTheCallerAsModelError) {
   }
 }
 
+TEST(PluginRegistry, AFolderNamedTwiceIsSearchedOnce) {
+  // The config's folder is often also a default one (the host's own plugins folder).
+  const auto registry = PluginRegistry::discover(
+      {case_dir("good"), case_dir("good") / ".." / "good", case_dir("good")});
+  EXPECT_EQ(registry.plugins().size(), 1u);
+  EXPECT_TRUE(registry.failures().empty());
+}
+
 TEST(PluginRegistry, MissingFoldersAreSkipped) {
   const auto registry = PluginRegistry::discover({"/nonexistent/plugins", case_dir("good")});
   EXPECT_EQ(registry.plugins().size(), 1u);
