@@ -25,9 +25,12 @@ at::Tensor all_reduced(const at::Tensor& tensor, const ProcessGroup& group) {
   return result;
 }
 
+// This rank's part along `dim`, in storage of its own: a view (what contiguous() returns when
+// the part is already contiguous, e.g. along the sequence at batch 1) would keep the whole
+// tensor alive for as long as the part is kept for backward.
 at::Tensor local_slice(const at::Tensor& tensor, const ProcessGroup& group, int64_t dim) {
   const int64_t n = tensor.size(dim) / group.size();
-  return tensor.narrow(dim, group.rank() * n, n).contiguous();
+  return tensor.narrow(dim, group.rank() * n, n).clone(at::MemoryFormat::Contiguous);
 }
 
 struct CopyToParallelRegion : torch::autograd::Function<CopyToParallelRegion> {

@@ -7,6 +7,7 @@
 #include "inference_kernels.h"
 
 #include <ATen/ATen.h>
+#include <torch/autograd.h>
 
 #include <array>
 #include <cmath>
@@ -26,6 +27,39 @@ constexpr std::array<std::pair<std::string_view, Activation>, 8> kNames{{
     {"quick_gelu", Activation::kQuickGelu},
 }};
 
+constexpr double kGeluCubic = 0.044715;
+
+// HF's gelu_new, 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))), as one autograd node that
+// keeps only its input: written out op by op, autograd keeps four [tokens, 4 x hidden / tp]
+// tensors a layer (0.5 x, the tanh, 1 + tanh and the product), the largest activations of a
+// GPT-2 block. The backward recomputes the tanh from x.
+struct GeluNew : torch::autograd::Function<GeluNew> {
+  static at::Tensor formula(const at::Tensor& x) {
+    // Gradients are off here: in the forward of the node below, or called without them.
+    if (x.device().is_cpu() && x.scalar_type() == at::kFloat && x.is_contiguous()) {
+      return kernels::bias_gelu_tanh(x, {});
+    }
+    return 0.5 * x * (1.0 + at::tanh(std::sqrt(2.0 / M_PI) * (x + kGeluCubic * at::pow(x, 3.0))));
+  }
+
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x) {
+    ctx->save_for_backward({x});
+    return formula(x);
+  }
+
+  // d/dx = 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2 / pi) (1 + 3 * 0.044715 x^2), t the tanh above.
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const at::Tensor x = ctx->get_saved_variables()[0];
+    const double k = std::sqrt(2.0 / M_PI);
+    const at::Tensor x2 = x * x;
+    const at::Tensor t = at::tanh(k * x * (1.0 + kGeluCubic * x2));
+    const at::Tensor slope =
+        0.5 * (1.0 + t) + (0.5 * k) * x * (1.0 - t * t) * (1.0 + 3.0 * kGeluCubic * x2);
+    return {grads[0] * slope};
+  }
+};
+
 }  // namespace
 
 Activation parse_activation(std::string_view name, std::string_view where) {
@@ -41,8 +75,8 @@ Activation parse_activation(std::string_view name, std::string_view where) {
 at::Tensor apply_activation(Activation activation, const at::Tensor& x) {
   switch (activation) {
     case Activation::kGeluNew:  // OpenAI GPT's tanh approximation, written out as HF does
-      if (use_inference_kernel({x})) return kernels::bias_gelu_tanh(x, {});
-      return 0.5 * x * (1.0 + at::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * at::pow(x, 3.0))));
+      if (!at::GradMode::is_enabled() || !x.requires_grad()) return GeluNew::formula(x);
+      return GeluNew::apply(x);
     case Activation::kGelu: return at::gelu(x);
     case Activation::kGeluPytorchTanh: return at::gelu(x, "tanh");
     case Activation::kRelu: return at::relu(x);
