@@ -60,6 +60,7 @@ at::Tensor BloomAttention::forward(const at::Tensor& x, const BloomStep& step) {
   const at::Tensor out =
       layers::attention(part(0), part(1), part(2),
                         {.mask = step.mask,
+                         .causal = step.causal,
                          .bias = step.alibi,
                          .scale = 1.0 / std::sqrt(static_cast<double>(head_dim_)),
                          .dropout = attn_dropout_.get(),
@@ -157,6 +158,7 @@ at::Tensor BloomModel::forward(const ForwardInputs& inputs) {
   const BloomAttention& attention = h_.front()->attention();
   const BloomStep bloom{
       .mask = step.mask,
+      .causal = step.causal,
       .alibi = layers::alibi_bias(slopes_, attention.first_head(), attention.num_heads(), padding,
                                   x.scalar_type()),
       .cache = inputs.cache};

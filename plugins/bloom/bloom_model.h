@@ -27,8 +27,9 @@ struct BloomConfig {
 
 // What every layer's attention shares in one forward pass: the mask and this rank's ALiBi.
 struct BloomStep {
-  at::Tensor mask;   // [batch, 1, q, kv] bool
-  at::Tensor alibi;  // [batch, heads/tp, 1, kv]
+  at::Tensor mask;      // [batch, 1, q, kv] bool
+  bool causal = false;  // layers::ForwardStep::causal: no mask tensor, plain causal
+  at::Tensor alibi;     // [batch, heads/tp, 1, kv]
   KVCache* cache = nullptr;
 };
 

@@ -91,6 +91,7 @@ at::Tensor GPT2Attention::forward(const at::Tensor& x, const layers::AttentionSt
   };
   const at::Tensor out = layers::attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]),
                                            {.mask = step.mask,
+                                            .causal = step.causal,
                                             .scale = scale_,
                                             .dropout = attn_dropout_.get(),
                                             .cache = step.cache,
@@ -168,9 +169,11 @@ at::Tensor GPT2Model::forward(const ForwardInputs& inputs) {
       starts_model(chunk) ? step.split(drop_->forward(wte_->forward(inputs.input_ids) +
                                                       wpe_->forward(step.positions)))
                           : layers::stage_input(inputs);
-  x = h_.forward(
-      chunk, x,
-      layers::AttentionStep{.mask = step.mask, .cache = inputs.cache, .sequence = step.sequence});
+  x = h_.forward(chunk, x,
+                 layers::AttentionStep{.mask = step.mask,
+                                       .causal = step.causal,
+                                       .cache = inputs.cache,
+                                       .sequence = step.sequence});
   // The final norm runs on this rank's tokens; the whole sequence is gathered once, normed.
   return ends_model(chunk) ? step.join(ln_f_->forward(x, step.sequence.get())) : x;
 }

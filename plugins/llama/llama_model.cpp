@@ -77,8 +77,10 @@ at::Tensor LlamaModel::forward(const ForwardInputs& inputs) {
   const layers::ForwardStep step = layers::forward_step(inputs, first, {}, sequence_parallelism());
   at::Tensor x = starts_model(chunk) ? step.split(embed_tokens_->forward(inputs.input_ids))
                                      : layers::stage_input(inputs);  // [batch, seq, hidden]
-  LlamaStep layer_step{
-      .full = {.mask = step.mask, .cache = inputs.cache, .sequence = step.sequence}};
+  LlamaStep layer_step{.full = {.mask = step.mask,
+                                .causal = step.causal,
+                                .cache = inputs.cache,
+                                .sequence = step.sequence}};
   const auto [cos, sin] = rotary_.cos_sin(step.positions, x.scalar_type());  // [batch, seq, d]
   layer_step.full.cos = step.for_layers(cos);
   layer_step.full.sin = step.for_layers(sin);
@@ -89,6 +91,7 @@ at::Tensor LlamaModel::forward(const ForwardInputs& inputs) {
         layers::forward_step(inputs, first, {.sliding_window = config_.sliding_window},
                              sequence_parallelism())
             .mask;
+    layer_step.sliding.causal = false;  // the window's mask is a tensor
   }
   x = layers_.forward(chunk, x, layer_step);
   // The final norm runs on this rank's tokens; the whole sequence is gathered once, normed.

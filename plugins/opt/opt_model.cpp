@@ -153,7 +153,9 @@ at::Tensor OPTModel::forward(const ForwardInputs& inputs) {
   } else {
     x = layers::stage_input(inputs);
   }
-  x = layers_.forward(chunk, x, layers::AttentionStep{.mask = step.mask, .cache = inputs.cache});
+  x = layers_.forward(
+      chunk, x,
+      layers::AttentionStep{.mask = step.mask, .causal = step.causal, .cache = inputs.cache});
   if (!ends_model(chunk)) return x;
   if (final_layer_norm_) x = final_layer_norm_->forward(x);
   return project_out_ ? project_out_->forward(x) : x;

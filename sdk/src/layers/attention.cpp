@@ -91,8 +91,9 @@ bool plain_causal(const at::Tensor& mask) {
 at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                   const AttentionArgs& args, int64_t first_head = 0) {
   const bool explicit_scores = args.dropout != nullptr && args.dropout->active();
+  const bool causal = !args.mask.defined() && args.causal && q.size(2) == k.size(2);
   if (!explicit_scores && !args.bias.defined()) {
-    if (args.mask.defined() && q.size(2) == k.size(2) && plain_causal(args.mask)) {
+    if (causal || (args.mask.defined() && q.size(2) == k.size(2) && plain_causal(args.mask))) {
       return at::scaled_dot_product_attention(q, k, v, {}, /*dropout_p=*/0.0,
                                               /*is_causal=*/true, args.scale);
     }
@@ -102,14 +103,16 @@ at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
   // Explicit scores: HF's eager attention (ALiBi, or dropout drawn from our own streams).
   at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) * args.scale;  // [b, h, q, kv]
   if (args.bias.defined()) scores = scores + args.bias;
-  if (args.mask.defined()) {
+  const at::Tensor mask =  // [.., q, kv]; plain causal: made here, for this layer only
+      causal ? at::ones({q.size(2), k.size(2)}, q.options().dtype(at::kBool)).tril() : args.mask;
+  if (mask.defined()) {
     const double lowest = args.bias.defined() ? std::numeric_limits<float>::lowest()
                                               : -std::numeric_limits<double>::infinity();
-    scores = scores.masked_fill(args.mask.logical_not(), lowest);
+    scores = scores.masked_fill(mask.logical_not(), lowest);
   }
   at::Tensor probs = at::softmax(scores, -1, at::kFloat).to(q.scalar_type());
-  if (args.mask.defined() && !args.bias.defined()) {
-    probs = probs.masked_fill(args.mask.logical_not(), 0.0);  // fully masked rows: 0, not NaN
+  if (mask.defined() && !args.bias.defined()) {
+    probs = probs.masked_fill(mask.logical_not(), 0.0);  // fully masked rows: 0, not NaN
   }
   if (args.dropout != nullptr) probs = args.dropout->forward(probs, first_head);
   return at::matmul(probs, v);  // [b, h, q, head_dim]

@@ -81,6 +81,7 @@ at::Tensor SelfAttention::forward(const at::Tensor& x, const AttentionStep& step
                                    k.transpose(1, 2),  // [batch, kv_heads, seq, head_dim]
                                    v.transpose(1, 2),
                                    {.mask = step.mask,
+                                    .causal = step.causal,
                                     .scale = scale_queries_ ? 1.0 : scale_,
                                     .dropout = dropout_.get(),
                                     .cache = step.cache,

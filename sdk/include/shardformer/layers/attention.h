@@ -36,7 +36,10 @@ at::Tensor alibi_bias(const at::Tensor& slopes, int64_t first, int64_t count,
 
 // What one attention call needs besides queries, keys and values.
 struct AttentionArgs {
-  at::Tensor mask{};           // from attention_mask(); undefined: attend to every key
+  at::Tensor mask{};  // from attention_mask(); undefined: attend to every key, or:
+  // With no mask and as many queries as keys: query i sees keys 0..i (ForwardStep::causal), as
+  // SDPA's is_causal, without a [q_len, kv_len] mask tensor.
+  bool causal = false;
   at::Tensor bias{};           // additive [batch, heads, q_len or 1, kv_len] (ALiBi), or none
   double scale = 1.0;          // applied to q . k
   Dropout* dropout = nullptr;  // on the probabilities when active (training, p > 0)

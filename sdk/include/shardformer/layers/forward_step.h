@@ -18,6 +18,10 @@ struct ForwardStep {
   // inputs.attention_mask, ...), over the padded sequence when it is split (undefined under
   // ring attention, which masks by position).
   at::Tensor mask{};
+  // The mask is plain causal (a causal model, no padding, no past, no window) and left
+  // undefined: attention uses SDPA's is_causal instead of a [seq, seq] tensor (256 MiB at 16k
+  // tokens, kept for the whole forward).
+  bool causal = false;
   // null: every rank holds the whole sequence.
   std::shared_ptr<const SequenceSplit> sequence{};
 

@@ -32,6 +32,7 @@ struct SelfAttentionOptions {
 // What every layer's attention shares in one forward pass.
 struct AttentionStep {
   at::Tensor mask{};        // from attention_mask()
+  bool causal = false;      // ForwardStep::causal (plain causal, no mask tensor)
   at::Tensor cos{}, sin{};  // rotary, from RotaryEmbedding::cos_sin; undefined: no rotary
   KVCache* cache = nullptr;
   std::shared_ptr<const SequenceSplit> sequence{};  // ForwardStep::sequence (null: not split)
