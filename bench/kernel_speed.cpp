@@ -83,6 +83,15 @@ int main(int argc, char** argv) {
         0.5 * h*(1.0 + at::tanh(std::sqrt(2.0 / M_PI) * (h + 0.044715 * at::pow(h, 3.0))));
       }),
       read);
+  const at::Tensor upstream = at::randn({2048, 3072});
+  row("gelu_tanh_backward [2048, 3072] (its ATen formula: 12 ops)", 3.0 * h.nbytes(),
+      best_seconds([&] { kernels::gelu_tanh_backward(h, upstream); }), best_seconds([&] {
+        const double k = std::sqrt(2.0 / M_PI);
+        const at::Tensor x2 = h * h;
+        const at::Tensor t = at::tanh(k * h * (1.0 + 0.044715 * x2));
+        upstream*(0.5 * (1.0 + t) + (0.5 * k) * h * (1.0 - t * t) * (1.0 + 3.0 * 0.044715 * x2));
+      }),
+      read);
   const at::Tensor a = at::randn({2048, 768}), r = at::randn({2048, 768});
   const at::Tensor w = at::randn({768}), b = at::randn({768});
   row("add_layer_norm [2048, 768] (add + layer_norm)", 4.0 * a.nbytes(),

@@ -81,6 +81,16 @@ at::Tensor bias_gelu_tanh(const at::Tensor& x, const at::Tensor& bias) {
   return y;
 }
 
+at::Tensor gelu_tanh_backward(const at::Tensor& x, const at::Tensor& grad) {
+  TORCH_CHECK(cpu_float_contiguous(x) && cpu_float_contiguous(grad) && x.sizes() == grad.sizes(),
+              "gelu_tanh_backward: x ", x.sizes(), " and grad ", grad.sizes(),
+              " must be contiguous fp32 CPU tensors of one shape");
+  at::Tensor dx = at::empty_like(x);
+  active_table().gelu_tanh_backward(x.data_ptr<float>(), grad.data_ptr<float>(),
+                                    dx.data_ptr<float>(), x.numel());
+  return dx;
+}
+
 std::pair<at::Tensor, at::Tensor> add_layer_norm(const at::Tensor& x, const at::Tensor& residual,
                                                  const at::Tensor& weight, const at::Tensor& bias,
                                                  double eps) {

@@ -12,6 +12,8 @@ struct KernelTable {
                         bool k_major, const float* bias, float* y);
   // y[r, :] = gelu_tanh(x[r, :] + bias) for rows x cols.
   void (*bias_gelu_tanh)(const float* x, const float* bias, float* y, int64_t rows, int64_t cols);
+  // dx = grad * gelu_tanh'(x), elementwise over n values.
+  void (*gelu_tanh_backward)(const float* x, const float* grad, float* dx, int64_t n);
   // sum = x + residual; y = LayerNorm(sum) * weight + bias, per row.
   void (*add_layer_norm)(const float* x, const float* residual, const float* weight,
                          const float* bias, float* sum, float* y, int64_t rows, int64_t cols,

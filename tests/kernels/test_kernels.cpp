@@ -103,6 +103,26 @@ TEST_P(Kernels, BiasGeluTanhMatchesHfFormula) {
   }
 }
 
+TEST_P(Kernels, GeluTanhBackwardMatchesFp64Derivative) {
+  const kernels::KernelTable& t = *GetParam().table;
+  at::manual_seed(7);
+  for (const int64_t n : {1, 7, 64, 3 * 3072 + 5}) {
+    const at::Tensor x = at::randn({n}) * 4, g = at::randn({n});  // both tails of the tanh
+    at::Tensor dx = at::empty_like(x);
+    t.gelu_tanh_backward(x.data_ptr<float>(), g.data_ptr<float>(), dx.data_ptr<float>(), n);
+    const at::Tensor v = x.to(at::kDouble), g64 = g.to(at::kDouble);
+    const double beta = std::sqrt(2.0 / M_PI), kappa = 0.044715;
+    const at::Tensor th = at::tanh(beta * (v + kappa * v.pow(3)));
+    const at::Tensor left = 0.5 * (1.0 + th);
+    const at::Tensor right = 0.5 * v * (1.0 - th * th) * beta * (1.0 + 3.0 * kappa * v * v);
+    // Relative to the sizes of what cancels: 1 + t and 1 - t^2 lose all their digits in any fp32
+    // evaluation (HF's autograd too) where the tanh saturates.
+    const at::Tensor size = 0.5 * (1.0 + th.abs()) +
+                            0.5 * v.abs() * (1.0 + th * th) * beta * (1.0 + 3.0 * kappa * v * v);
+    EXPECT_LT(worst(dx, g64 * (left + right), g64.abs() * size, 1e-30), 1e-6) << n;
+  }
+}
+
 TEST_P(Kernels, AddLayerNormMatchesFp64LayerNorm) {
   const kernels::KernelTable& t = *GetParam().table;
   at::manual_seed(2);

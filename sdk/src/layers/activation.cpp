@@ -51,6 +51,10 @@ struct GeluNew : torch::autograd::Function<GeluNew> {
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
     const at::Tensor x = ctx->get_saved_variables()[0];
+    if (x.device().is_cpu() && x.scalar_type() == at::kFloat && x.is_contiguous() &&
+        grads[0].scalar_type() == at::kFloat) {
+      return {kernels::gelu_tanh_backward(x, grads[0].contiguous())};
+    }
     const double k = std::sqrt(2.0 / M_PI);
     const at::Tensor x2 = x * x;
     const at::Tensor t = at::tanh(k * x * (1.0 + kGeluCubic * x2));

@@ -28,6 +28,10 @@ at::Tensor skinny_linear(const at::Tensor& x, const at::Tensor& weight, const at
 // gelu_tanh(x + bias) (HF's "gelu_new"), x [..., n] contiguous fp32, bias [n] or undefined.
 at::Tensor bias_gelu_tanh(const at::Tensor& x, const at::Tensor& bias);
 
+// grad * d/dx gelu_tanh(x) (the input gradient of HF's "gelu_new"); x, grad: one shape,
+// contiguous fp32.
+at::Tensor gelu_tanh_backward(const at::Tensor& x, const at::Tensor& grad);
+
 // sum = x + residual and LayerNorm(sum) over the last dimension, in one pass over memory.
 // x, residual: [..., n] contiguous fp32; weight, bias: [n] (bias may be undefined).
 std::pair<at::Tensor, at::Tensor> add_layer_norm(const at::Tensor& x, const at::Tensor& residual,
