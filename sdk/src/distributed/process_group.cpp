@@ -15,33 +15,34 @@ namespace {
 // c10d's single-tensor collectives: LibTorch before 2.15 names them _allgather_base,
 // _reduce_scatter_base and alltoall_base (still there, forwarding, in 2.15). A GPU machine's own
 // torch may be older than the venv's (tools/gpu_check.sh).
-#if TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR < 15
-c10::intrusive_ptr<c10d::Work> all_gather_single(c10d::Backend& b, at::Tensor& out,
-                                                 at::Tensor& in) {
-  return b._allgather_base(out, in);
+// Templates, so that the branch of the other version is never instantiated.
+constexpr bool kOldC10dNames = TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR < 15;
+
+template <typename Backend>
+c10::intrusive_ptr<c10d::Work> all_gather_single(Backend& b, at::Tensor& out, at::Tensor& in) {
+  if constexpr (kOldC10dNames) {
+    return b._allgather_base(out, in);
+  } else {
+    return b.all_gather_single(out, in);
+  }
 }
-c10::intrusive_ptr<c10d::Work> reduce_scatter_single(c10d::Backend& b, at::Tensor& out,
-                                                     at::Tensor& in) {
-  return b._reduce_scatter_base(out, in);
+template <typename Backend>
+c10::intrusive_ptr<c10d::Work> reduce_scatter_single(Backend& b, at::Tensor& out, at::Tensor& in) {
+  if constexpr (kOldC10dNames) {
+    return b._reduce_scatter_base(out, in);
+  } else {
+    return b.reduce_scatter_single(out, in);
+  }
 }
-c10::intrusive_ptr<c10d::Work> all_to_all_single(c10d::Backend& b, at::Tensor& out, at::Tensor& in,
+template <typename Backend>
+c10::intrusive_ptr<c10d::Work> all_to_all_single(Backend& b, at::Tensor& out, at::Tensor& in,
                                                  std::vector<int64_t>& counts) {
-  return b.alltoall_base(out, in, counts, counts);
+  if constexpr (kOldC10dNames) {
+    return b.alltoall_base(out, in, counts, counts);
+  } else {
+    return b.all_to_all_single(out, in, counts, counts);
+  }
 }
-#else
-c10::intrusive_ptr<c10d::Work> all_gather_single(c10d::Backend& b, at::Tensor& out,
-                                                 at::Tensor& in) {
-  return b.all_gather_single(out, in);
-}
-c10::intrusive_ptr<c10d::Work> reduce_scatter_single(c10d::Backend& b, at::Tensor& out,
-                                                     at::Tensor& in) {
-  return b.reduce_scatter_single(out, in);
-}
-c10::intrusive_ptr<c10d::Work> all_to_all_single(c10d::Backend& b, at::Tensor& out, at::Tensor& in,
-                                                 std::vector<int64_t>& counts) {
-  return b.all_to_all_single(out, in, counts, counts);
-}
-#endif
 
 // c10d's message without Gloo's source location ("[.../pair.cc:545] ") and its generic advice
 // ("This is typically caused by ..."), and only its first line.
