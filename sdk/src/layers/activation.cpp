@@ -36,9 +36,7 @@ constexpr double kGeluCubic = 0.044715;
 struct GeluNew : torch::autograd::Function<GeluNew> {
   static at::Tensor formula(const at::Tensor& x) {
     // Gradients are off here: in the forward of the node below, or called without them.
-    if (x.device().is_cpu() && x.scalar_type() == at::kFloat && x.is_contiguous()) {
-      return kernels::bias_gelu_tanh(x, {});
-    }
+    if (kernel_layout(x)) return kernels::bias_gelu_tanh(x, {});
     return 0.5 * x * (1.0 + at::tanh(std::sqrt(2.0 / M_PI) * (x + kGeluCubic * at::pow(x, 3.0))));
   }
 
@@ -51,8 +49,7 @@ struct GeluNew : torch::autograd::Function<GeluNew> {
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
     const at::Tensor x = ctx->get_saved_variables()[0];
-    if (x.device().is_cpu() && x.scalar_type() == at::kFloat && x.is_contiguous() &&
-        grads[0].scalar_type() == at::kFloat) {
+    if (kernel_layout(x) && grads[0].scalar_type() == at::kFloat) {
       return {kernels::gelu_tanh_backward(x, grads[0].contiguous())};
     }
     const double k = std::sqrt(2.0 / M_PI);
@@ -78,7 +75,7 @@ Activation parse_activation(std::string_view name, std::string_view where) {
 
 at::Tensor apply_activation(Activation activation, const at::Tensor& x) {
   switch (activation) {
-    case Activation::kGeluNew:  // OpenAI GPT's tanh approximation, written out as HF does
+    case Activation::kGeluNew:  // OpenAI GPT's tanh approximation, HF's formula (GeluNew)
       if (!at::GradMode::is_enabled() || !x.requires_grad()) return GeluNew::formula(x);
       return GeluNew::apply(x);
     case Activation::kGelu: return at::gelu(x);

@@ -13,10 +13,15 @@
 
 namespace shardformer::layers {
 
+// Whether a kernel can read `t`: a contiguous fp32 CPU tensor.
+inline bool kernel_layout(const at::Tensor& t) {
+  return t.device().is_cpu() && t.scalar_type() == at::kFloat && t.is_contiguous();
+}
+
 inline bool use_inference_kernel(std::initializer_list<at::Tensor> inputs) {
   if (at::GradMode::is_enabled() || !runtime::InferenceScope::active()) return false;
   for (const at::Tensor& t : inputs) {
-    if (!t.device().is_cpu() || t.scalar_type() != at::kFloat || !t.is_contiguous()) return false;
+    if (!kernel_layout(t)) return false;
   }
   return true;
 }
