@@ -8,10 +8,9 @@
 #include "shardformer/runtime/activity.h"
 #include "shardformer/strings.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -49,6 +48,9 @@ struct LauncherVars {
   std::vector<const char*> master_addr;
   bool local_size_is_task_list = false;
 };
+
+// Set by launch_local_ranks when the launcher serves the rendezvous store (no rank does).
+constexpr const char* kLauncherStoreVariable = "SHARDFORMER_LAUNCHER_STORE";
 
 const std::array<LauncherVars, 3> kLaunchers{{
     {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", {"LOCAL_WORLD_SIZE"}, {"MASTER_ADDR"}},
@@ -197,7 +199,8 @@ RankEnv read_rank_env(const LauncherEnv& env, const LauncherVars& vars) {
     result.launcher = "shardformer";
   }
   result.launcher_store =
-      result.launcher == "torchrun" && env.get("TORCHELASTIC_USE_AGENT_STORE") == "True";
+      (result.launcher == "torchrun" && env.get("TORCHELASTIC_USE_AGENT_STORE") == "True") ||
+      (result.launcher == "shardformer" && env.get(kLauncherStoreVariable) == "1");
   return result;
 }
 
@@ -260,25 +263,29 @@ std::pair<int, std::string> describe_status(int rank, int status) {
 
 // ---------------------------------------------------------------- starting ranks
 
-// Binds port 0 on every interface and returns the port the kernel chose.
-int pick_free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) throw Error(str("cannot pick a free port: socket: ", std::strerror(errno)));
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_ANY);
-  socklen_t length = sizeof(address);
-  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0 &&
-                  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0;
-  const int error = errno;
-  close(fd);
-  if (!ok) throw Error(str("cannot pick a free port: ", std::strerror(error)));
-  return ntohs(address.sin_port);
+// The rendezvous store of a local job whose port the launcher picks, served by the launcher
+// on a port the kernel chose when the store bound it. Closing a probe socket and letting rank 0
+// bind its port later left a window in which another process (a peer job's connection) could
+// take the port, and the job failed with EADDRINUSE.
+c10::intrusive_ptr<c10d::TCPStore> serve_store(const LaunchOptions& options) {
+  c10d::TCPStoreOptions store_options;
+  store_options.port = 0;
+  store_options.isServer = true;
+  store_options.numWorkers = std::nullopt;  // the ranks' own barrier waits for them all
+  store_options.waitWorkers = false;
+  try {
+    return c10::make_intrusive<c10d::TCPStore>(options.master_addr, store_options);
+  } catch (const std::exception& e) {
+    const std::string what = e.what();
+    throw Error(str("cannot serve the rendezvous store on ", options.master_addr, ": ",
+                    what.substr(0, what.find('\n'))));
+  }
 }
 
 // The launcher's environment with the rank variables replaced.
-std::vector<std::string> rank_environment(int rank, const LaunchOptions& options, int port) {
-  const std::map<std::string, std::string> rank_vars{
+std::vector<std::string> rank_environment(int rank, const LaunchOptions& options, int port,
+                                          bool launcher_store) {
+  std::map<std::string, std::string> rank_vars{
       {"RANK", std::to_string(rank)},
       {"WORLD_SIZE", std::to_string(options.world_size)},
       {"LOCAL_RANK", std::to_string(rank)},
@@ -287,6 +294,7 @@ std::vector<std::string> rank_environment(int rank, const LaunchOptions& options
       {"MASTER_PORT", std::to_string(port)},
       {"SHARDFORMER_LAUNCHED", "1"},
   };
+  if (launcher_store) rank_vars[kLauncherStoreVariable] = "1";
   std::vector<std::string> env;
   for (char** entry = environ; *entry != nullptr; ++entry) {
     const std::string_view variable = *entry;
@@ -497,7 +505,10 @@ std::optional<RankEnv> rank_env_from_environment() {
 LaunchResult launch_local_ranks(const std::vector<std::string>& argv,
                                 const LaunchOptions& options) {
   check_launch(argv, options);
-  const int port = options.master_port != 0 ? options.master_port : pick_free_port();
+  // Kept until every rank has exited.
+  const c10::intrusive_ptr<c10d::TCPStore> store =
+      options.master_port == 0 ? serve_store(options) : nullptr;
+  const int port = store ? store->getPort() : options.master_port;
   log::info(str("launching ", options.world_size, " ranks of ", argv.front(),
                 " (MASTER_ADDR=", options.master_addr, ", MASTER_PORT=", port, ")"));
   std::vector<std::string> args = argv;
@@ -506,7 +517,7 @@ LaunchResult launch_local_ranks(const std::vector<std::string>& argv,
   ScopedSignalCatcher signals;  // before the first fork, so no signal is missed
   RankGroup group(options.grace);
   for (int rank = 0; rank < options.world_size; ++rank) {
-    std::vector<std::string> env = rank_environment(rank, options, port);
+    std::vector<std::string> env = rank_environment(rank, options, port, store != nullptr);
     const std::vector<char*> c_env = c_array(env);
     const std::string error_prefix =
         str("shardformer launcher: rank ", rank, ": cannot execute '", argv.front(), "': ");

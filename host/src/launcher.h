@@ -16,7 +16,8 @@ struct RankEnv {
   std::string master_addr = "127.0.0.1";
   int master_port = 0;
   std::string launcher;  // "torchrun", "slurm", "openmpi", "shardformer"
-  // torchrun's agent serves the rendezvous store itself (TORCHELASTIC_USE_AGENT_STORE=True).
+  // The launcher serves the rendezvous store and no rank does: torchrun's agent
+  // (TORCHELASTIC_USE_AGENT_STORE=True) or launch_local_ranks (SHARDFORMER_LAUNCHER_STORE=1).
   bool launcher_store = false;
 };
 
@@ -36,7 +37,7 @@ struct LaunchOptions {
   int world_size = 1;
   std::chrono::milliseconds grace{3000};  // SIGTERM -> SIGKILL delay when stopping the others
   std::string master_addr = "127.0.0.1";
-  int master_port = 0;  // 0: pick a free port
+  int master_port = 0;  // 0: the launcher serves the rendezvous store on a port the kernel picks
 };
 
 struct LaunchResult {
@@ -47,11 +48,14 @@ struct LaunchResult {
 
 // Starts world_size copies of argv[0] (a path; no PATH search) with arguments argv[1..], each
 // with RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT and
-// SHARDFORMER_LAUNCHED=1 set, and waits for them. When a rank exits non-zero or dies by a
-// signal, the others get SIGTERM, then SIGKILL after options.grace. SIGINT and SIGTERM sent to
-// the launcher while it waits are forwarded to the ranks (the previous handlers are restored
-// afterwards). Ranks die with the launcher (PR_SET_PDEATHSIG), so call this from the thread
-// that lives longest, usually the main thread. Throws ConfigError on a bad argv or world_size.
+// SHARDFORMER_LAUNCHED=1 set, and waits for them. Without options.master_port the launcher
+// serves the rendezvous store itself (SHARDFORMER_LAUNCHER_STORE=1 tells the ranks), bound
+// before any rank starts, so no other process can take its port in between. When a rank exits
+// non-zero or dies by a signal, the others get SIGTERM, then SIGKILL after options.grace. SIGINT
+// and SIGTERM sent to the launcher while it waits are forwarded to the ranks (the previous handlers
+// are restored afterwards). Ranks die with the launcher (PR_SET_PDEATHSIG), so call this from the
+// thread that lives longest, usually the main thread. Throws ConfigError on a bad argv or
+// world_size.
 LaunchResult launch_local_ranks(const std::vector<std::string>& argv, const LaunchOptions& options);
 
 // A private temporary folder where launched ranks record the error that ended them (its path

@@ -64,7 +64,7 @@ void print_env(const std::string& prefix, int rank) {
   {
     std::ofstream out(path + ".tmp");
     for (const char* name : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
-                             "MASTER_PORT", "SHARDFORMER_LAUNCHED"}) {
+                             "MASTER_PORT", "SHARDFORMER_LAUNCHED", "SHARDFORMER_LAUNCHER_STORE"}) {
       out << name << "=" << env(name) << "\n";
     }
     out << "PID=" << getpid() << "\n";

@@ -245,8 +245,8 @@ INSTANTIATE_TEST_SUITE_P(
                                       "model.safetensors, for [0-9.]+ s \\(phase: building the "
                                       "model"},
                       1.0},
-        // Rank 0 serves the rendezvous store too.
-        LaunchedFault{"KillStoreRankDuringPipelineSend",
+        // Rank 0 served the rendezvous store until the launcher did; its peers are stopped alike.
+        LaunchedFault{"KillRankZeroDuringPipelineSend",
                       kPp2Tp2,
                       "",
                       {"SHARDFORMER_TEST_FAIL_RANK=0", "SHARDFORMER_TEST_FAIL_AT=send:1",

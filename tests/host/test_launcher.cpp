@@ -46,12 +46,14 @@ class LauncherTest : public ::testing::Test {
 
   // Runs the probe at world_size with --print-env and the given arguments; times the launch.
   LaunchResult launch(int world_size, std::vector<std::string> args,
-                      std::chrono::milliseconds grace = std::chrono::milliseconds(3000)) {
+                      std::chrono::milliseconds grace = std::chrono::milliseconds(3000),
+                      int master_port = 0) {
     std::vector<std::string> argv{RANK_PROBE, "--print-env", prefix()};
     argv.insert(argv.end(), args.begin(), args.end());
     LaunchOptions options;
     options.world_size = world_size;
     options.grace = grace;
+    options.master_port = master_port;
     const auto start = Clock::now();
     LaunchResult result = launch_local_ranks(argv, options);
     elapsed_ = Clock::now() - start;
@@ -115,11 +117,22 @@ TEST_P(LauncherAllSucceed, EveryRankSeesItsVariables) {
     EXPECT_EQ(env["MASTER_ADDR"], "127.0.0.1");
     EXPECT_EQ(env["MASTER_PORT"], port);
     EXPECT_EQ(env["SHARDFORMER_LAUNCHED"], "1");
+    EXPECT_EQ(env["SHARDFORMER_LAUNCHER_STORE"], "1");  // served on MASTER_PORT, bound already
   }
   expect_no_rank_alive(world_size);
 }
 
 INSTANTIATE_TEST_SUITE_P(LauncherWorldSizes, LauncherAllSucceed, ::testing::Values(1, 2, 4));
+
+TEST_F(LauncherTest, GivenPortIsPassedAndRankZeroServesTheStore) {
+  const LaunchResult result = launch(2, {}, std::chrono::milliseconds(3000), 29517);
+  EXPECT_EQ(result.exit_code, 0) << result.message;
+  for (int rank = 0; rank < 2; ++rank) {
+    EnvFile env = env_file(rank);
+    EXPECT_EQ(env["MASTER_PORT"], "29517");
+    EXPECT_EQ(env["SHARDFORMER_LAUNCHER_STORE"], "<unset>");
+  }
+}
 
 TEST_F(LauncherTest, FailingRankStopsTheOthersQuickly) {
   const LaunchResult result =
@@ -255,6 +268,15 @@ TEST(LauncherRankEnv, Torchrun) {
 
 TEST(LauncherRankEnv, ShardformerLaunchedIsNamed) {
   EXPECT_EQ(detect(with(kTorchrun, "SHARDFORMER_LAUNCHED", "1"))->launcher, "shardformer");
+}
+
+TEST(LauncherRankEnv, StoreServedByTheLauncher) {
+  const auto ours = with(kTorchrun, "SHARDFORMER_LAUNCHED", "1");
+  EXPECT_FALSE(detect(ours)->launcher_store);  // rank 0 serves it
+  EXPECT_TRUE(detect(with(ours, "SHARDFORMER_LAUNCHER_STORE", "1"))->launcher_store);
+  // Only our launcher's own variable counts for our launcher, torchrun's for torchrun.
+  EXPECT_FALSE(detect(with(kTorchrun, "SHARDFORMER_LAUNCHER_STORE", "1"))->launcher_store);
+  EXPECT_TRUE(detect(with(kTorchrun, "TORCHELASTIC_USE_AGENT_STORE", "True"))->launcher_store);
 }
 
 TEST(LauncherRankEnv, SlurmWithTaskListAndLaunchNodeAddress) {
