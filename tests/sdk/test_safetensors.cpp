@@ -416,6 +416,33 @@ TEST_F(SafetensorsRoundTrip, InPlaceReadsAreCopyOnWriteAndOutliveTheFile) {
   EXPECT_TRUE(at::equal(SafetensorsFile(path).read("w"), original));  // the file is unchanged
 }
 
+// The VmFlags line of this process's mapping of `path` in /proc/self/smaps; empty if none.
+std::string mapping_flags(const fs::path& path) {
+  std::ifstream smaps("/proc/self/smaps");
+  bool inside = false;
+  for (std::string line; std::getline(smaps, line);) {
+    const bool header = !line.empty() && std::isxdigit(static_cast<unsigned char>(line[0])) &&
+                        line.find('-') != std::string::npos && line.find(':') > line.find(' ');
+    if (header) inside = line.size() >= path.string().size() && line.ends_with(path.string());
+    if (inside && line.starts_with("VmFlags:")) return line;
+  }
+  return {};
+}
+
+// The mapping asks for transparent huge pages: the weights a decode step streams are then
+// read from disk into 2 MiB folios and mapped whole (docs/benchmarks.md).
+TEST_F(SafetensorsRoundTrip, TheMappingAsksForHugePages) {
+  if (!fs::exists("/sys/kernel/mm/transparent_hugepage/enabled")) {
+    GTEST_SKIP() << "this kernel has no transparent huge pages";
+  }
+  const fs::path path = fs::canonical(dir_) / "huge.safetensors";
+  save_safetensors(path, {{"w", at::ones({64}, at::kFloat)}});
+  const SafetensorsFile file(path);
+  const std::string flags = mapping_flags(path);
+  ASSERT_FALSE(flags.empty()) << "no mapping of " << path << " in /proc/self/smaps";
+  EXPECT_NE((flags + " ").find(" hg "), std::string::npos) << flags;
+}
+
 // This process's resident memory in MiB (file-backed mapped pages included).
 double resident_mib() {
   std::ifstream statm("/proc/self/statm");

@@ -74,6 +74,11 @@ Mapping map_file(const fs::path& path) {
   int error = errno;
   ::close(fd);
   if (data == MAP_FAILED) fail(path, str("cannot map the file: ", std::strerror(error)));
+  // Pages this mapping reads from disk come in 2 MiB folios, mapped with one TLB entry each:
+  // decoding reads every weight once per step, and its steps took 0.80x the time of the same
+  // weights in 4 KiB pages (docs/benchmarks.md). Only advice: a kernel without transparent
+  // huge pages, or a file already cached in small pages, maps 4 KiB pages.
+  ::madvise(data, size, MADV_HUGEPAGE);
   return {static_cast<const std::byte*>(data), size, identity_of(st)};
 }
 
