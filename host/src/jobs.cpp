@@ -193,8 +193,8 @@ void keep_large_blocks_out_of_the_heap() { mallopt(M_MMAP_THRESHOLD, 1 << 20); }
 
 // Once the model is built, activations reuse freed blocks: a fresh mapping per large tensor cost
 // every layer a round of page faults and page zeroing (12% of an embedding job's time and 11%
-// of a GPT-2 forward's in perf). The block cache keeps freed blocks of 1 MiB and more and never
-// maps more than the same requests would without it, so the peak RSS stays where it was.
+// of a GPT-2 forward's in perf). The block cache keeps freed blocks of 1 MiB and more, and at
+// most twice the peak of those in use (runtime/cpu_block_cache.h).
 void reuse_freed_blocks_for_activations() { runtime::install_cpu_block_cache(); }
 
 void inject_test_failure(int64_t step) {

@@ -1,6 +1,7 @@
-// The large-block CPU cache: freed blocks are reused, a miss gives back at least its own size
-// first (the mapped total stays at what the requests alone would map), small requests and
-// c10's raw allocations still work, and values are what was written.
+// The large-block CPU cache: freed blocks are reused, a miss evicts the least recently freed
+// blocks only while the mapped total would pass twice the peak in use, a large block and the
+// smaller ones it alternates with stay mapped together, small requests and c10's raw
+// allocations still work, and values are what was written.
 #include "shardformer/runtime/cpu_block_cache.h"
 
 #include <ATen/ATen.h>
@@ -12,7 +13,9 @@ namespace {
 
 constexpr int64_t kMiB = 1 << 20;
 
-TEST(CpuBlockCache, ReusesFreedBlocksAndNeverMapsMoreThanTheRequestsNeed) {
+at::Tensor mib(int64_t n) { return at::empty({n * kMiB / 4}); }  // n MiB of fp32
+
+TEST(CpuBlockCache, ReusesFreedBlocks) {
   runtime::install_cpu_block_cache();
   runtime::release_cpu_block_cache();
   const runtime::BlockCacheStats start = runtime::cpu_block_cache_stats();
@@ -23,23 +26,57 @@ TEST(CpuBlockCache, ReusesFreedBlocksAndNeverMapsMoreThanTheRequestsNeed) {
     EXPECT_EQ(a.sum().item<double>(), 1.5 * kMiB);
   }
   {
-    const at::Tensor b = at::empty({4 * kMiB / 4});  // the same size: the same block
+    const at::Tensor b = mib(4);  // the same size: the same block
     EXPECT_EQ(b.data_ptr(), first);
   }
-  runtime::BlockCacheStats now = runtime::cpu_block_cache_stats();
+  const runtime::BlockCacheStats now = runtime::cpu_block_cache_stats();
   EXPECT_EQ(now.hits - start.hits, 1);
+  EXPECT_EQ(now.misses - start.misses, 1);
   EXPECT_EQ(now.cached_bytes, 4 * kMiB);
   {
-    // 8 MiB fits no kept block: the 4 MiB one is given back before mapping.
-    const at::Tensor c = at::zeros({8 * kMiB / 4});
-    now = runtime::cpu_block_cache_stats();
-    EXPECT_EQ(now.cached_bytes, 0);
-    EXPECT_EQ(now.mapped_bytes, 8 * kMiB);
+    const at::Tensor c = at::zeros({8 * kMiB / 4});  // fits no kept block: a new mapping
     EXPECT_EQ(c.sum().item<double>(), 0.0);
   }
-  EXPECT_GE(runtime::cpu_block_cache_stats().evictions - start.evictions, 1);
   runtime::release_cpu_block_cache();
   EXPECT_EQ(runtime::cpu_block_cache_stats().mapped_bytes, 0);
+}
+
+TEST(CpuBlockCache, EvictsLeastRecentlyFreedPastTwiceThePeakInUse) {
+  runtime::install_cpu_block_cache();
+  runtime::release_cpu_block_cache();
+  const runtime::BlockCacheStats start = runtime::cpu_block_cache_stats();
+  // One at a time, each fitting no kept block: peak 4, 5, then 6 MiB in use.
+  for (const int64_t n : {4, 5}) mib(n);
+  runtime::BlockCacheStats now = runtime::cpu_block_cache_stats();
+  EXPECT_EQ(now.evictions - start.evictions, 0);  // 4 + 5 MiB within 2 x 5
+  EXPECT_EQ(now.mapped_bytes, 9 * kMiB);
+  mib(6);  // 9 + 6 MiB passes 2 x 6: the 4 MiB block, freed first, goes
+  now = runtime::cpu_block_cache_stats();
+  EXPECT_EQ(now.evictions - start.evictions, 1);
+  EXPECT_EQ(now.mapped_bytes, 11 * kMiB);
+  EXPECT_EQ(now.cached_bytes, 11 * kMiB);
+  EXPECT_EQ(mib(5).data_ptr() != nullptr, true);  // the 5 MiB block stayed: a hit
+  EXPECT_EQ(runtime::cpu_block_cache_stats().hits - start.hits, 1);
+  runtime::release_cpu_block_cache();
+}
+
+// A forward's pattern: the layers' activations (two 4 MiB blocks in use at once), then the
+// logits (16 MiB) alone, again and again. Under a bound of one peak in use each phase evicted
+// the other's blocks and every round mapped fresh pages; now only the first round misses.
+TEST(CpuBlockCache, ALargeBlockAndTheSmallerOnesItAlternatesWithStayMapped) {
+  runtime::install_cpu_block_cache();
+  runtime::release_cpu_block_cache();
+  const runtime::BlockCacheStats start = runtime::cpu_block_cache_stats();
+  for (int round = 0; round < 4; ++round) {
+    { const at::Tensor a = mib(4), b = mib(4); }
+    const at::Tensor logits = mib(16);
+  }
+  const runtime::BlockCacheStats now = runtime::cpu_block_cache_stats();
+  EXPECT_EQ(now.misses - start.misses, 3);
+  EXPECT_EQ(now.hits - start.hits, 9);
+  EXPECT_EQ(now.evictions - start.evictions, 0);
+  EXPECT_EQ(now.mapped_bytes, 24 * kMiB);  // within 2 x 16 MiB
+  runtime::release_cpu_block_cache();
 }
 
 TEST(CpuBlockCache, SmallAndRawAllocationsStillWork) {

@@ -1,5 +1,6 @@
 // The large-block CPU cache (cpu_block_cache.h): whole-page mappings kept when freed and reused
-// for requests they fit within 1/8, evicted least-recently-freed first on a miss.
+// for requests they fit within 1/8, evicted least-recently-freed first when a miss would take
+// the mapped total past twice the peak bytes in use.
 #include "shardformer/runtime/cpu_block_cache.h"
 
 #include <c10/core/Allocator.h>
@@ -53,6 +54,7 @@ class CpuBlockCache final : public c10::Allocator {
     std::lock_guard<std::mutex> lock(mutex_);
     for (Block* block : kept_) unmap(block);
     kept_.clear();
+    peak_in_use_ = in_use_bytes_;  // a new phase: its own peak
   }
 
   static CpuBlockCache* instance;
@@ -74,15 +76,20 @@ class CpuBlockCache final : public c10::Allocator {
       stats_.cached_bytes -= static_cast<int64_t>(block->size);
       ++stats_.hits;
       in_use_.emplace(block->data, block);
+      note_in_use(block->size);
       return block;
     }
     ++stats_.misses;
+    note_in_use(size);
+    // Kept blocks go, least recently freed first, while the mapped total with the new block
+    // would pass twice the peak in use. One times the peak (what the requests alone map)
+    // thrashed: a forward's 393 MiB logits and the layers' activations are never in use
+    // together, so each evicted the other and every call faulted in 1.6 GB of fresh pages.
     std::sort(kept_.begin(), kept_.end(),
               [](const Block* a, const Block* b) { return a->freed < b->freed; });
-    size_t given_back = 0;
     size_t evicted = 0;
-    while (evicted < kept_.size() && given_back < size) {
-      given_back += kept_[evicted]->size;
+    while (evicted < kept_.size() &&
+           static_cast<size_t>(stats_.mapped_bytes) + size > 2 * peak_in_use_) {
       unmap(kept_[evicted++]);
       ++stats_.evictions;
     }
@@ -108,9 +115,16 @@ class CpuBlockCache final : public c10::Allocator {
     }
     Block* block = it->second;
     cache.in_use_.erase(it);
+    cache.in_use_bytes_ -= block->size;
     block->freed = ++cache.clock_;
     cache.kept_.push_back(block);
     cache.stats_.cached_bytes += static_cast<int64_t>(block->size);
+  }
+
+  // Called with the mutex held.
+  void note_in_use(size_t size) {
+    in_use_bytes_ += size;
+    peak_in_use_ = std::max(peak_in_use_, in_use_bytes_);
   }
 
   // Called with the mutex held.
@@ -128,6 +142,8 @@ class CpuBlockCache final : public c10::Allocator {
   std::vector<Block*> kept_;
   std::unordered_map<void*, Block*> in_use_;
   uint64_t clock_ = 0;
+  size_t in_use_bytes_ = 0;  // blocks handed out and not yet given back
+  size_t peak_in_use_ = 0;   // the most in_use_bytes_ has been since install or release()
   BlockCacheStats stats_;
 };
 

@@ -1,6 +1,6 @@
 // A caching CPU allocator for large blocks: freed activation buffers are kept mapped and handed
 // to the next request of about the same size, so repeated forward passes and decoding steps do
-// not pay page faults and page zeroing on every layer, while the peak RSS stays where it was.
+// not pay page faults and page zeroing on every layer; what it keeps is bounded by the peak in use.
 #pragma once
 
 #include <cstddef>
@@ -19,11 +19,14 @@ struct BlockCacheStats {
 // Installs the cache as LibTorch's CPU allocator for the rest of the process (idempotent).
 // Requests of at least min_block bytes are served whole pages from the cache or a fresh
 // mapping; smaller ones go to the allocator installed before. A miss first unmaps the least
-// recently freed blocks until at least its own size has been given back, so the mapped total
-// never exceeds what the same requests would have mapped without the cache.
+// recently freed blocks while the mapped total with its own block would pass twice the peak
+// bytes in use (blocks handed out at once): a large block used alone (a forward's logits) and
+// the smaller ones it alternates with (the layers' activations) both stay, and the mapped
+// total never exceeds twice what the same requests would have mapped without the cache.
 void install_cpu_block_cache(size_t min_block = size_t{1} << 20);
 
-// Unmaps every kept block (e.g. before a phase with other shapes); blocks in use stay.
+// Unmaps every kept block (e.g. before a phase with other shapes); blocks in use stay, and the
+// peak starts again from them.
 void release_cpu_block_cache();
 
 BlockCacheStats cpu_block_cache_stats();
