@@ -47,7 +47,7 @@ output=$(SHARDFORMER_TEST_FAIL_RANK=1 SHARDFORMER_TEST_FAIL_STEP=13 SHARDFORMER_
   "$host" run "$work/dp2_tp2.toml" 2>&1)
 status=$?
 printf '%s\n' "$output" | grep -E "^step|saved|job failed"
-[ "$status" = 137 ] || fail "the killed run exited with $status, expected 137"
+[ "$status" = 137 ] || { printf '%s\n' "$output" | tail -40; fail "the killed run exited with $status, expected 137"; }
 [ -f "$work/run/step-10/training_state/trainer_state.json" ] || fail "no whole step-10 save"
 ls "$work/run" | grep -qv '^step-10$' && fail "more than step-10 in $work/run: $(ls "$work/run")"
 

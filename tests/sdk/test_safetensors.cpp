@@ -294,6 +294,24 @@ TEST_F(SafetensorsRoundTrip, ThePythonLibraryReadsOurFilesExactly) {
   }
 }
 
+// Strided tensors are written as their values: a slice of the last dimension (tp logits narrowed
+// past their vocabulary padding) row by row without a copy, any other layout through one.
+TEST_F(SafetensorsRoundTrip, StridedTensorsAreWrittenAsTheirValues) {
+  const fs::path path = dir_ / "strided.safetensors";
+  const at::Tensor padded = at::randn({2, 3, 10});
+  const std::map<std::string, at::Tensor> tensors{
+      {"narrowed", padded.narrow(-1, 0, 7)},                       // rows 10 apart
+      {"middle", padded.narrow(-1, 2, 5)},                         // rows start at an offset
+      {"transposed", padded.transpose(0, 2)},                      // no row layout: copied
+      {"expanded", at::randn({1, 4}).expand({3, 4})},              // stride 0: copied
+      {"row", padded.select(0, 1).select(0, 2).narrow(0, 1, 4)}};  // 1-D
+  save_safetensors(path, tensors);
+  const SafetensorsFile file(path);
+  for (const auto& [name, tensor] : tensors) {
+    EXPECT_TRUE(at::equal(file.read(name), tensor.contiguous())) << name;
+  }
+}
+
 TEST_F(SafetensorsRoundTrip, OverwritesAnExistingFile) {
   fs::path path = dir_ / "model.safetensors";
   save_safetensors(path, {{"a", at::ones({8}, at::kFloat)}});

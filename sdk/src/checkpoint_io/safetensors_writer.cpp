@@ -10,7 +10,9 @@
 #include <unistd.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <fstream>
+#include <optional>
 #include <system_error>
 
 namespace shardformer {
@@ -28,8 +30,28 @@ std::string dtype_name_of(const fs::path& path, const std::string& name, const a
   }
 }
 
+// A CPU tensor as [rows, cols] rows of contiguous elements a fixed stride apart, without a copy
+// (a slice of the last dimension: tensor-parallel logits narrowed past their vocabulary
+// padding); nullopt when its layout is not that.
+std::optional<at::Tensor> as_strided_rows(const at::Tensor& t) {
+  if (t.dim() < 2 || t.stride(-1) != 1) return std::nullopt;
+  for (int64_t d = 0; d + 2 < t.dim(); ++d) {
+    if (t.size(d) > 1 && t.stride(d) != t.stride(d + 1) * t.size(d + 1)) return std::nullopt;
+  }
+  const int64_t cols = t.size(-1);
+  return t.as_strided({t.numel() / std::max<int64_t>(cols, 1), cols}, {t.stride(-2), 1});
+}
+
+// The tensor as it is written: contiguous, or rows a stride apart (written row by row).
+at::Tensor writable(const at::Tensor& tensor) {
+  at::Tensor cpu = tensor.to(at::kCPU);
+  if (cpu.is_contiguous() || cpu.numel() == 0) return cpu.contiguous();
+  if (as_strided_rows(cpu)) return cpu;
+  return cpu.contiguous();
+}
+
 // The header JSON, padded with spaces to a multiple of kHeaderAlignment bytes. `tensors` are
-// contiguous CPU tensors; their data follows in map (name) order.
+// writable() CPU tensors; their data follows in map (name) order.
 std::string make_header(const fs::path& path, const std::map<std::string, at::Tensor>& tensors,
                         const std::map<std::string, std::string>& metadata) {
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
@@ -56,7 +78,16 @@ void write_file(const fs::path& path, const std::string& header,
   out.write(length, sizeof(length));
   out.write(header.data(), std::streamsize(header.size()));
   for (const auto& [name, tensor] : tensors) {
-    out.write(static_cast<const char*>(tensor.const_data_ptr()), std::streamsize(tensor.nbytes()));
+    if (tensor.is_contiguous()) {
+      out.write(static_cast<const char*>(tensor.const_data_ptr()),
+                std::streamsize(tensor.nbytes()));
+      continue;
+    }
+    const at::Tensor rows = *as_strided_rows(tensor);  // [rows, cols]
+    const auto row_bytes = std::streamsize(rows.size(1) * rows.element_size());
+    const auto* base = static_cast<const char*>(rows.const_data_ptr());
+    const int64_t stride_bytes = rows.stride(0) * rows.element_size();
+    for (int64_t r = 0; r < rows.size(0); ++r) out.write(base + r * stride_bytes, row_bytes);
   }
   out.close();
   if (!out) throw CheckpointError(str(path.string(), ": cannot write the file"));
@@ -75,21 +106,21 @@ void sync_to_disk(const std::filesystem::path& path) {
 void save_safetensors(const std::filesystem::path& path,
                       const std::map<std::string, at::Tensor>& tensors,
                       const std::map<std::string, std::string>& metadata) {
-  std::map<std::string, at::Tensor> contiguous;
+  std::map<std::string, at::Tensor> writables;
   for (const auto& [name, tensor] : tensors) {
     if (name == "__metadata__" || !tensor.defined()) {
       throw CheckpointError(str(path.string(), ": tensor '", name,
                                 "': cannot be saved (reserved name or undefined tensor)"));
     }
-    contiguous.emplace(name, tensor.to(at::kCPU).contiguous());
+    writables.emplace(name, writable(tensor));
   }
-  const std::string header = make_header(path, contiguous, metadata);
+  const std::string header = make_header(path, writables, metadata);
 
   fs::path temporary = path;  // unique per process: concurrent writers never share it
   temporary += ".tmp." + std::to_string(::getpid());
   std::error_code error;
   try {
-    write_file(temporary, header, contiguous);
+    write_file(temporary, header, writables);
   } catch (...) {
     fs::remove(temporary, error);
     throw;

@@ -72,10 +72,9 @@ VocabLogits VocabParallelEmbedding1D::lm_logits(const at::Tensor& hidden, bool g
   if (bias.defined()) local = local + bias;           // bias: [padded/tp], this rank's rows
   const int64_t real = std::clamp<int64_t>(num_embeddings_ - vocab_start_, 0, local_rows_);
   if (real < local_rows_) {  // padding columns must never win a max or take probability
-    local = at::cat(
-        {local.narrow(-1, 0, real), at::full_like(local.narrow(-1, real, local_rows_ - real),
-                                                  -std::numeric_limits<double>::infinity())},
-        -1);
+    // In place: the product's own output (its backward needs only its inputs), no copy of
+    // this rank's [tokens, padded/tp] logits; the filled columns get no gradient.
+    local.narrow(-1, real, local_rows_ - real).fill_(-std::numeric_limits<double>::infinity());
   }
   if (!gather) return {local, true, vocab_start_, num_embeddings_, group_};
   const at::Tensor full = distributed::gather_from_parallel_region(local, *group_);
