@@ -5,6 +5,10 @@
 set(_shardformer_sanitize_flags -fsanitize=address,undefined -fno-sanitize-recover=undefined
     -fno-omit-frame-pointer)
 add_compile_options(${_shardformer_sanitize_flags})
+# -O1 -g1 after the build type's -O2 -g: the sanitizers' usual level, with line tables for their
+# reports. One translation unit compiled 36-45% faster (session.cpp 9.6 -> 6.1 s,
+# test_parallel_layers.cpp 15.2 -> 8.3 s), the bulk of a cold CI's sanitizer step.
+add_compile_options(-O1 -g1)
 add_link_options(-fsanitize=address,undefined)
 # Tests skip what a sanitizer changes by design (RSS bounds: ASan's shadow memory and
 # quarantine) and nothing else.
