@@ -23,8 +23,10 @@ The checkpoint is evicted from the page cache once at the start (--page-cache ke
 the host's first load reads it from disk, as after a download or a reboot, and its mapping gets
 2 MiB pages (a file just written sits in the cache in 4 KiB pages). Rounds alternate the host
 and HF; the machine's limits are measured in every round (fp32 GEMM GFLOP/s on 2048^2 with the
-same threads, memory read bandwidth by summing 1 GiB) and each result is printed as a ratio to
-HF (median over rounds) and as a fraction of the roofline."""
+same threads, ATen's and the host's packed GEMM's (bench/kernel_speed --limits); the fp32 FMA
+peak; memory read bandwidth by summing 1 GiB) and each result is printed as a ratio to HF
+(median over rounds) and as a fraction of the roofline: the forward's matrix-product FLOPs at the
+faster of the two GEMMs, and at the FMA peak."""
 import argparse
 import json
 import os
@@ -143,6 +145,11 @@ def worker(args, kind, **extra):
     return run_lines(command)
 
 
+def host_limits(args):
+    """The host's packed GEMM on 2048^2 and the FMA peak, on args.threads threads."""
+    return run_lines([str(args.build / "bench" / "kernel_speed"), str(args.threads), "--limits"])
+
+
 def host_speed(args, forward, decode, tp=1):
     command = [args.build / "bench" / "speed", "--model", args.checkpoint, "--plugins",
                args.build / "plugins", "--forward", forward, "--decode", decode, "--prompt",
@@ -237,7 +244,7 @@ def main():
     decode_tp1, decode_tp2 = [], []
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(args.repeats):
-            limits += worker(args, "limits")
+            limits.append({**worker(args, "limits")[0], **host_limits(args)[0]})
             if forward or decode:
                 for r in host_speed(args, forward, decode):
                     host.setdefault(key(r), []).append(r["seconds"])
@@ -253,22 +260,31 @@ def main():
                     for r in host_speed(args, "4x512", "1x64", tp=tp):
                         if r["kind"] in ("forward", "decode"):
                             (forwards if r["kind"] == "forward" else decodes).append(r["seconds"])
-    gemm = statistics.median(r["gemm_gflops"] for r in limits)
-    read = statistics.median(r["read_gbs"] for r in limits)
     med = statistics.median
-    print(f"limits: fp32 GEMM {gemm:.0f} GFLOP/s, memory read {read:.1f} GB/s "
-          f"(medians of {len(limits)} rounds)\n")
+    aten_gemm = med(r["gemm_gflops"] for r in limits)
+    packed_gemm = med(r["packed_gemm_gflops"] for r in limits)
+    fma = med(r["fma_gflops"] for r in limits)
+    read = med(r["read_gbs"] for r in limits)
+    packed_on = limits[0]["packed_gemm_enabled"]
+    gemm = max(aten_gemm, packed_gemm)  # the fastest fp32 GEMM this machine has
+    print(f"limits: fp32 GEMM on 2048^2 {aten_gemm:.0f} GFLOP/s with ATen (MKL), {packed_gemm:.0f} "
+          f"with the host's packed GEMM ({'on' if packed_on else 'off'} by default here); fp32 "
+          f"FMA peak {fma:.0f} GFLOP/s; memory read {read:.1f} GB/s (medians of {len(limits)} "
+          f"rounds)\n")
     if forward:
-        print("| forward (full logits) | host s | HF s | host / HF speed | host roofline | "
-              "HF roofline | host tokens/s |")
-        print("|---|---|---|---|---|---|---|")
+        print(f"| forward (full logits) | host s | HF s | host / HF speed | host roofline | "
+              f"HF roofline | host of FMA peak | HF of FMA peak | host tokens/s |")
+        print("|---|---|---|---|---|---|---|---|---|")
         for batch, seq in parse_shapes(forward):
             k = f"forward {batch}x{seq}"
             h, f = med(host[k]), med(hf[k])
-            ideal = forward_flops(batch, seq, causal_half=True) / (gemm * 1e9)
+            flops = forward_flops(batch, seq, causal_half=True)
+            ideal, floor = flops / (gemm * 1e9), flops / (fma * 1e9)
             print(f"| {batch} x {seq} | {h:.3f} | {f:.3f} | {f / h:.2f} x | {ideal / h:.0%} | "
-                  f"{ideal / f:.0%} | {batch * seq / h:.0f} |")
-        print()
+                  f"{ideal / f:.0%} | {floor / h:.0%} | {floor / f:.0%} | "
+                  f"{batch * seq / h:.0f} |")
+        print(f"(roofline: the matrix products' FLOPs at {gemm:.0f} GFLOP/s, the faster GEMM "
+              f"above)\n")
     if decode:
         print("| greedy decode | host tokens/s | HF tokens/s | host / HF speed | "
               "host bandwidth roofline | HF bandwidth roofline |")

@@ -10,9 +10,10 @@
     with torch.optim.AdamW (forward, loss, backward, clip_grad_norm_, step, zero_grad) on the
     same threads, in a subprocess. Each side runs --steps steps; the first is a warm-up and the
     median of the rest is its step time; repeats alternate host and HF. The machine's own
-    limit is measured in the same run: fp32 torch.matmul on the model's shapes (the best call);
-    the roofline is that rate over the step's matrix-product FLOPs (3 x forward: the linear
-    layers, the tied LM head and attention's two batched products).
+    limit is measured in the same run: the faster of fp32 torch.matmul on the model's shapes
+    (the best call) and the host's packed GEMM on 2048^2 (bench/kernel_speed --limits); the
+    roofline is that rate over the step's matrix-product FLOPs (3 x forward: the linear layers,
+    the tied LM head and attention's two batched products). The fp32 FMA peak is printed too.
   * recompute: the peak resident memory of one rank training 2 steps at batch 4 x 512 tokens
     with train.gradient_checkpointing_ratio 0, 0.5 and 1, and the step time against ratio 0.
   * zero: the peak resident memory per rank at dp = 2 (batch 2 x 128) with ZeRO-1 and without.
@@ -135,6 +136,13 @@ def gemm_best(tokens, reps=3):
     return best
 
 
+def host_limits(build, threads):
+    """The host's packed GEMM GFLOP/s on 2048^2 and the FMA peak (bench/kernel_speed)."""
+    out = subprocess.run([str(build / "bench" / "kernel_speed"), str(threads), "--limits"],
+                         capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def step_flops(batch, seq):
     """Matrix-product FLOPs of one training step: 3 x forward."""
     return 3 * forward_flops(batch, seq)
@@ -170,7 +178,7 @@ def main():
         work = pathlib.Path(tmp)
         if "throughput" in parts:
             batch, seq = 4, 256
-            host_s, hf_s, gemm, hf_peak, host_peak = [], [], [], [], []
+            host_s, hf_s, gemm, hf_peak, host_peak, fma = [], [], [], [], [], []
             for _ in range(args.repeats):
                 config, metrics = train_config(work, "throughput", checkpoint, tokens, seq, batch,
                                                args.steps)
@@ -179,7 +187,9 @@ def main():
                 hf = run_hf(checkpoint, args.threads, args.steps, batch, seq)
                 hf_s.append(hf["step"])
                 hf_peak.append(hf["peak_mib"])
-                gemm.append(gemm_best(batch * seq))
+                limits = host_limits(args.build, args.threads)
+                gemm.append(max(gemm_best(batch * seq), limits["packed_gemm_gflops"]))
+                fma.append(limits["fma_gflops"])
             roof = step_flops(batch, seq) / (max(gemm) * 1e9)
             tok = batch * seq
             h, f = statistics.median(host_s), statistics.median(hf_s)
@@ -190,7 +200,8 @@ def main():
                   f"{roof / f:.0%} | {statistics.median(hf_peak):.0f} |")
             print(f"| shardformer-host train | {h:.3f} | {tok / h:.0f} | {f / h:.2f} | "
                   f"{roof / h:.0%} | {statistics.median(host_peak):.0f} |")
-            print(f"\nGEMM best {max(gemm):.0f} GFLOP/s; a step's matrix products "
+            print(f"\nGEMM best {max(gemm):.0f} GFLOP/s (fp32 FMA peak {max(fma):.0f}); a step's "
+                  f"matrix products "
                   f"{step_flops(batch, seq) / 1e9:.0f} GFLOP -> roofline {roof:.3f} s; "
                   f"host steps {[round(s, 3) for s in host_s]}, HF {[round(s, 3) for s in hf_s]}\n")
         if "recompute" in parts:

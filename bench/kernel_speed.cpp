@@ -1,6 +1,8 @@
-// Micro-benchmark of the fused CPU kernels (kernels/): each kernel's GB/s against this machine's
-// memory read bandwidth measured in the same run, and its time against the ATen ops it replaces.
-// Prints a markdown table; docs/benchmarks.md has the results and the command.
+// Micro-benchmark of the CPU kernels (kernels/): the packed GEMM's GFLOP/s against this
+// machine's FMA peak and ATen's GEMM, each fused kernel's GB/s against the memory read bandwidth,
+// all measured in the same run. Prints markdown tables (docs/benchmarks.md); --limits prints the
+// GEMM and FMA rates as one JSON line for bench/bench_speed.py.
+#include "fma_peak.h"
 #include "shardformer/kernels/cpu_kernels.h"
 
 #include <ATen/ATen.h>
@@ -13,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <string>
 #include <vector>
 
 using namespace shardformer;
@@ -32,6 +35,35 @@ double best_seconds(const std::function<void()>& run, int repeats = 7) {
   return best;
 }
 
+// out = a . b (+ bias) by the packed GEMM, into a fresh output as ATen's products make.
+at::Tensor packed(const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias = {}) {
+  at::Tensor out = at::empty({a.size(0), b.size(1)});
+  kernels::gemm(a, b, bias, false, out);
+  return out;
+}
+
+double gemm_flops(const at::Tensor& a, const at::Tensor& b) {
+  return 2.0 * static_cast<double>(a.size(0)) * static_cast<double>(a.size(1)) *
+         static_cast<double>(b.size(1));
+}
+
+void gemm_row(const char* name, const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias,
+              double peak) {
+  const double flops = gemm_flops(a, b);
+  const double ours = best_seconds([&] { packed(a, b, bias); }, 5);
+  const double aten = best_seconds(
+      [&] {
+        if (bias.defined())
+          at::addmm(bias, a, b);
+        else
+          at::mm(a, b);
+      },
+      5);
+  std::printf("| %s | %.2f | %.2f | %.0f | %.0f%% | %.0f | %.2f x |\n", name, ours * 1e3,
+              aten * 1e3, flops / ours / 1e9, 100.0 * flops / ours / 1e9 / peak, flops / aten / 1e9,
+              aten / ours);
+}
+
 void row(const char* name, double bytes, double ours, double aten, double bandwidth) {
   std::printf("| %s | %.2f | %.2f | %.1f | %.0f%% | %.2f x |\n", name, ours * 1e3, aten * 1e3,
               bytes / ours / 1e9, 100.0 * bytes / ours / bandwidth, aten / ours);
@@ -40,10 +72,53 @@ void row(const char* name, double bytes, double ours, double aten, double bandwi
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int threads = argc > 1 ? std::atoi(argv[1]) : 2;
+  int threads = 2;
+  bool limits = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--limits")
+      limits = true;
+    else
+      threads = std::atoi(argv[i]);
+  }
   at::set_num_threads(threads);
   at::manual_seed(0);
   const at::AutoGradMode no_grad(false);
+
+  // The GEMM against the FMA peak and ATen's (MKL's) GEMM, on the square shape of bench_speed's
+  // roofline and on GPT-2 small's products at 4 x 512 tokens.
+  const double peak = fma_peak_gflops(threads);
+  const at::Tensor sq = at::randn({2048, 2048});
+  if (limits) {
+    const double flops = gemm_flops(sq, sq);
+    std::printf(
+        "{\"kind\": \"limits_host\", \"packed_gemm_gflops\": %.1f, \"fma_gflops\": %.1f, "
+        "\"packed_gemm_enabled\": %s}\n",
+        flops / best_seconds([&] { packed(sq, sq); }, 5) / 1e9, peak,
+        kernels::gemm_enabled() ? "true" : "false");
+    return 0;
+  }
+  std::printf(
+      "threads %d, kernels %s, fp32 FMA peak %.0f GFLOP/s (%s), packed GEMM %s by "
+      "default here\n\n",
+      threads, kernels::capability().c_str(), peak, fma_peak_isa(),
+      kernels::gemm_enabled() ? "on" : "off");
+  std::printf(
+      "| product | ours ms | ATen ms | ours GFLOP/s | of FMA peak | ATen GFLOP/s | "
+      "ATen / ours time |\n");
+  std::printf("|---|---|---|---|---|---|---|\n");
+  gemm_row("[2048, 2048] . [2048, 2048]", sq, sq, {}, peak);
+  const at::Tensor x = at::randn({2048, 768}), x4 = at::randn({2048, 3072});
+  gemm_row("c_attn [2048, 768] . [768, 2304] + bias", x, at::randn({768, 2304}), at::randn({2304}),
+           peak);
+  gemm_row("c_fc [2048, 768] . [768, 3072] + bias", x, at::randn({768, 3072}), at::randn({3072}),
+           peak);
+  gemm_row("mlp c_proj [2048, 3072] . [3072, 768] + bias", x4, at::randn({3072, 768}),
+           at::randn({768}), peak);
+  gemm_row("LM head [2048, 768] . [50257, 768]^T", x, at::randn({50257, 768}).t(), {}, peak);
+  gemm_row("weight gradient [2048, 768]^T . [2048, 3072]", x.t(), x4, {}, peak);
+  gemm_row("prefill 32 x 768 . [768, 2304] + bias", at::randn({32, 768}), at::randn({768, 2304}),
+           at::randn({2304}), peak);
+  std::printf("\n");
   const at::Tensor big = at::ones({1 << 28});  // 1 GiB: the read-bandwidth limit
   const double read = static_cast<double>(big.nbytes()) / best_seconds([&] { big.sum(); });
   std::printf("threads %d, kernels %s, memory read %.1f GB/s\n\n", threads,

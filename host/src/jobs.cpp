@@ -13,6 +13,7 @@
 #include "shardformer/log.h"
 #include "shardformer/runtime/activity.h"
 #include "shardformer/runtime/cpu_block_cache.h"
+#include "shardformer/runtime/cpu_products.h"
 #include "shardformer/runtime/cuda_support.h"
 #include "shardformer/runtime/session.h"
 #include "shardformer/strings.h"
@@ -233,6 +234,10 @@ void run_job(const JobConfig& config, const PluginRegistry& registry,
     const c10::Device device = job_device(config, rank_env ? rank_env->local_rank : 0);
     const c10::ScalarType dtype =
         parse_model_dtype(config.model.dtype, config.source.string() + ": model.dtype");
+    if (device.is_cpu()) {
+      log::info(
+          str("CPU products: ", runtime::cpu_products(), ", ", at::get_num_threads(), " threads"));
+    }
     if (world > 1) {
       const runtime::PhaseScope phase("joining the job's ranks");
       // c10d bounds most of the rendezvous by the timeout, but not all of it; the margin lets

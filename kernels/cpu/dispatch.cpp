@@ -4,8 +4,11 @@
 #include "shardformer/kernels/cpu_kernels.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <ATen/Version.h>
 #include <c10/util/Exception.h>
+
+#include <cstdlib>
 
 namespace shardformer::kernels {
 namespace {
@@ -44,6 +47,59 @@ std::string capability() {
   if (t == &AVX2::table) return "AVX2";
 #endif
   return "DEFAULT";
+}
+
+bool gemm_enabled() {
+  static const bool enabled = [] {
+    const char* env = std::getenv("SHARDFORMER_CPU_GEMM");
+    const std::string choice = env != nullptr ? env : "";
+    TORCH_CHECK(choice.empty() || choice == "own" || choice == "aten", "SHARDFORMER_CPU_GEMM is '",
+                choice, "': use 'own' or 'aten'");
+    if (!choice.empty()) return choice == "own";
+#if defined(__x86_64__)
+    // MKL takes its AVX-512 paths on Intel's CPUs only; elsewhere it runs AVX2 code at about
+    // half of an AVX-512 core's FMA rate.
+    __builtin_cpu_init();
+    return capability() == "AVX512" && !__builtin_cpu_is("intel");
+#else
+    return false;
+#endif
+  }();
+  return enabled;
+}
+
+void gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias, bool accumulate,
+          const at::Tensor& out) {
+  const auto cpu_float = [](const at::Tensor& t) {
+    return t.device().is_cpu() && t.scalar_type() == at::kFloat;
+  };
+  TORCH_CHECK(cpu_float(a) && cpu_float(b) && cpu_float(out) && a.dim() == 2 && b.dim() == 2 &&
+                  out.dim() == 2 && a.size(1) == b.size(0) && out.size(0) == a.size(0) &&
+                  out.size(1) == b.size(1),
+              "gemm: a ", a.sizes(), " . b ", b.sizes(), " into out ", out.sizes(),
+              " must be fp32 CPU matrices [m, k] . [k, n] -> [m, n]");
+  TORCH_CHECK(out.size(1) <= 1 || out.stride(1) == 1, "gemm: out's rows must be contiguous");
+  const int64_t m = a.size(0), k = a.size(1), n = b.size(1);
+  check_vector(bias, n, "gemm: bias");
+  if (m == 0 || n == 0) return;
+  const KernelTable& t = active_table();
+  const int64_t threads = at::get_num_threads();
+  const at::Tensor work = at::empty({t.gemm_workspace(m, n, k, threads)}, a.options());
+  t.gemm(m, n, k, a.data_ptr<float>(), a.stride(0), a.stride(1), b.data_ptr<float>(), b.stride(0),
+         b.stride(1), data_or_null(bias), accumulate, out.data_ptr<float>(), out.stride(0), threads,
+         work.data_ptr<float>());
+}
+
+at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                  bool k_major) {
+  TORCH_CHECK(x.dim() >= 1 && weight.dim() == 2 && weight.size(k_major ? 0 : 1) == x.size(-1),
+              "linear: weight ", weight.sizes(), " does not take x ", x.sizes());
+  const int64_t k = x.size(-1), n = weight.size(k_major ? 1 : 0);
+  auto shape = x.sizes().vec();
+  shape.back() = n;
+  at::Tensor y = at::empty(shape, x.options());
+  gemm(x.reshape({-1, k}), k_major ? weight : weight.t(), bias, false, y.view({-1, n}));
+  return y;
 }
 
 bool skinny_linear_applies(const at::Tensor& x, const at::Tensor& weight) {

@@ -1,6 +1,7 @@
 // The CPU kernels, written once with ATen's Vectorized<float> and compiled per instruction set
 // (CPU_CAPABILITY = DEFAULT, AVX2, AVX512; kernels/CMakeLists.txt): skinny products, bias +
 // tanh-GELU, residual add + LayerNorm, RMSNorm, rotary embedding and softmax cross-entropy.
+#include "gemm_impl.h"
 #include "kernel_table.h"
 
 #include <ATen/Parallel.h>
@@ -377,7 +378,8 @@ void softmax_xent_grad(const float* x, const float* max, const float* sum, const
 
 }  // namespace
 
-const KernelTable table{&skinny_linear, &bias_gelu_tanh, &gelu_tanh_backward, &add_layer_norm,
-                        &rms_norm,      &rotary,         &softmax_stats,      &softmax_xent_grad};
+const KernelTable table{
+    &skinny_linear, &bias_gelu_tanh, &gelu_tanh_backward, &add_layer_norm, &rms_norm,
+    &rotary,        &softmax_stats,  &softmax_xent_grad,  &gemm_workspace, &gemm};
 
 }  // namespace shardformer::kernels::CPU_CAPABILITY

@@ -49,6 +49,7 @@ void write_file(const fs::path& path, const std::string& bytes) {
 struct HostRun {
   std::vector<std::string> args;
   bool without_read_override = false;
+  std::vector<std::string> env = {};  // NAME=VALUE set for the host alone
 };
 
 // The folder a case breaks its inputs in.
@@ -271,6 +272,10 @@ TEST_P(BadInputTest, ExitsWithItsClassNamingTheCause) {
   const HostRun run = bad.prepare(workspace);
   std::vector<std::string> argv{host_binary().string()};
   argv.insert(argv.end(), run.args.begin(), run.args.end());
+  if (!run.env.empty()) {
+    argv.insert(argv.begin(), run.env.begin(), run.env.end());
+    argv.insert(argv.begin(), "env");
+  }
   if (run.without_read_override && ::geteuid() == 0) {
     // Root reads any file; without these capabilities it obeys the permission bits.
     if (!on_path("setpriv")) GTEST_SKIP() << "running as root and setpriv is not installed";
@@ -752,6 +757,14 @@ const BadInput kRuntimeInput[] = {
      3,
      "{dir}/data\\.jsonl: token id 5000 at line 2 is outside the model's vocabulary \\[0, "
      "1013\\)"},
+    {"CpuGemmChoiceUnknown",
+     [](const Workspace& ws) {
+       ws.copy_model();
+       HostRun run = ws.job(forward_toml("[[1, 2]]"));
+       run.env = {"SHARDFORMER_CPU_GEMM=fast"};
+       return run;
+     },
+     3, "SHARDFORMER_CPU_GEMM is 'fast': use 'own' or 'aten'"},
     {"PipelineTokenOutsideVocabulary",
      [](const Workspace& ws) {
        ws.copy_model();

@@ -3,6 +3,8 @@
 // otherwise the layers use ATen's ops.
 #pragma once
 
+#include "packed_gemm.h"
+
 #include "shardformer/kernels/cpu_kernels.h"
 #include "shardformer/runtime/inference_scope.h"
 
@@ -27,18 +29,14 @@ inline bool use_inference_kernel(std::initializer_list<at::Tensor> inputs) {
 }
 
 // x [..., k] times a weight [n, k] (k_major false) or [k, n] (true), plus bias: the skinny
-// kernel for a few rows without gradients (decoding), ATen's GEMM otherwise.
+// kernel for a few rows without gradients (decoding), linear_product otherwise (the packed GEMM
+// where it is enabled, with gradients; ATen's GEMM elsewhere).
 inline at::Tensor project(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                           bool k_major) {
   if (use_inference_kernel({x}) && kernels::skinny_linear_applies(x, weight)) {
     return kernels::skinny_linear(x, weight, bias, k_major);
   }
-  if (!k_major) return bias.defined() ? at::linear(x, weight, bias) : at::matmul(x, weight.t());
-  auto out_shape = x.sizes().vec();
-  out_shape.back() = weight.size(1);
-  const at::Tensor flat = x.reshape({-1, weight.size(0)});
-  // HF's Conv1D: addmm over the flattened leading dimensions.
-  return (bias.defined() ? at::addmm(bias, flat, weight) : at::mm(flat, weight)).view(out_shape);
+  return linear_product(x, weight, bias, k_major);
 }
 
 }  // namespace shardformer::layers

@@ -1,4 +1,4 @@
-// Fused CPU kernels for memory-bound steps (no autograd of their own): products with few rows
+// Fused CPU kernels (no autograd of their own): a packed GEMM, products with few rows
 // (decoding), bias + tanh-GELU, residual add + LayerNorm, RMSNorm, rotary embedding, and the
 // softmax cross-entropy's statistics and gradient. Each has an ATen reference in tests/kernels;
 // the SDK calls them with gradients off or inside an autograd Function that supplies the
@@ -24,6 +24,22 @@ bool skinny_linear_applies(const at::Tensor& x, const at::Tensor& weight);
 // the weight once for all rows, split over the intra-op threads.
 at::Tensor skinny_linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                          bool k_major);
+
+// Whether the packed GEMM below serves CPU fp32 products in place of ATen's (MKL's): with the
+// AVX-512 kernels on a CPU not made by Intel, where MKL runs its AVX2 code (docs/benchmarks.md).
+// The environment variable SHARDFORMER_CPU_GEMM = own | aten overrides the choice.
+bool gemm_enabled();
+
+// out [m, n] (=|+=) a [m, k] . b [k, n] (+ bias [n]): a and b of any strides (a transpose is a
+// view, no copy), out with contiguous rows of any stride (a column slice of a wider matrix
+// works); `accumulate` adds to out. CPU fp32 tensors; threads: ATen's intra-op count.
+void gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias, bool accumulate,
+          const at::Tensor& out);
+
+// y [..., n] = x [..., k] W^T + bias for weight [n, k] (k_major = false, nn.Linear), or
+// x W + bias for weight [k, n] (k_major = true, HF's Conv1D), by `gemm`.
+at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                  bool k_major);
 
 // gelu_tanh(x + bias) (HF's "gelu_new"), x [..., n] contiguous fp32, bias [n] or undefined.
 at::Tensor bias_gelu_tanh(const at::Tensor& x, const at::Tensor& bias);

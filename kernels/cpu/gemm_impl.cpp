@@ -1,0 +1,233 @@
+// A packed, cache-blocked fp32 GEMM (BLIS's five loops around a register-tile kernel), written
+// with ATen's Vectorized<float> and compiled per instruction set like kernels_impl.cpp:
+// C = A . B (+ bias) (+ C) for A and B of any strides. Why it exists: docs/benchmarks.md.
+#include "kernel_table.h"
+
+#include <ATen/Parallel.h>
+#include <ATen/cpu/vec/functional.h>
+#include <ATen/cpu/vec/vec.h>
+
+#include <algorithm>
+#include <limits>
+
+#if AT_PARALLEL_OPENMP && !defined(_OPENMP)
+#error "kernels need -fopenmp (SHARDFORMER_OPENMP_FLAGS): without it at::parallel_for is serial"
+#endif
+
+namespace shardformer::kernels::CPU_CAPABILITY {
+namespace {
+
+using Vec = at::vec::Vectorized<float>;
+constexpr int64_t kLanes = Vec::size();
+
+// The register tile: kMr rows x kVecs vectors of C held in registers (AVX-512: 6 x 64 floats in
+// 24 of the 32 zmm registers; AVX2: 6 x 16 in 12 of the 16 ymm registers).
+constexpr int64_t kMr = 6;
+constexpr int kVecs = kLanes >= 16 ? 4 : 2;
+constexpr int64_t kNr = kVecs * kLanes;
+// Cache blocks, tuned on a 2-core Zen 5 (48 KiB L1, 2 MiB L2, 32 MiB L3): a kKc-deep panel of
+// B (kKc x kNc) and a block of A (kMc x kKc) are packed once and swept by the tiles. A deep kKc
+// keeps C's tiles in registers across most of k (768: 491 GFLOP/s against 432 at 384 on
+// [2048, 768] x [768, 3072]).
+constexpr int64_t kKc = 768;
+constexpr int64_t kMc = 120;
+constexpr int64_t kNc = 2048;
+
+#define SHARDFORMER_UNROLL _Pragma("GCC unroll 16")
+
+int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
+
+// Lanes of vector v inside a tile nr columns wide (0 to kLanes).
+int64_t lanes_of(int64_t nr, int v) { return std::clamp<int64_t>(nr - v * kLanes, 0, kLanes); }
+
+Vec load_lanes(const float* p, int64_t lanes) {
+  if (lanes == kLanes) return Vec::loadu(p);
+  return lanes > 0 ? Vec::loadu(p, lanes) : Vec(0.f);
+}
+
+// One register tile: c [mr, nr] (=|+=) ap . bp (+ bias), with ap the packed [kc, kMr] micro-panel
+// of A and bp the packed [kc, kNr] micro-panel of B (both zero-padded past mr / nr). The sum over
+// p runs in chunks of kSum steps, each from zero in registers and then added to c, so rounding
+// grows with the chunk plus the number of chunks, not with all of k. 192 is the chunk MKL's AVX2
+// kernels use: on this project's machines the products equal ATen's bit for bit (the HF
+// references too), and one chain of 768 steps ended 2-7x further from the fp64 product.
+constexpr int64_t kSum = 192;
+void tile(int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc, int64_t mr,
+          int64_t nr, const float* bias, bool load_c) {
+  for (int64_t p0 = 0; p0 < kc; p0 += kSum) {
+    Vec acc[kMr][kVecs];
+    SHARDFORMER_UNROLL
+    for (int64_t i = 0; i < kMr; ++i) {
+      SHARDFORMER_UNROLL
+      for (int v = 0; v < kVecs; ++v) acc[i][v] = Vec(0.f);
+    }
+    const int64_t p1 = std::min(kc, p0 + kSum);
+    for (int64_t p = p0; p < p1; ++p) {
+      Vec b[kVecs];
+      SHARDFORMER_UNROLL
+      for (int v = 0; v < kVecs; ++v) b[v] = Vec::loadu(bp + p * kNr + v * kLanes);
+      SHARDFORMER_UNROLL
+      for (int64_t i = 0; i < kMr; ++i) {
+        const Vec a(ap[p * kMr + i]);
+        SHARDFORMER_UNROLL
+        for (int v = 0; v < kVecs; ++v) acc[i][v] = at::vec::fmadd(a, b[v], acc[i][v]);
+      }
+    }
+    const bool fresh = p0 == 0 && !load_c;  // c holds nothing of this product yet
+    SHARDFORMER_UNROLL
+    for (int64_t i = 0; i < kMr; ++i) {
+      if (i >= mr) break;
+      SHARDFORMER_UNROLL
+      for (int v = 0; v < kVecs; ++v) {
+        const int64_t lanes = lanes_of(nr, v);
+        if (lanes == 0) continue;
+        float* cv = c + i * ldc + v * kLanes;
+        Vec base = fresh ? Vec(0.f) : load_lanes(cv, lanes);
+        if (p0 == 0 && bias != nullptr) base = base + load_lanes(bias + v * kLanes, lanes);
+        (base + acc[i][v]).store(cv, lanes);
+      }
+    }
+  }
+}
+
+// B [kc, nc] (element (p, j) at b[p * brs + j * bcs]) into micro-panels of kNr columns, each
+// [kc, kNr] row-major and zero-padded: the layout `tile` reads.
+void pack_b(const float* b, int64_t brs, int64_t bcs, int64_t kc, int64_t nc, float* dst) {
+  for (int64_t jr = 0; jr < nc; jr += kNr) {
+    const int64_t nr = std::min(kNr, nc - jr);
+    float* d = dst + jr * kc;
+    const float* s = b + jr * bcs;
+    if (bcs == 1 && nr == kNr) {  // rows of B contiguous (HF's Conv1D weight [k, n])
+      for (int64_t p = 0; p < kc; ++p) {
+        SHARDFORMER_UNROLL
+        for (int v = 0; v < kVecs; ++v) {
+          Vec::loadu(s + p * brs + v * kLanes).store(d + p * kNr + v * kLanes);
+        }
+      }
+    } else if (brs == 1 && nr == kNr && bcs < std::numeric_limits<int32_t>::max() / kNr) {
+      // Columns of B contiguous (nn.Linear's weight [n, k] read as W^T): gather kLanes columns.
+      const auto index = at::vec::Vectorized<int32_t>::arange(0, static_cast<int32_t>(bcs));
+      for (int64_t p = 0; p < kc; ++p) {
+        SHARDFORMER_UNROLL
+        for (int v = 0; v < kVecs; ++v) {
+          at::vec::gather<sizeof(float)>(s + v * kLanes * bcs + p, index)
+              .store(d + p * kNr + v * kLanes);
+        }
+      }
+    } else {
+      for (int64_t j = 0; j < kNr; ++j) {
+        for (int64_t p = 0; p < kc; ++p) d[p * kNr + j] = j < nr ? s[p * brs + j * bcs] : 0.f;
+      }
+    }
+  }
+}
+
+// A [mc, kc] (element (i, p) at a[i * ars + p * acs]) into micro-panels of kMr rows, each
+// [kc, kMr] row-major and zero-padded.
+void pack_a(const float* a, int64_t ars, int64_t acs, int64_t mc, int64_t kc, float* dst) {
+  for (int64_t ir = 0; ir < mc; ir += kMr) {
+    const int64_t mr = std::min(kMr, mc - ir);
+    float* d = dst + ir * kc;
+    const float* s = a + ir * ars;
+    if (ars == 1 && mr == kMr) {  // columns of A contiguous (a transposed gradient or input)
+      for (int64_t p = 0; p < kc; ++p) {
+        for (int64_t i = 0; i < kMr; ++i) d[p * kMr + i] = s[p * acs + i];
+      }
+      continue;
+    }
+    for (int64_t i = 0; i < kMr; ++i) {
+      if (i < mr) {
+        const float* row = s + i * ars;
+        for (int64_t p = 0; p < kc; ++p) d[p * kMr + i] = row[p * acs];
+      } else {
+        for (int64_t p = 0; p < kc; ++p) d[p * kMr + i] = 0.f;
+      }
+    }
+  }
+}
+
+// Floats of packing space one part of m x n x k needs.
+int64_t part_workspace(int64_t m, int64_t n, int64_t k) {
+  const int64_t kc = std::min(kKc, k);
+  return std::min(kMc, round_up(m, kMr)) * kc + kc * std::min(kNc, round_up(n, kNr));
+}
+
+// How a product is cut into parts, one per thread: along m when m >= n (each part packs all of B)
+// and along n otherwise (each part packs all of A), in whole tiles.
+struct Split {
+  int64_t parts, step;
+  bool along_m;
+};
+
+Split split_of(int64_t m, int64_t n, int64_t k, int64_t threads) {
+  const bool along_m = m >= n;
+  const int64_t unit = along_m ? kMr : kNr, extent = along_m ? m : n;
+  // At least one tile of rows or columns and about 2^20 multiply-adds per part.
+  const int64_t by_work = std::max<int64_t>(1, m * n * std::max<int64_t>(k, 1) >> 20);
+  const int64_t parts =
+      std::clamp<int64_t>(std::min(by_work, (extent + unit - 1) / unit), 1, threads);
+  const int64_t step = round_up((extent + parts - 1) / parts, unit);
+  return {(extent + step - 1) / step, step, along_m};
+}
+
+void gemm_part(int64_t m, int64_t n, int64_t k, const float* a, int64_t ars, int64_t acs,
+               const float* b, int64_t brs, int64_t bcs, const float* bias, bool accumulate,
+               float* c, int64_t ldc, float* work) {
+  if (k == 0) {  // an empty sum: C keeps its values or becomes the bias
+    for (int64_t i = 0; i < m && !accumulate; ++i) {
+      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = bias != nullptr ? bias[j] : 0.f;
+    }
+    return;
+  }
+  float* abuf = work;
+  float* bbuf = work + std::min(kMc, round_up(m, kMr)) * std::min(kKc, k);
+  for (int64_t jc = 0; jc < n; jc += kNc) {
+    const int64_t nc = std::min(kNc, n - jc);
+    for (int64_t pc = 0; pc < k; pc += kKc) {
+      const int64_t kc = std::min(kKc, k - pc);
+      pack_b(b + pc * brs + jc * bcs, brs, bcs, kc, nc, bbuf);
+      const bool load_c = accumulate || pc > 0;
+      const float* tile_bias = pc == 0 && bias != nullptr ? bias + jc : nullptr;
+      for (int64_t ic = 0; ic < m; ic += kMc) {
+        const int64_t mc = std::min(kMc, m - ic);
+        pack_a(a + ic * ars + pc * acs, ars, acs, mc, kc, abuf);
+        for (int64_t jr = 0; jr < nc; jr += kNr) {
+          for (int64_t ir = 0; ir < mc; ir += kMr) {
+            tile(kc, abuf + ir * kc, bbuf + jr * kc, c + (ic + ir) * ldc + jc + jr, ldc,
+                 std::min(kMr, mc - ir), std::min(kNr, nc - jr),
+                 tile_bias != nullptr ? tile_bias + jr : nullptr, load_c);
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+int64_t gemm_workspace(int64_t m, int64_t n, int64_t k, int64_t threads) {
+  const Split s = split_of(m, n, k, threads);
+  return s.parts * (s.along_m ? part_workspace(s.step, n, k) : part_workspace(m, s.step, k));
+}
+
+void gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t ars, int64_t acs, const float* b,
+          int64_t brs, int64_t bcs, const float* bias, bool accumulate, float* c, int64_t ldc,
+          int64_t threads, float* workspace) {
+  const Split s = split_of(m, n, k, threads);
+  const int64_t per_part = s.along_m ? part_workspace(s.step, n, k) : part_workspace(m, s.step, k);
+  at::parallel_for(0, s.parts, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t lo = t * s.step;
+      float* work = workspace + t * per_part;
+      if (s.along_m) {
+        gemm_part(std::min(s.step, m - lo), n, k, a + lo * ars, ars, acs, b, brs, bcs, bias,
+                  accumulate, c + lo * ldc, ldc, work);
+      } else {
+        gemm_part(m, std::min(s.step, n - lo), k, a, ars, acs, b + lo * bcs, brs, bcs,
+                  bias != nullptr ? bias + lo : nullptr, accumulate, c + lo, ldc, work);
+      }
+    }
+  });
+}
+
+}  // namespace shardformer::kernels::CPU_CAPABILITY

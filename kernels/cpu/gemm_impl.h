@@ -1,0 +1,18 @@
+// The GEMM's raw entry points (gemm_impl.cpp), declared in the namespace of the instruction set
+// being compiled; kernels_impl.cpp puts them in that set's KernelTable.
+#pragma once
+
+#include <cstdint>
+
+namespace shardformer::kernels::CPU_CAPABILITY {
+
+// Floats of workspace `gemm` needs for m x n x k on `threads` threads.
+int64_t gemm_workspace(int64_t m, int64_t n, int64_t k, int64_t threads);
+
+// c[i * ldc + j] (=|+=) sum_p a[i * ars + p * acs] * b[p * brs + j * bcs] (+ bias[j]) for
+// i < m, j < n: `accumulate` adds to c, bias may be null. Splits over at most `threads` threads.
+void gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t ars, int64_t acs, const float* b,
+          int64_t brs, int64_t bcs, const float* bias, bool accumulate, float* c, int64_t ldc,
+          int64_t threads, float* workspace);
+
+}  // namespace shardformer::kernels::CPU_CAPABILITY

@@ -1,0 +1,93 @@
+// The packed GEMM behind the SDK's products: the selection rule, and the autograd node that
+// runs a linear layer's forward and backward on it.
+#include "packed_gemm.h"
+
+#include "shardformer/kernels/cpu_kernels.h"
+
+#include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
+#include <torch/autograd.h>
+
+#include <initializer_list>
+#include <optional>
+
+namespace shardformer::layers {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+bool serves(std::initializer_list<at::Tensor> tensors) {
+  if (!kernels::gemm_enabled()) return false;
+  for (const at::Tensor& t : tensors) {
+    if (t.defined() && (!t.device().is_cpu() || t.scalar_type() != at::kFloat)) return false;
+  }
+  return true;
+}
+
+bool records_grad(std::initializer_list<at::Tensor> tensors) {
+  if (!at::GradMode::is_enabled()) return false;
+  for (const at::Tensor& t : tensors) {
+    if (t.defined() && t.requires_grad()) return true;
+  }
+  return false;
+}
+
+struct PackedLinear : torch::autograd::Function<PackedLinear> {
+  // bias: an optional, since an undefined tensor cannot be an autograd node's input.
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight,
+                            const std::optional<at::Tensor>& bias, bool k_major) {
+    ctx->save_for_backward({x, weight});
+    ctx->saved_data["k_major"] = k_major;
+    ctx->saved_data["bias"] = bias.has_value();
+    return kernels::linear(x, weight, bias ? bias->contiguous() : at::Tensor(), k_major);
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor& x = saved[0];       // [..., k]
+    const at::Tensor& weight = saved[1];  // [n, k] or [k, n]
+    const bool k_major = ctx->saved_data["k_major"].toBool();
+    const int64_t k = x.size(-1);
+    const at::Tensor dy = grads[0].reshape({-1, grads[0].size(-1)});  // [tokens, n]
+    at::Tensor dx, dw, db;
+    if (ctx->needs_input_grad(0)) {  // [tokens, n] . W -> [tokens, k]
+      dx = packed_mm(dy, k_major ? weight.t() : weight).view(x.sizes());
+    }
+    if (ctx->needs_input_grad(1)) {
+      const at::Tensor x2 = x.reshape({-1, k});                      // [tokens, k]
+      dw = k_major ? packed_mm(x2.t(), dy) : packed_mm(dy.t(), x2);  // the weight's layout
+    }
+    // Edges follow the tensor inputs: the bias's is the third when there is one.
+    if (ctx->saved_data["bias"].toBool() && ctx->needs_input_grad(2)) db = dy.sum(0);
+    return {dx, dw, db, at::Tensor()};
+  }
+};
+
+}  // namespace
+
+at::Tensor packed_mm(const at::Tensor& a, const at::Tensor& b) {
+  if (!serves({a, b}) || records_grad({a, b})) return at::mm(a, b);
+  at::Tensor out = at::empty({a.size(0), b.size(1)}, a.options());
+  kernels::gemm(a, b, {}, false, out);
+  return out;
+}
+
+at::Tensor linear_product(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                          bool k_major) {
+  if (serves({x, weight, bias}) && weight.dim() == 2) {
+    if (!records_grad({x, weight, bias})) {
+      return kernels::linear(x, weight, bias.defined() ? bias.contiguous() : bias, k_major);
+    }
+    return PackedLinear::apply(
+        x, weight, bias.defined() ? std::optional<at::Tensor>(bias) : std::nullopt, k_major);
+  }
+  if (!k_major) return bias.defined() ? at::linear(x, weight, bias) : at::matmul(x, weight.t());
+  auto out_shape = x.sizes().vec();
+  out_shape.back() = weight.size(1);
+  const at::Tensor flat = x.reshape({-1, weight.size(0)});
+  // HF's Conv1D: addmm over the flattened leading dimensions.
+  return (bias.defined() ? at::addmm(bias, flat, weight) : at::mm(flat, weight)).view(out_shape);
+}
+
+}  // namespace shardformer::layers
