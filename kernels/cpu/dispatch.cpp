@@ -84,7 +84,7 @@ void gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias, bool
   if (m == 0 || n == 0) return;
   const KernelTable& t = active_table();
   const int64_t threads = at::get_num_threads();
-  const at::Tensor work = at::empty({t.gemm_workspace(m, n, k, threads)}, a.options());
+  const at::Tensor work = at::empty({t.gemm_workspace(m, n, k, b.stride(1), threads)}, a.options());
   t.gemm(m, n, k, a.data_ptr<float>(), a.stride(0), a.stride(1), b.data_ptr<float>(), b.stride(0),
          b.stride(1), data_or_null(bias), accumulate, out.data_ptr<float>(), out.stride(0), threads,
          work.data_ptr<float>());

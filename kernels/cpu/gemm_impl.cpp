@@ -46,14 +46,15 @@ Vec load_lanes(const float* p, int64_t lanes) {
 }
 
 // One register tile: c [mr, nr] (=|+=) ap . bp (+ bias), with ap the packed [kc, kMr] micro-panel
-// of A and bp the packed [kc, kNr] micro-panel of B (both zero-padded past mr / nr). The sum over
+// of A (zero-padded past mr) and bp a [kc, kNr] panel of B whose rows are ldb floats apart: packed
+// (ldb = kNr, zero-padded past nr) or, for a full panel, B itself. The sum over
 // p runs in chunks of kSum steps, each from zero in registers and then added to c, so rounding
 // grows with the chunk plus the number of chunks, not with all of k. 192 is the chunk MKL's AVX2
 // kernels use: on this project's machines the products equal ATen's bit for bit (the HF
 // references too), and one chain of 768 steps ended 2-7x further from the fp64 product.
 constexpr int64_t kSum = 192;
-void tile(int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc, int64_t mr,
-          int64_t nr, const float* bias, bool load_c) {
+void tile(int64_t kc, const float* ap, const float* bp, int64_t ldb, float* c, int64_t ldc,
+          int64_t mr, int64_t nr, const float* bias, bool load_c) {
   for (int64_t p0 = 0; p0 < kc; p0 += kSum) {
     Vec acc[kMr][kVecs];
     SHARDFORMER_UNROLL
@@ -65,7 +66,7 @@ void tile(int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc, i
     for (int64_t p = p0; p < p1; ++p) {
       Vec b[kVecs];
       SHARDFORMER_UNROLL
-      for (int v = 0; v < kVecs; ++v) b[v] = Vec::loadu(bp + p * kNr + v * kLanes);
+      for (int v = 0; v < kVecs; ++v) b[v] = Vec::loadu(bp + p * ldb + v * kLanes);
       SHARDFORMER_UNROLL
       for (int64_t i = 0; i < kMr; ++i) {
         const Vec a(ap[p * kMr + i]);
@@ -146,10 +147,16 @@ void pack_a(const float* a, int64_t ars, int64_t acs, int64_t mc, int64_t kc, fl
   }
 }
 
+// Whether a part of m rows reads B's full panels where they are instead of packing them: rows of
+// B contiguous, and too few rows of A to repay a copy of B (each panel serves at most kMc / kMr
+// tiles). A prefill's products at a few dozen tokens copy none of the weights then.
+bool b_in_place(int64_t m, int64_t bcs) { return bcs == 1 && m <= kMc; }
+
 // Floats of packing space one part of m x n x k needs.
-int64_t part_workspace(int64_t m, int64_t n, int64_t k) {
+int64_t part_workspace(int64_t m, int64_t n, int64_t k, int64_t bcs) {
   const int64_t kc = std::min(kKc, k);
-  return std::min(kMc, round_up(m, kMr)) * kc + kc * std::min(kNc, round_up(n, kNr));
+  const int64_t b_panels = b_in_place(m, bcs) ? kNr : std::min(kNc, round_up(n, kNr));
+  return std::min(kMc, round_up(m, kMr)) * kc + kc * b_panels;
 }
 
 // How a product is cut into parts, one per thread: along m when m >= n (each part packs all of B)
@@ -181,21 +188,32 @@ void gemm_part(int64_t m, int64_t n, int64_t k, const float* a, int64_t ars, int
   }
   float* abuf = work;
   float* bbuf = work + std::min(kMc, round_up(m, kMr)) * std::min(kKc, k);
+  const bool in_place = b_in_place(m, bcs);
   for (int64_t jc = 0; jc < n; jc += kNc) {
     const int64_t nc = std::min(kNc, n - jc);
     for (int64_t pc = 0; pc < k; pc += kKc) {
       const int64_t kc = std::min(kKc, k - pc);
-      pack_b(b + pc * brs + jc * bcs, brs, bcs, kc, nc, bbuf);
+      const float* b_block = b + pc * brs + jc * bcs;
+      if (!in_place) pack_b(b_block, brs, bcs, kc, nc, bbuf);
       const bool load_c = accumulate || pc > 0;
       const float* tile_bias = pc == 0 && bias != nullptr ? bias + jc : nullptr;
       for (int64_t ic = 0; ic < m; ic += kMc) {
         const int64_t mc = std::min(kMc, m - ic);
         pack_a(a + ic * ars + pc * acs, ars, acs, mc, kc, abuf);
         for (int64_t jr = 0; jr < nc; jr += kNr) {
+          const int64_t nr = std::min(kNr, nc - jr);
+          const float* bp = bbuf + jr * kc;
+          int64_t ldb = kNr;
+          if (in_place && nr == kNr) {
+            bp = b_block + jr, ldb = brs;
+          } else if (in_place) {  // the last, partial panel: packed with its zero padding
+            pack_b(b_block + jr, brs, bcs, kc, nr, bbuf);
+            bp = bbuf;
+          }
           for (int64_t ir = 0; ir < mc; ir += kMr) {
-            tile(kc, abuf + ir * kc, bbuf + jr * kc, c + (ic + ir) * ldc + jc + jr, ldc,
-                 std::min(kMr, mc - ir), std::min(kNr, nc - jr),
-                 tile_bias != nullptr ? tile_bias + jr : nullptr, load_c);
+            tile(kc, abuf + ir * kc, bp, ldb, c + (ic + ir) * ldc + jc + jr, ldc,
+                 std::min(kMr, mc - ir), nr, tile_bias != nullptr ? tile_bias + jr : nullptr,
+                 load_c);
           }
         }
       }
@@ -205,16 +223,18 @@ void gemm_part(int64_t m, int64_t n, int64_t k, const float* a, int64_t ars, int
 
 }  // namespace
 
-int64_t gemm_workspace(int64_t m, int64_t n, int64_t k, int64_t threads) {
+int64_t gemm_workspace(int64_t m, int64_t n, int64_t k, int64_t bcs, int64_t threads) {
   const Split s = split_of(m, n, k, threads);
-  return s.parts * (s.along_m ? part_workspace(s.step, n, k) : part_workspace(m, s.step, k));
+  return s.parts *
+         (s.along_m ? part_workspace(s.step, n, k, bcs) : part_workspace(m, s.step, k, bcs));
 }
 
 void gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t ars, int64_t acs, const float* b,
           int64_t brs, int64_t bcs, const float* bias, bool accumulate, float* c, int64_t ldc,
           int64_t threads, float* workspace) {
   const Split s = split_of(m, n, k, threads);
-  const int64_t per_part = s.along_m ? part_workspace(s.step, n, k) : part_workspace(m, s.step, k);
+  const int64_t per_part =
+      s.along_m ? part_workspace(s.step, n, k, bcs) : part_workspace(m, s.step, k, bcs);
   at::parallel_for(0, s.parts, 1, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       const int64_t lo = t * s.step;

@@ -6,8 +6,8 @@
 
 namespace shardformer::kernels::CPU_CAPABILITY {
 
-// Floats of workspace `gemm` needs for m x n x k on `threads` threads.
-int64_t gemm_workspace(int64_t m, int64_t n, int64_t k, int64_t threads);
+// Floats of workspace `gemm` needs for m x n x k, B's columns bcs apart, on `threads` threads.
+int64_t gemm_workspace(int64_t m, int64_t n, int64_t k, int64_t bcs, int64_t threads);
 
 // c[i * ldc + j] (=|+=) sum_p a[i * ars + p * acs] * b[p * brs + j * bcs] (+ bias[j]) for
 // i < m, j < n: `accumulate` adds to c, bias may be null. Splits over at most `threads` threads.

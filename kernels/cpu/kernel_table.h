@@ -32,8 +32,8 @@ struct KernelTable {
   void (*softmax_xent_grad)(const float* x, const float* max, const float* sum,
                             const int64_t* target, const float* scale, float* grad, int64_t rows,
                             int64_t cols);
-  // Floats of workspace `gemm` needs for m x n x k on `threads` threads.
-  int64_t (*gemm_workspace)(int64_t m, int64_t n, int64_t k, int64_t threads);
+  // Floats of workspace `gemm` needs for m x n x k, B's columns bcs apart, on `threads` threads.
+  int64_t (*gemm_workspace)(int64_t m, int64_t n, int64_t k, int64_t bcs, int64_t threads);
   // c[i * ldc + j] (=|+=) sum_p a[i * ars + p * acs] * b[p * brs + j * bcs] (+ bias[j]):
   // the packed GEMM of gemm_impl.cpp.
   void (*gemm)(int64_t m, int64_t n, int64_t k, const float* a, int64_t ars, int64_t acs,

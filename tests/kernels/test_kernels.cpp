@@ -109,7 +109,8 @@ TEST_P(Kernels, GemmMatchesFp64Product) {
       const at::Tensor wide_before = wide.clone();
       const at::Tensor out = wide.narrow(1, 1, c.n);  // rows strided by n + 5
       const at::Tensor before = out.to(at::kDouble);
-      const at::Tensor work = at::empty({t.gemm_workspace(c.m, c.n, c.k, use_threads)});
+      const at::Tensor work =
+          at::empty({t.gemm_workspace(c.m, c.n, c.k, b.stride(1), use_threads)});
       t.gemm(c.m, c.n, c.k, a.data_ptr<float>(), a.stride(0), a.stride(1), b.data_ptr<float>(),
              b.stride(0), b.stride(1), c.bias ? bias.data_ptr<float>() : nullptr, c.accumulate,
              out.data_ptr<float>(), out.stride(0), use_threads, work.data_ptr<float>());
@@ -143,7 +144,7 @@ TEST_P(Kernels, GemmRoundingStaysFlatOverLongSums) {
   // Positive terms: nothing cancels, and a single chain's rounding would grow with k.
   const at::Tensor a = at::rand({m, k}), b = at::rand({k, n});
   at::Tensor c = at::empty({m, n});
-  const at::Tensor work = at::empty({t.gemm_workspace(m, n, k, 2)});
+  const at::Tensor work = at::empty({t.gemm_workspace(m, n, k, 1, 2)});
   t.gemm(m, n, k, a.data_ptr<float>(), k, 1, b.data_ptr<float>(), n, 1, nullptr, false,
          c.data_ptr<float>(), n, 2, work.data_ptr<float>());
   const at::Tensor a64 = a.to(at::kDouble), b64 = b.to(at::kDouble);
