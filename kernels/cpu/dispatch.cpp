@@ -102,6 +102,34 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tenso
   return y;
 }
 
+bool causal_attention_applies(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  for (const at::Tensor* t : {&q, &k, &v}) {
+    if (!t->device().is_cpu() || t->scalar_type() != at::kFloat || t->dim() != 4 ||
+        t->sizes() != q.sizes() || (t->size(3) > 1 && t->stride(3) != 1)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                            double scale) {
+  TORCH_CHECK(causal_attention_applies(q, k, v), "causal_attention: q ", q.sizes(), ", k ",
+              k.sizes(), " and v ", v.sizes(),
+              " must be fp32 CPU tensors [batch, heads, seq, dim] of one shape, dim contiguous");
+  const int64_t batch = q.size(0), heads = q.size(1), seq = q.size(2), dim = q.size(3);
+  const at::Tensor out = at::empty({batch, seq, heads, dim}, q.options()).transpose(1, 2);
+  if (q.numel() == 0) return out;
+  const auto strides = [](const at::Tensor& t) {
+    return AttentionStrides{t.stride(0), t.stride(1), t.stride(2)};
+  };
+  const AttentionShape shape{batch,      heads,      seq,        dim,
+                             strides(q), strides(k), strides(v), strides(out)};
+  active_table().causal_attention(q.data_ptr<float>(), k.data_ptr<float>(), v.data_ptr<float>(),
+                                  out.data_ptr<float>(), shape, static_cast<float>(scale));
+  return out;
+}
+
 bool skinny_linear_applies(const at::Tensor& x, const at::Tensor& weight) {
   return cpu_float_contiguous(x) && cpu_float_contiguous(weight) && weight.dim() == 2 &&
          x.dim() >= 1 && x.numel() / std::max<int64_t>(x.size(-1), 1) <= kSkinnyRows;

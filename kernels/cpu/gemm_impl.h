@@ -1,6 +1,9 @@
-// The GEMM's raw entry points (gemm_impl.cpp), declared in the namespace of the instruction set
-// being compiled; kernels_impl.cpp puts them in that set's KernelTable.
+// The raw entry points of the GEMM (gemm_impl.cpp) and of the attention built on it
+// (attention_impl.cpp), declared in the namespace of the instruction set being compiled;
+// kernels_impl.cpp puts them in that set's KernelTable.
 #pragma once
+
+#include "kernel_table.h"
 
 #include <cstdint>
 
@@ -14,5 +17,9 @@ int64_t gemm_workspace(int64_t m, int64_t n, int64_t k, int64_t bcs, int64_t thr
 void gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t ars, int64_t acs, const float* b,
           int64_t brs, int64_t bcs, const float* bias, bool accumulate, float* c, int64_t ldc,
           int64_t threads, float* workspace);
+
+// Causal self-attention for inference (attention_impl.cpp), on the GEMM above.
+void causal_attention(const float* q, const float* k, const float* v, float* out,
+                      const AttentionShape& shape, float scale);
 
 }  // namespace shardformer::kernels::CPU_CAPABILITY

@@ -6,6 +6,17 @@
 
 namespace shardformer::kernels {
 
+// Element strides of a [batch, heads, seq, dim] operand whose dim is contiguous.
+struct AttentionStrides {
+  int64_t batch, head, row;
+};
+
+// The operands of causal_attention: q, k, v and out, each [batch, heads, seq, dim].
+struct AttentionShape {
+  int64_t batch, heads, seq, dim;
+  AttentionStrides q, k, v, out;
+};
+
 struct KernelTable {
   // y[m, n] = x[m, k] . W + bias: W is [n, k] (k_major false) or [k, n] (k_major true).
   void (*skinny_linear)(const float* x, int64_t m, int64_t k, const float* w, int64_t n,
@@ -36,6 +47,9 @@ struct KernelTable {
   int64_t (*gemm_workspace)(int64_t m, int64_t n, int64_t k, int64_t bcs, int64_t threads);
   // c[i * ldc + j] (=|+=) sum_p a[i * ars + p * acs] * b[p * brs + j * bcs] (+ bias[j]):
   // the packed GEMM of gemm_impl.cpp.
+  // out = softmax(q k^T * scale, query i seeing keys 0..i) v for every (batch, head).
+  void (*causal_attention)(const float* q, const float* k, const float* v, float* out,
+                           const AttentionShape& shape, float scale);
   void (*gemm)(int64_t m, int64_t n, int64_t k, const float* a, int64_t ars, int64_t acs,
                const float* b, int64_t brs, int64_t bcs, const float* bias, bool accumulate,
                float* c, int64_t ldc, int64_t threads, float* workspace);

@@ -379,7 +379,7 @@ void softmax_xent_grad(const float* x, const float* max, const float* sum, const
 }  // namespace
 
 const KernelTable table{
-    &skinny_linear, &bias_gelu_tanh, &gelu_tanh_backward, &add_layer_norm, &rms_norm,
-    &rotary,        &softmax_stats,  &softmax_xent_grad,  &gemm_workspace, &gemm};
+    &skinny_linear, &bias_gelu_tanh,    &gelu_tanh_backward, &add_layer_norm,   &rms_norm, &rotary,
+    &softmax_stats, &softmax_xent_grad, &gemm_workspace,     &causal_attention, &gemm};
 
 }  // namespace shardformer::kernels::CPU_CAPABILITY

@@ -151,6 +151,44 @@ TEST_P(Kernels, GemmRoundingStaysFlatOverLongSums) {
   EXPECT_LT(worst(c, at::mm(a64, b64), at::mm(a64.abs(), b64.abs()), 1e-30), 4e-7);
 }
 
+// Causal attention against fp64 softmax(q k^T * scale, masked) v: sequences shorter than, equal
+// to and past its query block (64), head sizes with vector tails, q, k, v as the transposed
+// [batch, seq, heads, dim] views attention layers make, split over 1 and 3 threads.
+TEST_P(Kernels, CausalAttentionMatchesFp64Softmax) {
+  const kernels::KernelTable& t = *GetParam().table;
+  at::manual_seed(2);
+  const int threads = at::get_num_threads();
+  for (const int use_threads : {1, 3}) {
+    at::set_num_threads(use_threads);
+    for (const int64_t seq : {1, 5, 64, 65, 130}) {
+      for (const int64_t dim : {8, 64, 80}) {
+        const int64_t batch = 2, heads = 3;
+        const auto make = [&] { return at::randn({batch, seq, heads, dim}).transpose(1, 2); };
+        const at::Tensor q = make() * 2, k = make() * 2, v = make();
+        const double scale = 1.0 / std::sqrt(static_cast<double>(dim));
+        at::Tensor out = at::empty({batch, seq, heads, dim}).transpose(1, 2);
+        const auto strides = [](const at::Tensor& x) {
+          return kernels::AttentionStrides{x.stride(0), x.stride(1), x.stride(2)};
+        };
+        t.causal_attention(
+            q.data_ptr<float>(), k.data_ptr<float>(), v.data_ptr<float>(), out.data_ptr<float>(),
+            {batch, heads, seq, dim, strides(q), strides(k), strides(v), strides(out)},
+            static_cast<float>(scale));
+        const at::Tensor mask = at::ones({seq, seq}, at::kBool).tril();
+        const at::Tensor scores =
+            at::matmul(q.to(at::kDouble), k.to(at::kDouble).transpose(-2, -1)) * scale;
+        const at::Tensor probs = at::softmax(scores.masked_fill(mask.logical_not(), -INFINITY), -1);
+        const at::Tensor want = at::matmul(probs, v.to(at::kDouble));
+        // Rounding grows with the terms: sum_j p_ij |v_j|.
+        const at::Tensor size = at::matmul(probs, v.to(at::kDouble).abs());
+        EXPECT_LT(worst(out, want, size, 1e-30), 1e-5)
+            << "seq " << seq << " dim " << dim << " threads " << use_threads;
+      }
+    }
+  }
+  at::set_num_threads(threads);
+}
+
 TEST_P(Kernels, BiasGeluTanhMatchesHfFormula) {
   const kernels::KernelTable& t = *GetParam().table;
   at::manual_seed(1);
@@ -344,6 +382,21 @@ TEST(KernelEntryPoints, GemmAndLinearKeepLeadingDimsWriteSlicesAndRefuseWhatThey
                c10::Error);                                                     // fp64
   EXPECT_THROW(kernels::linear(x, w, at::randn({69}), false), c10::Error);      // bias size
   EXPECT_THROW(kernels::linear(x, at::randn({70, 41}), b, false), c10::Error);  // k differs
+}
+
+TEST(KernelEntryPoints, CausalAttentionMatchesSdpaAndRefusesWhatItCannotServe) {
+  const at::Tensor q = at::randn({2, 4, 70, 16}), k = at::randn({2, 4, 70, 16}),
+                   v = at::randn({2, 4, 70, 16});
+  const at::Tensor out = kernels::causal_attention(q, k, v, 0.25);
+  EXPECT_EQ(out.sizes(), q.sizes());
+  EXPECT_TRUE(out.transpose(1, 2).is_contiguous());  // heads merge as a view
+  EXPECT_TRUE(at::allclose(
+      out, at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true, 0.25), 1e-5,
+      1e-5));
+  EXPECT_FALSE(kernels::causal_attention_applies(q, k.narrow(2, 0, 69), v));  // lengths differ
+  EXPECT_FALSE(kernels::causal_attention_applies(q.transpose(2, 3), k, v));   // dim strided
+  EXPECT_FALSE(kernels::causal_attention_applies(q.to(at::kDouble), k, v));   // fp64
+  EXPECT_THROW(kernels::causal_attention(q, k, v.narrow(1, 0, 3), 0.25), c10::Error);
 }
 
 TEST(KernelEntryPoints, RotaryKeepsTheLayoutAndRefusesWhatItCannotServe) {

@@ -1,6 +1,8 @@
 // Masks, ALiBi, grouped-query attention over the KV cache, with SDPA or explicit scores.
 #include "shardformer/layers/attention.h"
 
+#include "inference_kernels.h"
+
 #include "shardformer/distributed/comm_ops.h"
 #include "shardformer/distributed/process_group.h"
 #include "shardformer/error.h"
@@ -94,6 +96,12 @@ at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
   const bool causal = !args.mask.defined() && args.causal && q.size(2) == k.size(2);
   if (!explicit_scores && !args.bias.defined()) {
     if (causal || (args.mask.defined() && q.size(2) == k.size(2) && plain_causal(args.mask))) {
+      // Inference on the packed GEMM where it runs the products (kernels::gemm_enabled):
+      // ATen's CPU flash attention calls MKL's GEMM.
+      if (use_inference_kernel({}) && kernels::gemm_enabled() &&
+          kernels::causal_attention_applies(q, k, v)) {
+        return kernels::causal_attention(q, k, v, args.scale);
+      }
       return at::scaled_dot_product_attention(q, k, v, {}, /*dropout_p=*/0.0,
                                               /*is_causal=*/true, args.scale);
     }

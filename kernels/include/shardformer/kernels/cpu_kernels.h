@@ -41,6 +41,16 @@ void gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias, bool
 at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                   bool k_major);
 
+// Whether causal_attention serves q, k, v: CPU fp32 tensors [batch, heads, seq, dim] of one
+// shape, each with its last dimension contiguous.
+bool causal_attention_applies(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
+
+// softmax(q k^T * scale) v with query i seeing keys 0 .. i (SDPA's is_causal), for every
+// (batch, head), on the packed GEMM: [batch, heads, seq, dim], laid out in memory as [batch,
+// seq, heads, dim] so that merging the heads is a view. No autograd.
+at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                            double scale);
+
 // gelu_tanh(x + bias) (HF's "gelu_new"), x [..., n] contiguous fp32, bias [n] or undefined.
 at::Tensor bias_gelu_tanh(const at::Tensor& x, const at::Tensor& bias);
 

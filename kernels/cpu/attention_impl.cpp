@@ -1,0 +1,108 @@
+// Causal self-attention for inference on the packed GEMM (gemm_impl.cpp), compiled per
+// instruction set like the other kernels: per (batch, head) and block of queries, the scores
+// against the keys up to the block's last query, an exact softmax per row, and their product
+// with the values. The blocks above the diagonal are never computed.
+#include "gemm_impl.h"
+#include "kernel_table.h"
+
+#include <ATen/Parallel.h>
+#include <ATen/cpu/vec/functional.h>
+#include <ATen/cpu/vec/vec.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#if AT_PARALLEL_OPENMP && !defined(_OPENMP)
+#error "kernels need -fopenmp (SHARDFORMER_OPENMP_FLAGS): without it at::parallel_for is serial"
+#endif
+
+namespace shardformer::kernels::CPU_CAPABILITY {
+namespace {
+
+using Vec = at::vec::Vectorized<float>;
+constexpr int64_t kLanes = Vec::size();
+
+// Queries per block: the scores of a block are [kBlock, keys]; the part of the diagonal block
+// above the diagonal (kBlock^2 / 2 scores a block) is the work wasted on causality.
+constexpr int64_t kBlock = 64;
+
+float max_of(const float* x, int64_t n) {
+  int64_t i = 0;
+  Vec best(-std::numeric_limits<float>::infinity());
+  for (; i + kLanes <= n; i += kLanes) best = at::vec::maximum(best, Vec::loadu(x + i));
+  float m =
+      at::vec::vec_reduce_all<float>([](Vec& a, Vec& b) { return at::vec::maximum(a, b); }, best);
+  for (; i < n; ++i) m = std::max(m, x[i]);
+  return m;
+}
+
+// x[i] = exp((x[i] - max) * scale) over n values; returns their sum.
+float exp_and_sum(float* x, int64_t n, float max, float scale) {
+  const Vec vmax(max), vscale(scale);
+  Vec acc(0.f);
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    const Vec e = ((Vec::loadu(x + i) - vmax) * vscale).exp();
+    e.store(x + i);
+    acc = acc + e;
+  }
+  float sum = at::vec::vec_reduce_all<float>([](Vec& a, Vec& b) { return a + b; }, acc);
+  for (; i < n; ++i) {
+    x[i] = std::exp((x[i] - max) * scale);
+    sum += x[i];
+  }
+  return sum;
+}
+
+void scale_row(float* x, int64_t n, float factor) {
+  const Vec f(factor);
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) (Vec::loadu(x + i) * f).store(x + i);
+  for (; i < n; ++i) x[i] *= factor;
+}
+
+// One (batch, head): out [seq, dim] = softmax(causal(q k^T) * scale) v.
+void attend_one(const float* q, const float* k, const float* v, float* out, const AttentionShape& s,
+                float scale, float* scores, float* work) {
+  for (int64_t i0 = 0; i0 < s.seq; i0 += kBlock) {
+    const int64_t rows = std::min(kBlock, s.seq - i0), keys = i0 + rows;
+    // scores [rows, keys] = q[i0 : i0 + rows] . k[0 : keys]^T, unscaled
+    gemm(rows, keys, s.dim, q + i0 * s.q.row, s.q.row, 1, k, 1, s.k.row, nullptr, false, scores,
+         keys, 1, work);
+    for (int64_t r = 0; r < rows; ++r) {
+      float* row = scores + r * keys;
+      const int64_t seen = i0 + r + 1;  // query i0 + r sees keys 0 .. i0 + r
+      const float sum = exp_and_sum(row, seen, max_of(row, seen), scale);
+      std::fill(row + seen, row + keys, 0.f);
+      scale_row(row, seen, 1.f / sum);
+    }
+    // out[i0 : i0 + rows] = probabilities [rows, keys] . v[0 : keys]
+    gemm(rows, s.dim, keys, scores, keys, 1, v, s.v.row, 1, nullptr, false, out + i0 * s.out.row,
+         s.out.row, 1, work);
+  }
+}
+
+}  // namespace
+
+void causal_attention(const float* q, const float* k, const float* v, float* out,
+                      const AttentionShape& s, float scale) {
+  const int64_t tasks = s.batch * s.heads;
+  const int64_t block = std::min(kBlock, s.seq);
+  // Workspace for the larger of the two products of a block.
+  const int64_t work_floats = std::max(gemm_workspace(block, s.seq, s.dim, s.k.row, 1),
+                                       gemm_workspace(block, s.dim, s.seq, 1, 1));
+  at::parallel_for(0, tasks, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> scores(static_cast<size_t>(block * s.seq));
+    std::vector<float> work(static_cast<size_t>(work_floats));
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t b = t / s.heads, h = t % s.heads;
+      attend_one(q + b * s.q.batch + h * s.q.head, k + b * s.k.batch + h * s.k.head,
+                 v + b * s.v.batch + h * s.v.head, out + b * s.out.batch + h * s.out.head, s, scale,
+                 scores.data(), work.data());
+    }
+  });
+}
+
+}  // namespace shardformer::kernels::CPU_CAPABILITY
