@@ -189,7 +189,15 @@ TEST_P(CommOps, SharedMemoryAllGatherAndAllReduceEqualTheirDefinitions) {
     at::Tensor reduced = seeded(20 + rank, {3001});
     mesh.tp().all_reduce_(reduced);
     EXPECT_TRUE(at::equal(reduced, sum)) << (reduced - sum).abs().max().item<double>();
-    EXPECT_EQ(mesh.tp().stats().all_gathers, 6);
+    // In place: each rank's block already sits in its columns of the output (as the LM head's
+    // product writes it); the others' are filled in around it.
+    std::vector<at::Tensor> blocks;
+    for (int r = 0; r < world; ++r) blocks.push_back(seeded(30 + r, {3, 5, 700}));
+    at::Tensor output = at::full({3, 5, 700 * world}, -7.f);
+    output.narrow(2, 700 * rank, 700).copy_(blocks[rank]);
+    mesh.tp().all_gather_in_place(output, -1);
+    EXPECT_TRUE(at::equal(output, at::cat(blocks, 2))) << "all_gather_in_place";
+    EXPECT_EQ(mesh.tp().stats().all_gathers, 7);
     EXPECT_EQ(mesh.tp().stats().all_reduces, 1);
   }));
 }

@@ -176,6 +176,13 @@ void check_embedding(int tp, ShardKind kind) {
     expect_equal(loss.detach(), loss_full.detach(), "loss", 1e-5);
     expect_equal(sharded->lm_logits(hidden, /*gather=*/true).logits.detach(), logits_full.detach(),
                  "gathered logits", 1e-5);
+    {  // more rows than the skinny kernel takes, without gradients (the vocab-parallel head
+       // computes into its columns of the gathered logits where the packed GEMM runs)
+      const at::NoGradGuard no_grad;
+      const at::Tensor many = seeded(9, {3, 11, dim});  // 33 rows
+      expect_equal(sharded->lm_logits(many, /*gather=*/true).logits, at::matmul(many, weight.t()),
+                   "gathered logits of 33 rows", 1e-5);
+    }
     const at::Tensor upstream = seeded(8, {2, vocab, dim});
     ((lookup * upstream).sum() + loss_full).backward();
     ((sharded->forward(ids) * upstream).sum() + loss).backward();

@@ -187,6 +187,22 @@ at::Tensor ProcessGroup::all_gather(const at::Tensor& tensor, int64_t dim) const
   return at::cat(outputs[0], dim);
 }
 
+void ProcessGroup::all_gather_in_place(at::Tensor& output, int64_t dim) const {
+  if (impl_->size == 1) return;
+  dim = dim < 0 ? dim + output.dim() : dim;
+  const int64_t n = output.size(dim) / impl_->size;
+  const at::Tensor mine = output.narrow(dim, impl_->rank * n, n);
+  if (!through_shared_memory(*impl_, mine) || !output.is_contiguous()) {
+    output.copy_(all_gather(mine.contiguous(), dim));
+    return;
+  }
+  impl_->stats.all_gathers += 1;
+  impl_->stats.all_gather_elements += mine.numel();
+  run_shared(*impl_, "all_gather", [&] {
+    impl_->shared_memory->all_gather_into(mine, output, dim, /*own_in_place=*/true);
+  });
+}
+
 namespace {
 
 // A collective from `input` into `output` without waiting (output_is_larger: the output holds

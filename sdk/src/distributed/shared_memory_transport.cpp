@@ -205,14 +205,14 @@ void SharedMemoryTransport::barrier() const {
 }
 
 void SharedMemoryTransport::all_gather_into(const at::Tensor& input, at::Tensor& output,
-                                            int64_t dim) {
+                                            int64_t dim, bool own_in_place) {
   if (input.numel() == 0) return;
   const at::NoGradGuard no_grad;
   int64_t outer = 1;
   for (int64_t d = 0; d < dim; ++d) outer *= input.size(d);
   const int64_t inner = input.numel() / outer;  // elements of one rank's block in an output row
   const int64_t chunk = chunk_bytes_ / static_cast<int64_t>(input.element_size());
-  const at::Tensor in = input.view({outer, inner});
+  const at::Tensor in = input.reshape({outer, inner});        // a view, strided when own_in_place
   const at::Tensor out = output.view({outer, size_, inner});  // [outer, rank, inner]
   const at::TensorOptions options = input.options();
   // Exchanges the block [o0, o0 + rows) x [c0, c0 + cols) of every rank's [outer, inner].
@@ -220,6 +220,7 @@ void SharedMemoryTransport::all_gather_into(const at::Tensor& input, at::Tensor&
     view_of(slot(rank_), {rows, cols}, options).copy_(in.narrow(0, o0, rows).narrow(1, c0, cols));
     barrier();
     for (int r = 0; r < size_; ++r) {
+      if (r == rank_ && own_in_place) continue;
       out.select(1, r)
           .narrow(0, o0, rows)
           .narrow(1, c0, cols)

@@ -31,9 +31,11 @@ class SharedMemoryTransport {
   SharedMemoryTransport(const SharedMemoryTransport&) = delete;
   SharedMemoryTransport& operator=(const SharedMemoryTransport&) = delete;
 
-  // output [.., size * n, ..] (contiguous): the ranks' contiguous `input`s [.., n, ..] in rank
-  // order along `dim`, every rank's input of one shape and dtype.
-  void all_gather_into(const at::Tensor& input, at::Tensor& output, int64_t dim);
+  // output [.., size * n, ..] (contiguous): the ranks' `input`s [.., n, ..] in rank order along
+  // `dim`, every rank's input of one shape and dtype. own_in_place: `input` is this rank's block
+  // of `output` already (a view of it), which is then not copied back.
+  void all_gather_into(const at::Tensor& input, at::Tensor& output, int64_t dim,
+                       bool own_in_place = false);
   // The sum over the ranks of a contiguous fp32 tensor, in place; each element is summed in
   // rank order by one rank, so every rank holds the same bits.
   void all_reduce_sum_(at::Tensor& tensor);

@@ -4,11 +4,13 @@
 #include "inference_kernels.h"
 
 #include "shardformer/distributed/comm_ops.h"
+#include "shardformer/distributed/process_group.h"
 #include "shardformer/error.h"
 #include "shardformer/strings.h"
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <limits>
 
 namespace shardformer::layers {
@@ -65,12 +67,47 @@ at::Tensor VocabParallelEmbedding1D::forward(const at::Tensor& ids) {
   return distributed::reduce_from_parallel_region(partial, *group_);
 }
 
+namespace {
+
+// Whether gathered logits are computed in place (gathered_in_place): without gradients, on the
+// packed GEMM, for more rows than the skinny kernel takes.
+bool gathers_in_place(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
+  return !at::GradMode::is_enabled() && kernels::gemm_enabled() && kernel_layout(x) &&
+         kernel_layout(weight) && (!bias.defined() || kernel_layout(bias)) &&
+         x.numel() / std::max<int64_t>(x.size(-1), 1) > kernels::kSkinnyRows;
+}
+
+// x [..., dim] times this rank's rows of the vocabulary (weight [padded/tp, dim], from `start`)
+// straight into its columns of the gathered logits [..., padded], which the all-gather fills in
+// around them: this rank's block is neither a tensor of its own nor copied back.
+at::Tensor gathered_in_place(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                             int64_t padded, int64_t start, int64_t real,
+                             const distributed::ProcessGroup& group) {
+  const int64_t local = weight.size(0);
+  auto shape = x.sizes().vec();
+  shape.back() = padded;
+  at::Tensor full = at::empty(shape, x.options());                          // [..., padded]
+  const at::Tensor mine = full.view({-1, padded}).narrow(1, start, local);  // [tokens, padded/tp]
+  kernels::gemm(x.reshape({-1, x.size(-1)}), weight.t(), bias, false, mine);
+  if (real < local)
+    mine.narrow(1, real, local - real).fill_(-std::numeric_limits<double>::infinity());
+  group.all_gather_in_place(full, -1);
+  return full;
+}
+
+}  // namespace
+
 VocabLogits VocabParallelEmbedding1D::lm_logits(const at::Tensor& hidden, bool gather,
                                                 const at::Tensor& bias) {
   const at::Tensor x = distributed::copy_to_parallel_region(hidden, *group_);
+  const int64_t real = std::clamp<int64_t>(num_embeddings_ - vocab_start_, 0, local_rows_);
+  if (gather && gathers_in_place(x, weight_, bias)) {
+    const at::Tensor full =
+        gathered_in_place(x, weight_, bias, padded_rows_, vocab_start_, real, *group_);
+    return {full.narrow(-1, 0, num_embeddings_), false, 0, num_embeddings_, nullptr};
+  }
   at::Tensor local = project(x, weight_, {}, false);  // [..., padded/tp]
   if (bias.defined()) local = local + bias;           // bias: [padded/tp], this rank's rows
-  const int64_t real = std::clamp<int64_t>(num_embeddings_ - vocab_start_, 0, local_rows_);
   if (real < local_rows_) {  // padding columns must never win a max or take probability
     // In place: the product's own output (its backward needs only its inputs), no copy of
     // this rank's [tokens, padded/tp] logits; the filled columns get no gradient.

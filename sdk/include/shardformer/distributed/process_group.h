@@ -55,6 +55,10 @@ class ProcessGroup {
   PendingWork all_reduce_async(const at::Tensor& tensor) const;
   // The group's tensors concatenated along `dim`, in rank order: [.., size * n, ..].
   at::Tensor all_gather(const at::Tensor& tensor, int64_t dim) const;
+  // The same into `output` [.., size * n, ..] (contiguous) whose block of this rank along `dim`
+  // already holds its tensor (written there by the caller, e.g. a product into a column slice):
+  // the other ranks' blocks are filled in, and this rank's is not copied again.
+  void all_gather_in_place(at::Tensor& output, int64_t dim) const;
   // Starts an all-gather into `output` ([size * n, ..]: the ranks' `input`s [n, ..] stacked
   // along dim 0, in rank order); both contiguous and alive until the handle's wait() returned.
   PendingWork all_gather_into_async(const at::Tensor& input, at::Tensor& output) const;
