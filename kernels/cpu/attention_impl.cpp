@@ -4,25 +4,15 @@
 // with the values. The blocks above the diagonal are never computed.
 #include "gemm_impl.h"
 #include "kernel_table.h"
-
-#include <ATen/Parallel.h>
-#include <ATen/cpu/vec/functional.h>
-#include <ATen/cpu/vec/vec.h>
+#include "vec_common.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
 
-#if AT_PARALLEL_OPENMP && !defined(_OPENMP)
-#error "kernels need -fopenmp (SHARDFORMER_OPENMP_FLAGS): without it at::parallel_for is serial"
-#endif
-
 namespace shardformer::kernels::CPU_CAPABILITY {
 namespace {
-
-using Vec = at::vec::Vectorized<float>;
-constexpr int64_t kLanes = Vec::size();
 
 // Queries per block: the scores of a block are [kBlock, keys]; the part of the diagonal block
 // above the diagonal (kBlock^2 / 2 scores a block) is the work wasted on causality.

@@ -2,23 +2,13 @@
 // with ATen's Vectorized<float> and compiled per instruction set like kernels_impl.cpp:
 // C = A . B (+ bias) (+ C) for A and B of any strides. Why it exists: docs/benchmarks.md.
 #include "kernel_table.h"
-
-#include <ATen/Parallel.h>
-#include <ATen/cpu/vec/functional.h>
-#include <ATen/cpu/vec/vec.h>
+#include "vec_common.h"
 
 #include <algorithm>
 #include <limits>
 
-#if AT_PARALLEL_OPENMP && !defined(_OPENMP)
-#error "kernels need -fopenmp (SHARDFORMER_OPENMP_FLAGS): without it at::parallel_for is serial"
-#endif
-
 namespace shardformer::kernels::CPU_CAPABILITY {
 namespace {
-
-using Vec = at::vec::Vectorized<float>;
-constexpr int64_t kLanes = Vec::size();
 
 // The register tile: kMr rows x kVecs vectors of C held in registers (AVX-512: 6 x 64 floats in
 // 24 of the 32 zmm registers; AVX2: 6 x 16 in 12 of the 16 ymm registers).
@@ -32,8 +22,6 @@ constexpr int64_t kNr = kVecs * kLanes;
 constexpr int64_t kKc = 768;
 constexpr int64_t kMc = 120;
 constexpr int64_t kNc = 2048;
-
-#define SHARDFORMER_UNROLL _Pragma("GCC unroll 16")
 
 int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 

@@ -3,29 +3,15 @@
 // tanh-GELU, residual add + LayerNorm, RMSNorm, rotary embedding and softmax cross-entropy.
 #include "gemm_impl.h"
 #include "kernel_table.h"
-
-#include <ATen/Parallel.h>
-#include <ATen/cpu/vec/functional.h>
-#include <ATen/cpu/vec/vec.h>
+#include "vec_common.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
 
-#if AT_PARALLEL_OPENMP && !defined(_OPENMP)
-#error "kernels need -fopenmp (SHARDFORMER_OPENMP_FLAGS): without it at::parallel_for is serial"
-#endif
-
 namespace shardformer::kernels::CPU_CAPABILITY {
 namespace {
-
-using Vec = at::vec::Vectorized<float>;
-constexpr int64_t kLanes = Vec::size();
-
-// GCC at -O2 keeps small accumulator arrays on the stack unless their loops are unrolled
-// (a store-to-load chain per FMA: the 4-row product ran at half speed).
-#define SHARDFORMER_UNROLL _Pragma("GCC unroll 16")
 
 float sum_lanes(const Vec& v) {
   return at::vec::vec_reduce_all<float>([](Vec& a, Vec& b) { return a + b; }, v);
