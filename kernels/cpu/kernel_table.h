@@ -45,11 +45,11 @@ struct KernelTable {
                             int64_t cols);
   // Floats of workspace `gemm` needs for m x n x k, B's columns bcs apart, on `threads` threads.
   int64_t (*gemm_workspace)(int64_t m, int64_t n, int64_t k, int64_t bcs, int64_t threads);
-  // c[i * ldc + j] (=|+=) sum_p a[i * ars + p * acs] * b[p * brs + j * bcs] (+ bias[j]):
-  // the packed GEMM of gemm_impl.cpp.
   // out = softmax(q k^T * scale, query i seeing keys 0..i) v for every (batch, head).
   void (*causal_attention)(const float* q, const float* k, const float* v, float* out,
                            const AttentionShape& shape, float scale);
+  // c[i * ldc + j] (=|+=) sum_p a[i * ars + p * acs] * b[p * brs + j * bcs] (+ bias[j]):
+  // the packed GEMM of gemm_impl.cpp.
   void (*gemm)(int64_t m, int64_t n, int64_t k, const float* a, int64_t ars, int64_t acs,
                const float* b, int64_t brs, int64_t bcs, const float* bias, bool accumulate,
                float* c, int64_t ldc, int64_t threads, float* workspace);
