@@ -26,10 +26,13 @@ void run_forward(const JobConfig& config, Session& session, bool writer, std::os
   if (writer) check_output_path(config, f.output, "forward.output");
   const PaddedBatch batch = right_pad(f.input_ids, 0);
   const c10::Device device = session.model().parameters().front().device();
+  // Only the writer needs the output: the other tp ranks of a language model skip receiving
+  // its whole vocabulary.
   const ForwardInputs inputs{.input_ids = batch.input_ids.to(device),
-                             .attention_mask = batch.attention_mask.to(device)};
+                             .attention_mask = batch.attention_mask.to(device),
+                             .logits_on_first_tp_rank = true};
   const auto start = std::chrono::steady_clock::now();
-  const at::Tensor output = session.forward(inputs);  // defined where holds_output()
+  const at::Tensor output = session.forward(inputs);  // defined where `writer`
   const double elapsed = seconds_since(start);
   at::Tensor loss;
   if (f.loss) {  // HF's labels = input_ids, padding ignored

@@ -154,6 +154,23 @@ at::Tensor skinny_linear(const at::Tensor& x, const at::Tensor& weight, const at
   return y;
 }
 
+void sum_terms(const std::vector<at::Tensor>& terms, const at::Tensor& bias,
+               const at::Tensor& out) {
+  TORCH_CHECK(terms.size() >= 2 && cpu_float_contiguous(out) && out.dim() >= 1,
+              "sum_terms: at least two terms and a contiguous fp32 CPU output");
+  std::vector<const float*> data;
+  for (const at::Tensor& t : terms) {
+    TORCH_CHECK(cpu_float_contiguous(t) && t.sizes() == out.sizes(), "sum_terms: a term ",
+                t.sizes(), " must be a contiguous fp32 CPU tensor of the output's shape ",
+                out.sizes());
+    data.push_back(t.data_ptr<float>());
+  }
+  const int64_t cols = out.size(-1);
+  check_vector(bias, cols, "sum_terms: bias");
+  active_table().sum_terms(data.data(), static_cast<int64_t>(data.size()), data_or_null(bias),
+                           out.data_ptr<float>(), out.numel() / std::max<int64_t>(cols, 1), cols);
+}
+
 at::Tensor bias_gelu_tanh(const at::Tensor& x, const at::Tensor& bias) {
   TORCH_CHECK(cpu_float_contiguous(x) && x.dim() >= 1,
               "bias_gelu_tanh: x must be a contiguous fp32 CPU tensor");

@@ -43,6 +43,10 @@ struct KernelTable {
   void (*softmax_xent_grad)(const float* x, const float* max, const float* sum,
                             const int64_t* target, const float* scale, float* grad, int64_t rows,
                             int64_t cols);
+  // out[r, :] = ((terms[0][r, :] + terms[1][r, :]) + ... + terms[n - 1][r, :]) + bias for rows x
+  // cols (n >= 2; bias may be null): the sum of a shared-memory all-reduce, in rank order.
+  void (*sum_terms)(const float* const* terms, int64_t n, const float* bias, float* out,
+                    int64_t rows, int64_t cols);
   // Floats of workspace `gemm` needs for m x n x k, B's columns bcs apart, on `threads` threads.
   int64_t (*gemm_workspace)(int64_t m, int64_t n, int64_t k, int64_t bcs, int64_t threads);
   // out = softmax(q k^T * scale, query i seeing keys 0..i) v for every (batch, head).

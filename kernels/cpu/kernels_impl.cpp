@@ -1,6 +1,6 @@
 // The CPU kernels, written once with ATen's Vectorized<float> and compiled per instruction set
 // (CPU_CAPABILITY = DEFAULT, AVX2, AVX512; kernels/CMakeLists.txt): skinny products, bias +
-// tanh-GELU, residual add + LayerNorm, RMSNorm, rotary embedding and softmax cross-entropy.
+// tanh-GELU, residual add + LayerNorm, RMSNorm, rotary embedding, softmax cross-entropy and sums.
 #include "gemm_impl.h"
 #include "kernel_table.h"
 #include "vec_common.h"
@@ -174,6 +174,28 @@ void bias_gelu_tanh(const float* x, const float* bias, float* y, int64_t rows, i
                        }
                        for (; i < cols; ++i)
                          yr[i] = scalar(xr[i] + (bias != nullptr ? bias[i] : 0.f));
+                     }
+                   });
+}
+
+void sum_terms(const float* const* terms, int64_t n, const float* bias, float* out, int64_t rows,
+               int64_t cols) {
+  at::parallel_for(0, rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(cols, 1)),
+                   [&](int64_t begin, int64_t end) {
+                     for (int64_t r = begin; r < end; ++r) {
+                       const int64_t row = r * cols;
+                       int64_t i = 0;
+                       for (; i + kLanes <= cols; i += kLanes) {
+                         Vec v = Vec::loadu(terms[0] + row + i) + Vec::loadu(terms[1] + row + i);
+                         for (int64_t t = 2; t < n; ++t) v = v + Vec::loadu(terms[t] + row + i);
+                         if (bias != nullptr) v = v + Vec::loadu(bias + i);
+                         v.store(out + row + i);
+                       }
+                       for (; i < cols; ++i) {
+                         float v = terms[0][row + i] + terms[1][row + i];
+                         for (int64_t t = 2; t < n; ++t) v += terms[t][row + i];
+                         out[row + i] = bias != nullptr ? v + bias[i] : v;
+                       }
                      }
                    });
 }
@@ -364,8 +386,8 @@ void softmax_xent_grad(const float* x, const float* max, const float* sum, const
 
 }  // namespace
 
-const KernelTable table{
-    &skinny_linear, &bias_gelu_tanh,    &gelu_tanh_backward, &add_layer_norm,   &rms_norm, &rotary,
-    &softmax_stats, &softmax_xent_grad, &gemm_workspace,     &causal_attention, &gemm};
+const KernelTable table{&skinny_linear, &bias_gelu_tanh, &gelu_tanh_backward, &add_layer_norm,
+                        &rms_norm,      &rotary,         &softmax_stats,      &softmax_xent_grad,
+                        &sum_terms,     &gemm_workspace, &causal_attention,   &gemm};
 
 }  // namespace shardformer::kernels::CPU_CAPABILITY

@@ -33,7 +33,8 @@ BertForMaskedLM::BertForMaskedLM(const BuildContext& ctx, const BertConfig& c)
                                 predictions.load("bias", {c.vocab_size}, decoder_->bias_shard()));
 }
 
-layers::VocabLogits BertForMaskedLM::logits(const ForwardInputs& inputs, bool gather) {
+layers::VocabLogits BertForMaskedLM::logits(const ForwardInputs& inputs,
+                                            layers::LogitsGather gather) {
   const at::Tensor hidden = bert_->forward(inputs);  // [batch, seq, hidden]
   const at::Tensor h =
       transform_norm_->forward(layers::apply_activation(act_, transform_->forward(hidden)));
@@ -42,12 +43,16 @@ layers::VocabLogits BertForMaskedLM::logits(const ForwardInputs& inputs, bool ga
 
 at::Tensor BertForMaskedLM::forward(const ForwardInputs& inputs) {
   if (!ends_model(inputs.chunk)) return bert_->forward(inputs);
-  return logits(inputs, /*gather=*/true).logits;  // [batch, seq, vocab]
+  const auto gather = inputs.logits_on_first_tp_rank ? layers::LogitsGather::kFirstRank
+                                                     : layers::LogitsGather::kAll;
+  return logits(inputs, gather).logits;  // [batch, seq, vocab]
 }
 
 at::Tensor BertForMaskedLM::loss(const ForwardInputs& inputs, const at::Tensor& labels) {
   if (!ends_model(inputs.chunk)) throw Error("the loss runs on the last pipeline piece");
-  return cross_entropy_loss(logits(inputs, /*gather=*/!parallel_output_), labels);
+  return cross_entropy_loss(
+      logits(inputs, parallel_output_ ? layers::LogitsGather::kNone : layers::LogitsGather::kAll),
+      labels);
 }
 
 BertForSequenceClassification::BertForSequenceClassification(const BuildContext& ctx,

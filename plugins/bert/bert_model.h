@@ -74,7 +74,7 @@ class BertForMaskedLM : public Model {
   at::Tensor loss(const ForwardInputs& inputs, const at::Tensor& labels) override;
 
  private:
-  layers::VocabLogits logits(const ForwardInputs& inputs, bool gather);
+  layers::VocabLogits logits(const ForwardInputs& inputs, layers::LogitsGather gather);
 
   std::shared_ptr<BertModel> bert_;
   layers::Activation act_;

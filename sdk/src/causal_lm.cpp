@@ -26,14 +26,16 @@ at::Tensor CausalLM::forward(const ForwardInputs& inputs) {
   if (inputs.logits_to_keep > 0 && inputs.logits_to_keep < seq) {  // [batch, keep, hidden]
     hidden = hidden.narrow(1, seq - inputs.logits_to_keep, inputs.logits_to_keep).contiguous();
   }
-  return lm_head_->lm_logits(hidden, /*gather=*/true).logits;  // [batch, seq or keep, vocab]
+  const auto gather = inputs.logits_on_first_tp_rank ? layers::LogitsGather::kFirstRank
+                                                     : layers::LogitsGather::kAll;
+  return lm_head_->lm_logits(hidden, gather).logits;  // [batch, seq or keep, vocab]
 }
 
 at::Tensor CausalLM::loss(const ForwardInputs& inputs, const at::Tensor& labels) {
   if (!ends_model(inputs.chunk)) throw Error("loss runs on the last pipeline piece");
   if (!parallel_output_) return Model::loss(inputs, labels);
   const at::Tensor hidden = base_->forward(inputs);  // [batch, seq, hidden]
-  return causal_lm_loss(lm_head_->lm_logits(hidden, /*gather=*/false), labels);
+  return causal_lm_loss(lm_head_->lm_logits(hidden, layers::LogitsGather::kNone), labels);
 }
 
 }  // namespace shardformer

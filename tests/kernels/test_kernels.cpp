@@ -212,6 +212,34 @@ TEST_P(Kernels, BiasGeluTanhMatchesHfFormula) {
   }
 }
 
+// The all-reduce's sum: bit for bit ATen's additions in the same order (every rank adds its
+// slots so, and HF's tolerance rests on a reduction followed by `+ bias`).
+TEST_P(Kernels, SumTermsAddsInRankOrder) {
+  const kernels::KernelTable& t = *GetParam().table;
+  at::manual_seed(2);
+  for (const auto& [rows, cols] :
+       std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {3, 37}, {257, 768}, {2, 5000}}) {
+    for (const int64_t n : {2, 3, 4}) {
+      for (const bool with_bias : {false, true}) {
+        std::vector<at::Tensor> terms;
+        std::vector<const float*> data;
+        for (int64_t i = 0; i < n; ++i) {
+          terms.push_back(at::randn({rows, cols}) * std::pow(10.0, static_cast<double>(i)));
+          data.push_back(terms.back().data_ptr<float>());
+        }
+        const at::Tensor b = with_bias ? at::randn({cols}) : at::Tensor();
+        at::Tensor out = at::empty({rows, cols});
+        t.sum_terms(data.data(), n, with_bias ? b.data_ptr<float>() : nullptr,
+                    out.data_ptr<float>(), rows, cols);
+        at::Tensor want = terms[0] + terms[1];
+        for (int64_t i = 2; i < n; ++i) want = want + terms[i];
+        if (with_bias) want = want + b;
+        EXPECT_TRUE(at::equal(out, want)) << rows << " x " << cols << ", " << n << " terms";
+      }
+    }
+  }
+}
+
 TEST_P(Kernels, GeluTanhBackwardMatchesFp64Derivative) {
   const kernels::KernelTable& t = *GetParam().table;
   at::manual_seed(7);
@@ -412,6 +440,18 @@ TEST(KernelEntryPoints, RotaryKeepsTheLayoutAndRefusesWhatItCannotServe) {
   EXPECT_THROW(kernels::rotary(x, at::randn({1, 3, 6}), at::randn({1, 3, 6})),
                c10::Error);                                                // batch
   EXPECT_THROW(kernels::rotary(x.transpose(1, 2), cos, sin), c10::Error);  // strided
+}
+
+TEST(KernelEntryPoints, SumTermsKeepsTheShapeAndRefusesWhatItCannotServe) {
+  const at::Tensor a = at::randn({2, 3, 4}), b = at::randn({2, 3, 4}), bias = at::randn({4});
+  const at::Tensor out = at::empty({2, 3, 4});
+  kernels::sum_terms({a, b}, bias, out);
+  EXPECT_TRUE(at::equal(out, a + b + bias));
+  EXPECT_THROW(kernels::sum_terms({a}, {}, out), c10::Error);                     // one term
+  EXPECT_THROW(kernels::sum_terms({a, b.narrow(2, 0, 3)}, {}, out), c10::Error);  // shape
+  EXPECT_THROW(kernels::sum_terms({a, b.transpose(0, 1)}, {}, out), c10::Error);  // strided
+  EXPECT_THROW(kernels::sum_terms({a, b}, at::randn({3}), out), c10::Error);      // bias
+  EXPECT_THROW(kernels::sum_terms({a, b.to(at::kDouble)}, {}, out), c10::Error);  // dtype
 }
 
 TEST(KernelEntryPoints, SoftmaxCrossEntropyRefusesTargetsPastTheColumns) {

@@ -15,6 +15,7 @@
 
 #include <csignal>
 #include <filesystem>
+#include <fstream>
 
 using namespace shardformer::distributed;
 using shardformer::testing::expect_all_ranks_passed;
@@ -197,8 +198,61 @@ TEST_P(CommOps, SharedMemoryAllGatherAndAllReduceEqualTheirDefinitions) {
     output.narrow(2, 700 * rank, 700).copy_(blocks[rank]);
     mesh.tp().all_gather_in_place(output, -1);
     EXPECT_TRUE(at::equal(output, at::cat(blocks, 2))) << "all_gather_in_place";
-    EXPECT_EQ(mesh.tp().stats().all_gathers, 7);
-    EXPECT_EQ(mesh.tp().stats().all_reduces, 1);
+    // To rank 0 only, each rank writing its block where it is handed one: rank 0 holds every
+    // block, the others nothing.
+    const auto to_first = [&] {
+      return mesh.tp().gather_produced_to_first(15, 700, at::kFloat, [&](at::Tensor& block) {
+        block.copy_(blocks[rank].view({15, 700}));
+      });
+    };
+    const auto expect_gathered = [&](const at::Tensor& got, double scale, const char* what) {
+      if (rank == 0) {
+        EXPECT_TRUE(at::equal(got, at::cat(blocks, 2).view({15, -1}) * scale)) << what;
+      } else {
+        EXPECT_FALSE(got.defined()) << what;
+      }
+    };
+    {
+      const at::Tensor first = to_first();
+      // Through the output arena: a shared mapping whose name is removed once every rank has it.
+      std::ifstream maps("/proc/self/maps");
+      std::string line;
+      bool arena = false;
+      while (std::getline(maps, line)) arena = arena || line.find("-out-") != std::string::npos;
+      EXPECT_TRUE(arena) << "rank " << rank << " has no output arena mapped";
+      expect_gathered(first, 1, "gathered to rank 0");
+      // While rank 0 keeps that output, the next gather cannot use its memory (it goes through
+      // the slots): both hold their own blocks.
+      for (at::Tensor& b : blocks) b.mul_(-2);
+      const at::Tensor second = to_first();
+      expect_gathered(second, 1, "second gather");
+      expect_gathered(first, -0.5, "first gather, kept");
+    }
+    for (at::Tensor& b : blocks) b.mul_(3);
+    expect_gathered(to_first(), 1, "third gather, in the arena again");
+    // A sum each rank produces into the blocks it is handed: 37 rows of 100 floats in slots of
+    // 4 KiB are 4 rounds, and a bias added after the sum; rows wider than a slot (2000 floats)
+    // are produced whole and all-reduced. Bit for bit the rank-order sum plus the bias.
+    for (const int64_t cols : {100, 2000}) {
+      const at::Tensor bias = seeded(40, {cols});
+      at::Tensor want = seeded(41, {37, cols});
+      for (int r = 1; r < world; ++r) want = want + seeded(41 + r, {37, cols});
+      want = want + bias;
+      const at::Tensor term = seeded(41 + rank, {37, cols});
+      int64_t produced = 0;
+      const at::Tensor got = mesh.tp().sum_produced(
+          37, cols, term.options(),
+          [&](int64_t first, at::Tensor& block) {
+            block.copy_(term.narrow(0, first, block.size(0)));
+            produced += block.size(0);
+          },
+          bias);
+      EXPECT_EQ(produced, 37) << cols << " columns";
+      EXPECT_TRUE(at::equal(got, want))
+          << "sum_produced of " << cols << " columns: " << (got - want).abs().max().item<double>();
+    }
+    EXPECT_EQ(mesh.tp().stats().all_gathers, 10);
+    EXPECT_EQ(mesh.tp().stats().all_reduces, 3);
   }));
 }
 

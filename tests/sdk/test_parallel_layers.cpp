@@ -114,6 +114,14 @@ void check_linear(int tp, ShardStyle style, layers::LinearOptions options, bool 
       columns = at::cat(pieces);
     }
     expect_equal(y, y_full.detach().index_select(-1, columns), "output", 1e-5);
+    if (style.kind == ShardKind::kRow) {  // more rows than the skinny kernel takes, without
+      // gradients: the row-parallel product goes straight into the all-reduce's shared slots
+      const at::NoGradGuard no_grad;
+      const at::Tensor many = seeded(9, {3, 11, in});  // 33 rows
+      const at::Tensor mine = input_split ? many.chunk(tp, -1)[rank].contiguous() : many;
+      expect_equal(sharded->forward(mine), at::matmul(many, conv1d ? weight : weight.t()) + bias,
+                   "output of 33 rows", 1e-5);
+    }
     const at::Tensor upstream = seeded(4, y_full.sizes());
     (y_full * upstream).sum().backward();
     (y * upstream.index_select(-1, columns)).sum().backward();
@@ -172,16 +180,24 @@ void check_embedding(int tp, ShardKind kind) {
     const at::Tensor loss_full =
         at::cross_entropy_loss(logits_full.narrow(1, 0, vocab - 1).reshape({-1, vocab}),
                                labels.narrow(1, 1, vocab - 1).reshape({-1}));
-    const at::Tensor loss = causal_lm_loss(sharded->lm_logits(hidden, /*gather=*/false), labels);
+    const at::Tensor loss =
+        causal_lm_loss(sharded->lm_logits(hidden, layers::LogitsGather::kNone), labels);
     expect_equal(loss.detach(), loss_full.detach(), "loss", 1e-5);
-    expect_equal(sharded->lm_logits(hidden, /*gather=*/true).logits.detach(), logits_full.detach(),
-                 "gathered logits", 1e-5);
+    expect_equal(sharded->lm_logits(hidden, layers::LogitsGather::kAll).logits.detach(),
+                 logits_full.detach(), "gathered logits", 1e-5);
     {  // more rows than the skinny kernel takes, without gradients (the vocab-parallel head
        // computes into its columns of the gathered logits where the packed GEMM runs)
       const at::NoGradGuard no_grad;
       const at::Tensor many = seeded(9, {3, 11, dim});  // 33 rows
-      expect_equal(sharded->lm_logits(many, /*gather=*/true).logits, at::matmul(many, weight.t()),
-                   "gathered logits of 33 rows", 1e-5);
+      expect_equal(sharded->lm_logits(many, layers::LogitsGather::kAll).logits,
+                   at::matmul(many, weight.t()), "gathered logits of 33 rows", 1e-5);
+      // Only rank 0 receiving them: the vocab-parallel head leaves the others without logits.
+      const at::Tensor first = sharded->lm_logits(many, layers::LogitsGather::kFirstRank).logits;
+      if (rank == 0 || kind != ShardKind::kVocab) {
+        expect_equal(first, at::matmul(many, weight.t()), "logits of 33 rows on rank 0", 1e-5);
+      } else {
+        EXPECT_FALSE(first.defined()) << "rank " << rank << " received the logits";
+      }
     }
     const at::Tensor upstream = seeded(8, {2, vocab, dim});
     ((lookup * upstream).sum() + loss_full).backward();

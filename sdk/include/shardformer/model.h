@@ -45,6 +45,10 @@ struct ForwardInputs {
   at::Tensor token_type_ids{};  // [batch, seq] int64 (BERT's segments); undefined = all 0
   KVCache* cache = nullptr;     // when given, keys/values are appended and past = cache length
   int64_t logits_to_keep = 0;   // a causal LM's logits for the last N positions only (0: all)
+  // Tensor parallelism: only tp rank 0 needs a language model's logits (a job writing them out
+  // from there); the other tp ranks may return an undefined tensor, which spares them receiving
+  // the whole vocabulary.
+  bool logits_on_first_tp_rank = false;
   // Pipeline parallelism: every stage gets input_ids and attention_mask (for the batch's shape
   // and mask); a piece that does not start the model also gets the previous piece's output.
   at::Tensor hidden_states{};  // [batch, seq, hidden]

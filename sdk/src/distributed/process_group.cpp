@@ -146,6 +146,27 @@ void ProcessGroup::all_reduce_(at::Tensor& tensor, ReduceOp op) const {
   }));
 }
 
+at::Tensor ProcessGroup::sum_produced(
+    int64_t rows, int64_t cols, const at::TensorOptions& options,
+    const std::function<void(int64_t first, at::Tensor& block)>& produce,
+    const at::Tensor& bias) const {
+  at::Tensor out = at::empty({rows, cols}, options);  // [rows, cols]
+  const bool shared =
+      impl_->size > 1 && out.scalar_type() == at::kFloat && through_shared_memory(*impl_, out) &&
+      cols * 4 <= impl_->shared_memory->chunk_bytes() &&
+      (!bias.defined() || (bias.is_contiguous() && bias.device().is_cpu() &&
+                           bias.scalar_type() == at::kFloat && bias.numel() == cols));
+  if (!shared) {
+    produce(0, out);
+    all_reduce_(out);
+    return bias.defined() ? out.add_(bias) : out;
+  }
+  impl_->stats.all_reduces += 1;
+  impl_->stats.all_reduce_elements += out.numel();
+  run_shared(*impl_, "all_reduce", [&] { impl_->shared_memory->sum_produced(out, produce, bias); });
+  return out;
+}
+
 PendingWork ProcessGroup::all_reduce_async(const at::Tensor& tensor) const {
   auto state = std::make_shared<PendingWork::State>();
   state->group = impl_;
@@ -201,6 +222,33 @@ void ProcessGroup::all_gather_in_place(at::Tensor& output, int64_t dim) const {
   run_shared(*impl_, "all_gather", [&] {
     impl_->shared_memory->all_gather_into(mine, output, dim, /*own_in_place=*/true);
   });
+}
+
+at::Tensor ProcessGroup::gather_produced_to_first(
+    int64_t rows, int64_t cols, const at::TensorOptions& options,
+    const std::function<void(at::Tensor& block)>& produce) const {
+  const bool first = impl_->rank == 0;
+  if (impl_->size == 1) {
+    at::Tensor whole = at::empty({rows, cols}, options);
+    produce(whole);
+    return whole;
+  }
+  at::Tensor probe = at::empty({0}, options);
+  const bool shared = impl_->shared_memory != nullptr && probe.device().is_cpu() &&
+                      rows * cols * probe.element_size() >= impl_->shared_memory_min_bytes;
+  if (!shared) {  // the same choice on every rank
+    at::Tensor mine = at::empty({rows, cols}, options);
+    produce(mine);
+    const at::Tensor whole = all_gather(mine, 1);  // every rank receives here
+    return first ? whole : at::Tensor();
+  }
+  impl_->stats.all_gathers += 1;
+  impl_->stats.all_gather_elements += rows * cols;
+  at::Tensor whole;
+  run_shared(*impl_, "gather", [&] {
+    whole = impl_->shared_memory->gather_produced_to_first(rows, cols, options, produce);
+  });
+  return whole;
 }
 
 namespace {

@@ -1,10 +1,11 @@
-// Collectives through a POSIX shared-memory segment: each rank copies its block into its slot,
-// a barrier, every rank reads what it needs, a barrier before the slots are written again. The
-// barrier is a counter and a generation in the segment, waited on with a futex.
+// Collectives through a POSIX shared-memory segment: each rank writes its block into its slot,
+// a barrier, every rank reads what it needs. Rounds alternate between two banks of slots, so one
+// barrier per round suffices. The barrier is a counter and a generation, waited on with a futex.
 #include "shared_memory_transport.h"
 
 #include "shardformer/distributed/process_mesh.h"
 #include "shardformer/error.h"
+#include "shardformer/kernels/cpu_kernels.h"
 #include "shardformer/strings.h"
 
 #include <ATen/ATen.h>
@@ -97,6 +98,22 @@ struct SharedMemoryTransport::Control {
   std::atomic<uint32_t> arrived;                 // ranks in the current barrier
   alignas(64) std::atomic<uint32_t> generation;  // completed barriers; the futex word
   alignas(64) std::atomic<int32_t> pids[kMaxRanks];
+  // Rank 0's word on the next gather to it (written before a barrier, read after it): 0 the
+  // slots, 1 the arena, 2 a new arena named below; then each rank's 1 (mapped) or 2 (failed).
+  uint32_t arena_plan;
+  uint64_t arena_length;
+  char arena_name[128];
+  uint8_t arena_mapped[kMaxRanks];
+};
+
+// A mapping of a shared-memory object: unmapped when the last holder (the transport, a tensor
+// living in it) lets go.
+struct SharedMemoryTransport::Arena {
+  std::byte* base = nullptr;
+  size_t length = 0;
+  ~Arena() {
+    if (base != nullptr) ::munmap(base, length);
+  }
 };
 static_assert(sizeof(std::atomic<uint32_t>) == 4 && std::atomic<uint32_t>::is_always_lock_free);
 
@@ -118,8 +135,14 @@ SharedMemoryTransport::Control& SharedMemoryTransport::control() const {
 }
 
 std::byte* SharedMemoryTransport::slot(int r) const {
-  return base_ + kControlBytes + static_cast<size_t>(r) * static_cast<size_t>(chunk_bytes_);
+  const size_t index = static_cast<size_t>(bank_ * size_ + r);
+  return base_ + kControlBytes + index * static_cast<size_t>(chunk_bytes_);
 }
+
+// Ends a round (every rank has written its slot in it and read what it needed). A rank writes
+// this bank again two rounds later, after the next round's barrier, which every rank reaches
+// only once it has read this round's slots: so a round needs no barrier of its own at its end.
+void SharedMemoryTransport::next_round() { bank_ ^= 1; }
 
 std::unique_ptr<SharedMemoryTransport> SharedMemoryTransport::connect(
     int rank, int size, int64_t chunk_bytes, std::chrono::milliseconds timeout,
@@ -127,7 +150,7 @@ std::unique_ptr<SharedMemoryTransport> SharedMemoryTransport::connect(
     const std::function<std::string()>& lookup, const Barrier& barrier) {
   chunk_bytes = (chunk_bytes + 63) / 64 * 64;  // slots aligned for any dtype and cache lines
   const size_t length =
-      kControlBytes + static_cast<size_t>(size + 1) * static_cast<size_t>(chunk_bytes);
+      kControlBytes + static_cast<size_t>(2 * size) * static_cast<size_t>(chunk_bytes);
   std::string name;
   std::byte* base = nullptr;
   if (rank == 0) {
@@ -154,6 +177,7 @@ std::unique_ptr<SharedMemoryTransport> SharedMemoryTransport::connect(
   }
   std::unique_ptr<SharedMemoryTransport> transport(
       new SharedMemoryTransport(rank, size, chunk_bytes, timeout, base, length));
+  transport->label_ = label + "-out";
   // The segment starts zeroed: no rank arrived, generation 0.
   transport->control().pids[rank].store(static_cast<int32_t>(::getpid()));
   try {
@@ -205,28 +229,32 @@ void SharedMemoryTransport::barrier() const {
 }
 
 void SharedMemoryTransport::all_gather_into(const at::Tensor& input, at::Tensor& output,
-                                            int64_t dim, bool own_in_place) {
+                                            int64_t dim, bool own_in_place, bool to_first) {
   if (input.numel() == 0) return;
   const at::NoGradGuard no_grad;
   int64_t outer = 1;
   for (int64_t d = 0; d < dim; ++d) outer *= input.size(d);
   const int64_t inner = input.numel() / outer;  // elements of one rank's block in an output row
   const int64_t chunk = chunk_bytes_ / static_cast<int64_t>(input.element_size());
-  const at::Tensor in = input.reshape({outer, inner});        // a view, strided when own_in_place
-  const at::Tensor out = output.view({outer, size_, inner});  // [outer, rank, inner]
+  const at::Tensor in = input.reshape({outer, inner});  // a view, strided when own_in_place
+  const bool writes = !to_first || rank_ != 0, reads = !to_first || rank_ == 0;
+  const at::Tensor out =
+      reads ? output.view({outer, size_, inner}) : at::Tensor();  // [outer, rank, inner]
   const at::TensorOptions options = input.options();
   // Exchanges the block [o0, o0 + rows) x [c0, c0 + cols) of every rank's [outer, inner].
   const auto exchange = [&](int64_t o0, int64_t rows, int64_t c0, int64_t cols) {
-    view_of(slot(rank_), {rows, cols}, options).copy_(in.narrow(0, o0, rows).narrow(1, c0, cols));
+    if (writes) {
+      view_of(slot(rank_), {rows, cols}, options).copy_(in.narrow(0, o0, rows).narrow(1, c0, cols));
+    }
     barrier();
-    for (int r = 0; r < size_; ++r) {
+    for (int r = 0; reads && r < size_; ++r) {
       if (r == rank_ && own_in_place) continue;
       out.select(1, r)
           .narrow(0, o0, rows)
           .narrow(1, c0, cols)
           .copy_(view_of(slot(r), {rows, cols}, options));
     }
-    barrier();  // nobody writes a slot again before every rank has read it
+    next_round();
   };
   if (inner <= chunk) {
     const int64_t rows = chunk / inner;
@@ -244,24 +272,114 @@ void SharedMemoryTransport::all_reduce_sum_(at::Tensor& tensor) {
   const at::NoGradGuard no_grad;
   const at::Tensor flat = tensor.view({-1});
   const int64_t n = flat.numel(), chunk = chunk_bytes_ / 4;
-  const at::TensorOptions options = tensor.options();
-  const auto part = [&](std::byte* base, int64_t offset, int64_t count) {
-    return view_of(base + offset * 4, {count}, options);
-  };
   for (int64_t start = 0; start < n; start += chunk) {
     const int64_t len = std::min(chunk, n - start);
-    part(slot(rank_), 0, len).copy_(flat.narrow(0, start, len));
+    at::Tensor out = flat.narrow(0, start, len);
+    view_of(slot(rank_), {len}, tensor.options()).copy_(out);
     barrier();
-    // This rank sums its share of the chunk over the slots, in rank order, into the result.
-    const int64_t p0 = len * rank_ / size_, p1 = len * (rank_ + 1) / size_;
-    if (p1 > p0) {
-      at::Tensor sum = part(result(), p0, p1 - p0);
-      at::add_out(sum, part(slot(0), p0, p1 - p0), part(slot(1), p0, p1 - p0));
-      for (int r = 2; r < size_; ++r) sum.add_(part(slot(r), p0, p1 - p0));
-    }
-    barrier();  // the result is whole; the slots are read (the next chunk may write them)
-    flat.narrow(0, start, len).copy_(part(result(), 0, len));
+    // Every rank adds the slots in rank order: every rank holds the same bits.
+    kernels::sum_terms(slot_views({len}, tensor.options()), {}, out);
+    next_round();
   }
+}
+
+void SharedMemoryTransport::sum_produced(at::Tensor& out, const Producer& produce,
+                                         const at::Tensor& bias) {
+  const at::NoGradGuard no_grad;
+  const int64_t rows = out.size(0), cols = out.size(1);
+  const int64_t block = chunk_bytes_ / 4 / cols;  // rows per round
+  if (block < 1) throw std::invalid_argument("sum_produced: a row is larger than a slot");
+  for (int64_t first = 0; first < rows; first += block) {
+    const int64_t n = std::min(block, rows - first);
+    at::Tensor mine = view_of(slot(rank_), {n, cols}, out.options());
+    produce(first, mine);
+    barrier();
+    at::Tensor sum = out.narrow(0, first, n);
+    kernels::sum_terms(slot_views({n, cols}, out.options()), bias, sum);
+    next_round();
+  }
+}
+
+std::vector<at::Tensor> SharedMemoryTransport::slot_views(at::IntArrayRef sizes,
+                                                          const at::TensorOptions& options) const {
+  std::vector<at::Tensor> views;
+  for (int r = 0; r < size_; ++r) views.push_back(view_of(slot(r), sizes, options));
+  return views;
+}
+
+bool SharedMemoryTransport::arena_ready(size_t bytes) {
+  Control& c = control();
+  if (rank_ == 0) {
+    const bool free = arena_ == nullptr || arena_.use_count() == 1;  // no output lives in it
+    uint32_t plan = free && arena_ != nullptr && arena_->length >= bytes ? 1 : 0;
+    if (plan == 0 && free && (arena_failed_ == 0 || bytes < arena_failed_)) {
+      arena_.reset();
+      const std::string name = segment_name(label_);
+      std::string why;
+      auto arena = std::make_shared<Arena>();
+      arena->base = create_segment(name, bytes, why);
+      if (arena->base != nullptr && name.size() < sizeof c.arena_name) {
+        arena->length = bytes;
+        arena_ = std::move(arena);
+        std::snprintf(c.arena_name, sizeof c.arena_name, "%s", name.c_str());
+        c.arena_length = bytes;
+        plan = 2;
+      } else {
+        if (arena->base != nullptr) ::shm_unlink(name.c_str());
+        arena_failed_ = bytes;  // /dev/shm too small: the slots serve outputs this large
+      }
+    }
+    c.arena_plan = plan;
+  }
+  barrier();
+  const uint32_t plan = c.arena_plan;
+  if (plan != 2) return plan == 1;
+  // A new arena: every other rank maps it in place of its old one, and says whether it could.
+  if (rank_ != 0) {
+    arena_.reset();
+    auto arena = std::make_shared<Arena>();
+    const int fd = ::shm_open(c.arena_name, O_RDWR, 0);
+    if (fd >= 0) {
+      arena->base = map_segment(fd, c.arena_length);
+      ::close(fd);
+    }
+    if (arena->base != nullptr) {
+      arena->length = c.arena_length;
+      arena_ = std::move(arena);
+    }
+    c.arena_mapped[rank_] = arena_ != nullptr ? 1 : 2;
+  }
+  barrier();
+  if (rank_ == 0) ::shm_unlink(c.arena_name);  // every rank that could has mapped it
+  bool mapped = true;
+  for (int r = 1; r < size_; ++r) mapped = mapped && c.arena_mapped[r] == 1;
+  if (!mapped && rank_ == 0) arena_failed_ = c.arena_length;
+  if (!mapped) arena_.reset();
+  return mapped;
+}
+
+at::Tensor SharedMemoryTransport::gather_produced_to_first(int64_t rows, int64_t cols,
+                                                           const at::TensorOptions& options,
+                                                           const BlockProducer& produce) {
+  const at::NoGradGuard no_grad;
+  const int64_t width = size_ * cols;
+  const size_t bytes = static_cast<size_t>(rows * width) * options.dtype().itemsize();
+  if (bytes > 0 && arena_ready(bytes)) {
+    const std::shared_ptr<Arena> arena = arena_;
+    at::Tensor whole =  // [rows, size * cols], kept mapped while it lives
+        rank_ == 0 ? at::from_blob(
+                         arena->base, {rows, width}, [arena](void*) {}, options)
+                   : at::from_blob(arena->base, {rows, width}, options);
+    at::Tensor mine = whole.narrow(1, rank_ * cols, cols);  // [rows, cols]
+    produce(mine);
+    barrier();  // every block is written
+    return rank_ == 0 ? whole : at::Tensor();
+  }
+  at::Tensor whole = rank_ == 0 ? at::empty({rows, width}, options) : at::Tensor();
+  at::Tensor mine = rank_ == 0 ? whole.narrow(1, 0, cols) : at::empty({rows, cols}, options);
+  produce(mine);
+  all_gather_into(mine, whole, 1, /*own_in_place=*/true, /*to_first=*/true);
+  return whole;
 }
 
 int remove_shared_memory_left_by(int pid) {

@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace shardformer::distributed {
 
@@ -18,8 +19,8 @@ class SharedMemoryTransport {
  public:
   using Barrier = std::function<void()>;  // the group's Gloo barrier, for the set-up
 
-  // Every rank of the group calls this together. Rank 0 creates the segment (a control block,
-  // `size` slots of `chunk_bytes` and one result area) and publishes its name; the others look
+  // Every rank of the group calls this together. Rank 0 creates the segment (a control block
+  // and two banks of `size` slots of `chunk_bytes`) and publishes its name; the others look
   // it up and map it; after `barrier` the name is removed, so nothing outlives the ranks that
   // mapped it. Null (on every rank) when rank 0 cannot make one. A collective waiting longer
   // than `timeout` for a peer fails.
@@ -33,20 +34,41 @@ class SharedMemoryTransport {
 
   // output [.., size * n, ..] (contiguous): the ranks' `input`s [.., n, ..] in rank order along
   // `dim`, every rank's input of one shape and dtype. own_in_place: `input` is this rank's block
-  // of `output` already (a view of it), which is then not copied back.
+  // of `output` already (a view of it), which is then not copied back. to_first: only rank 0
+  // receives (its output is filled; the others' is not used) and only the others send.
   void all_gather_into(const at::Tensor& input, at::Tensor& output, int64_t dim,
-                       bool own_in_place = false);
-  // The sum over the ranks of a contiguous fp32 tensor, in place; each element is summed in
-  // rank order by one rank, so every rank holds the same bits.
+                       bool own_in_place = false, bool to_first = false);
+  // The sum over the ranks of a contiguous fp32 tensor, in place; every rank sums the slots in
+  // rank order, so every rank holds the same bits.
   void all_reduce_sum_(at::Tensor& tensor);
+  // Writes rows [first, first + block.size(0)) of this rank's term into `block`.
+  using Producer = std::function<void(int64_t first, at::Tensor& block)>;
+  // out [rows, cols] (contiguous fp32) = the sum over the ranks of a matrix each rank produces
+  // straight into its slot, a block of rows at a time (no copy in), + bias [cols] when defined
+  // (added after the sum). A row must fit a slot (cols * 4 <= chunk_bytes).
+  void sum_produced(at::Tensor& out, const Producer& produce, const at::Tensor& bias);
+  int64_t chunk_bytes() const { return chunk_bytes_; }
+  // Writes this rank's block [rows, cols] of a gathered output into `block`.
+  using BlockProducer = std::function<void(at::Tensor& block)>;
+  // Rank 0 returns [rows, size * cols]: every rank's block in rank order along the columns,
+  // which each rank writes straight into it (no copies) where the output can live in a shared
+  // mapping rank 0 keeps for the purpose (an output arena) and the previous output held there is
+  // gone; otherwise the blocks go through the slots. Other ranks return an undefined tensor.
+  at::Tensor gather_produced_to_first(int64_t rows, int64_t cols, const at::TensorOptions& options,
+                                      const BlockProducer& produce);
 
  private:
   struct Control;
+  struct Arena;  // a shared mapping for outputs gathered to rank 0
+  // Whether this gather's output fits an arena every rank has mapped; rank 0 makes a new one
+  // when the old is too small and no output holds it. Collective: every rank gets one answer.
+  bool arena_ready(size_t bytes);
   SharedMemoryTransport(int rank, int size, int64_t chunk_bytes, std::chrono::milliseconds timeout,
                         std::byte* base, size_t length);
   Control& control() const;
   std::byte* slot(int r) const;
-  std::byte* result() const { return slot(size_); }
+  std::vector<at::Tensor> slot_views(at::IntArrayRef sizes, const at::TensorOptions& options) const;
+  void next_round();
   // Returns once every rank has arrived; throws std::runtime_error when a peer's process is
   // gone (checked every 10 ms while waiting) or after the timeout.
   void barrier() const;
@@ -57,6 +79,10 @@ class SharedMemoryTransport {
   std::chrono::milliseconds timeout_;
   std::byte* base_;
   size_t length_;
+  int bank_ = 0;                  // the bank of slots this round uses (next_round)
+  std::string label_;             // the group's label, for the arena's name
+  std::shared_ptr<Arena> arena_;  // held also by rank 0's outputs that live in it
+  size_t arena_failed_ = 0;       // rank 0: the smallest arena size that could not be made
 };
 
 }  // namespace shardformer::distributed

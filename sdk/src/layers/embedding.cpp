@@ -40,7 +40,8 @@ at::Tensor ReplicatedEmbedding::forward(const at::Tensor& ids) {
   return at::embedding(weight_, ids, local_padding_idx(0, num_embeddings_));
 }
 
-VocabLogits ReplicatedEmbedding::lm_logits(const at::Tensor& hidden, bool, const at::Tensor& bias) {
+VocabLogits ReplicatedEmbedding::lm_logits(const at::Tensor& hidden, LogitsGather,
+                                           const at::Tensor& bias) {
   const at::Tensor logits = project(hidden, weight_, {}, false);  // [..., vocab]
   return {bias.defined() ? logits + bias : logits, false, 0, num_embeddings_, nullptr};
 }
@@ -69,42 +70,50 @@ at::Tensor VocabParallelEmbedding1D::forward(const at::Tensor& ids) {
 
 namespace {
 
-// Whether gathered logits are computed in place (gathered_in_place): without gradients, on the
-// packed GEMM, for more rows than the skinny kernel takes.
+// Whether gathered logits are computed in place (gathered_in_place).
 bool gathers_in_place(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
-  return !at::GradMode::is_enabled() && kernels::gemm_enabled() && kernel_layout(x) &&
-         kernel_layout(weight) && (!bias.defined() || kernel_layout(bias)) &&
-         x.numel() / std::max<int64_t>(x.size(-1), 1) > kernels::kSkinnyRows;
+  return gemm_into_collective(x, weight) && (!bias.defined() || kernel_layout(bias));
 }
 
 // x [..., dim] times this rank's rows of the vocabulary (weight [padded/tp, dim], from `start`)
 // straight into its columns of the gathered logits [..., padded], which the all-gather fills in
-// around them: this rank's block is neither a tensor of its own nor copied back.
+// around them: this rank's block is neither a tensor of its own nor copied back. first_only:
+// only rank 0 receives the logits (the others return undefined), and every rank's product
+// goes straight into them where they can live in shared memory.
 at::Tensor gathered_in_place(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                              int64_t padded, int64_t start, int64_t real,
-                             const distributed::ProcessGroup& group) {
+                             const distributed::ProcessGroup& group, bool first_only) {
   const int64_t local = weight.size(0);
+  const at::Tensor rows = x.reshape({-1, x.size(-1)});  // [tokens, dim]
+  const auto produce = [&](const at::Tensor& mine) {    // [tokens, padded/tp]
+    kernels::gemm(rows, weight.t(), bias, false, mine);
+    if (real < local)
+      mine.narrow(1, real, local - real).fill_(-std::numeric_limits<double>::infinity());
+  };
   auto shape = x.sizes().vec();
   shape.back() = padded;
-  at::Tensor full = at::empty(shape, x.options());                          // [..., padded]
-  const at::Tensor mine = full.view({-1, padded}).narrow(1, start, local);  // [tokens, padded/tp]
-  kernels::gemm(x.reshape({-1, x.size(-1)}), weight.t(), bias, false, mine);
-  if (real < local)
-    mine.narrow(1, real, local - real).fill_(-std::numeric_limits<double>::infinity());
+  if (first_only) {
+    const at::Tensor whole = group.gather_produced_to_first(
+        rows.size(0), local, x.options(), [&](at::Tensor& block) { produce(block); });
+    return whole.defined() ? whole.view(shape) : whole;  // [..., padded] on rank 0
+  }
+  at::Tensor full = at::empty(shape, x.options());  // [..., padded]
+  produce(full.view({-1, padded}).narrow(1, start, local));
   group.all_gather_in_place(full, -1);
   return full;
 }
 
 }  // namespace
 
-VocabLogits VocabParallelEmbedding1D::lm_logits(const at::Tensor& hidden, bool gather,
+VocabLogits VocabParallelEmbedding1D::lm_logits(const at::Tensor& hidden, LogitsGather gather,
                                                 const at::Tensor& bias) {
   const at::Tensor x = distributed::copy_to_parallel_region(hidden, *group_);
   const int64_t real = std::clamp<int64_t>(num_embeddings_ - vocab_start_, 0, local_rows_);
-  if (gather && gathers_in_place(x, weight_, bias)) {
-    const at::Tensor full =
-        gathered_in_place(x, weight_, bias, padded_rows_, vocab_start_, real, *group_);
-    return {full.narrow(-1, 0, num_embeddings_), false, 0, num_embeddings_, nullptr};
+  if (gather != LogitsGather::kNone && gathers_in_place(x, weight_, bias)) {
+    const at::Tensor full = gathered_in_place(x, weight_, bias, padded_rows_, vocab_start_, real,
+                                              *group_, gather == LogitsGather::kFirstRank);
+    return {full.defined() ? full.narrow(-1, 0, num_embeddings_) : full, false, 0, num_embeddings_,
+            nullptr};
   }
   at::Tensor local = project(x, weight_, {}, false);  // [..., padded/tp]
   if (bias.defined()) local = local + bias;           // bias: [padded/tp], this rank's rows
@@ -113,7 +122,7 @@ VocabLogits VocabParallelEmbedding1D::lm_logits(const at::Tensor& hidden, bool g
     // this rank's [tokens, padded/tp] logits; the filled columns get no gradient.
     local.narrow(-1, real, local_rows_ - real).fill_(-std::numeric_limits<double>::infinity());
   }
-  if (!gather) return {local, true, vocab_start_, num_embeddings_, group_};
+  if (gather == LogitsGather::kNone) return {local, true, vocab_start_, num_embeddings_, group_};
   const at::Tensor full = distributed::gather_from_parallel_region(local, *group_);
   return {full.narrow(-1, 0, num_embeddings_), false, 0, num_embeddings_, nullptr};
 }
@@ -131,7 +140,7 @@ at::Tensor Embedding1D::forward(const at::Tensor& ids) {
       at::embedding(weight_, ids, local_padding_idx(0, num_embeddings_)), *group_);
 }
 
-VocabLogits Embedding1D::lm_logits(const at::Tensor& hidden, bool, const at::Tensor& bias) {
+VocabLogits Embedding1D::lm_logits(const at::Tensor& hidden, LogitsGather, const at::Tensor& bias) {
   const at::Tensor x = distributed::scatter_to_parallel_region(hidden, *group_);  // [..., dim/tp]
   const at::Tensor logits =                                                       // [..., vocab]
       distributed::reduce_from_parallel_region(project(x, weight_, {}, false), *group_);

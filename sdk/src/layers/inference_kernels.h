@@ -11,6 +11,7 @@
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 
+#include <algorithm>
 #include <initializer_list>
 
 namespace shardformer::layers {
@@ -26,6 +27,15 @@ inline bool use_inference_kernel(std::initializer_list<at::Tensor> inputs) {
     if (!kernel_layout(t)) return false;
   }
   return true;
+}
+
+// Whether the packed GEMM writes x [..., k] times `weight` straight into a collective's buffer
+// (a gathered output's slice, a shared-memory slot): no gradients, fp32 CPU tensors in the
+// kernels' layout, and more rows than the skinny kernel takes (decoding keeps that kernel).
+inline bool gemm_into_collective(const at::Tensor& x, const at::Tensor& weight) {
+  return !at::GradMode::is_enabled() && kernels::gemm_enabled() && kernel_layout(x) &&
+         kernel_layout(weight) &&
+         x.numel() / std::max<int64_t>(x.size(-1), 1) > kernels::kSkinnyRows;
 }
 
 // x [..., k] times a weight [n, k] (k_major false) or [k, n] (true), plus bias: the skinny

@@ -155,6 +155,18 @@ Linear1D_Row::Linear1D_Row(const BuildContext& ctx, int64_t in_features, int64_t
 at::Tensor Linear1D_Row::forward(const at::Tensor& input) {
   const at::Tensor x =  // [..., in/tp]
       input_is_parallel_ ? input : distributed::scatter_to_parallel_region(input, *group_);
+  if (!sequence_split_ && group_->size() > 1 && gemm_into_collective(x, weight_)) {
+    // Inference: this rank's product goes straight into the group's shared slots and is summed
+    // from there, the bias added in the same pass.
+    const at::Tensor rows = x.reshape({-1, x.size(-1)});            // [tokens, in/tp]
+    const at::Tensor w = conv1d(options_) ? weight_ : weight_.t();  // [in/tp, out]
+    auto shape = x.sizes().vec();
+    shape.back() = local_out_;
+    const auto produce = [&](int64_t first, at::Tensor& block) {  // block [n, out]
+      kernels::gemm(rows.narrow(0, first, block.size(0)), w, {}, false, block);
+    };
+    return group_->sum_produced(rows.size(0), local_out_, x.options(), produce, bias_).view(shape);
+  }
   const at::Tensor y =  // [..., out], or [batch, seq/tp, out] under split_gather
       sequence_split_ ? distributed::reduce_scatter_forward_gather_backward(matmul(x), *group_, 1)
                       : distributed::reduce_from_parallel_region(matmul(x), *group_);

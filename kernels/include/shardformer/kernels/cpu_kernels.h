@@ -7,6 +7,8 @@
 
 #include <ATen/Tensor.h>
 
+#include <vector>
+
 #include <string>
 #include <utility>
 
@@ -50,6 +52,10 @@ bool causal_attention_applies(const at::Tensor& q, const at::Tensor& k, const at
 // seq, heads, dim] so that merging the heads is a view. No autograd.
 at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                             double scale);
+
+// out = ((terms[0] + terms[1]) + ... ) + bias, in that order (every caller adding the same terms
+// gets the same bits): terms of out's shape, bias [out.size(-1)] or undefined; contiguous fp32.
+void sum_terms(const std::vector<at::Tensor>& terms, const at::Tensor& bias, const at::Tensor& out);
 
 // gelu_tanh(x + bias) (HF's "gelu_new"), x [..., n] contiguous fp32, bias [n] or undefined.
 at::Tensor bias_gelu_tanh(const at::Tensor& x, const at::Tensor& bias);

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -53,12 +54,26 @@ class ProcessGroup {
   // The same without waiting: `tensor` (contiguous) holds the sum once the handle's wait()
   // returned.
   PendingWork all_reduce_async(const at::Tensor& tensor) const;
+  // The sum over the group of a [rows, cols] fp32 CPU matrix that each rank computes into
+  // blocks of rows it is handed: produce(first, block) writes rows [first, first +
+  // block.size(0)) of this rank's term into `block` [n, cols]. Through shared memory the blocks
+  // are the group's slots, summed from there (no copy in); otherwise the term is produced whole
+  // and all-reduced. `bias` [cols] (may be undefined) is added after the sum.
+  at::Tensor sum_produced(int64_t rows, int64_t cols, const at::TensorOptions& options,
+                          const std::function<void(int64_t first, at::Tensor& block)>& produce,
+                          const at::Tensor& bias) const;
   // The group's tensors concatenated along `dim`, in rank order: [.., size * n, ..].
   at::Tensor all_gather(const at::Tensor& tensor, int64_t dim) const;
   // The same into `output` [.., size * n, ..] (contiguous) whose block of this rank along `dim`
   // already holds its tensor (written there by the caller, e.g. a product into a column slice):
   // the other ranks' blocks are filled in, and this rank's is not copied again.
   void all_gather_in_place(at::Tensor& output, int64_t dim) const;
+  // Gathers a [rows, size * cols] matrix to rank 0 of the group only, each rank's block [rows,
+  // cols] (in rank order along the columns) written by produce(block). Rank 0 returns it, the
+  // others an undefined tensor. Through shared memory the ranks write their blocks straight
+  // into rank 0's output (docs/architecture.md); otherwise the blocks are all-gathered.
+  at::Tensor gather_produced_to_first(int64_t rows, int64_t cols, const at::TensorOptions& options,
+                                      const std::function<void(at::Tensor& block)>& produce) const;
   // Starts an all-gather into `output` ([size * n, ..]: the ranks' `input`s [n, ..] stacked
   // along dim 0, in rank order); both contiguous and alive until the handle's wait() returned.
   PendingWork all_gather_into_async(const at::Tensor& input, at::Tensor& output) const;

@@ -29,8 +29,8 @@ struct MeshOptions {
   bool launcher_store = false;
   // The all-gathers and fp32 sum all-reduces of tp and sp groups whose CPU ranks share a host go
   // through a shared-memory segment (/dev/shm) instead of Gloo's sockets when the tensor has at
-  // least this many bytes (negative: never); the segment holds group-size + 1 chunks of
-  // chunk_bytes.
+  // least this many bytes (negative: never); the segment holds two banks of group-size slots
+  // of chunk_bytes (docs/architecture.md).
   int64_t shared_memory_min_bytes = 0;
   int64_t shared_memory_chunk_bytes = 4 << 20;
 };

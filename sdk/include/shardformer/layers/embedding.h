@@ -12,6 +12,16 @@
 
 namespace shardformer::layers {
 
+// Where a vocabulary-parallel LM head's logits go.
+enum class LogitsGather {
+  kNone,  // each rank keeps its vocabulary slice (for vocab-parallel losses)
+  kAll,   // every rank gets the whole vocabulary
+  // Rank 0 of the tp group gets the whole vocabulary and the others an undefined tensor (a job
+  // that writes the logits out from rank 0); a head that is not vocabulary-parallel returns the
+  // whole on every rank.
+  kFirstRank,
+};
+
 // Logits of an LM head, whole or as this rank's vocabulary slice.
 struct VocabLogits {
   at::Tensor logits;        // [..., vocab] or, when parallel, [..., padded_vocab / tp]
@@ -26,9 +36,9 @@ class Embedding : public torch::nn::Module {
   // [...] int64 ids -> [..., dim]
   virtual at::Tensor forward(const at::Tensor& ids) = 0;
   // The tied LM head: hidden [..., dim] -> logits over the vocabulary, plus `bias` when given
-  // (BERT's decoder bias, split like this embedding's rows: see bias_shard). With gather =
-  // false a vocabulary-parallel embedding returns this rank's slice (for vocab-parallel losses).
-  virtual VocabLogits lm_logits(const at::Tensor& hidden, bool gather,
+  // (BERT's decoder bias, split like this embedding's rows: see bias_shard), gathered over the
+  // vocabulary as `gather` says.
+  virtual VocabLogits lm_logits(const at::Tensor& hidden, LogitsGather gather,
                                 const at::Tensor& bias = {}) = 0;
   // How a per-row vector (an LM head's bias [num_embeddings]) must be split to match this
   // embedding's rows on this rank: {} when every rank holds all rows.
@@ -56,7 +66,7 @@ class ReplicatedEmbedding : public Embedding {
  public:
   ReplicatedEmbedding(const BuildContext& ctx, int64_t num_embeddings, int64_t embedding_dim);
   at::Tensor forward(const at::Tensor& ids) override;
-  VocabLogits lm_logits(const at::Tensor& hidden, bool gather,
+  VocabLogits lm_logits(const at::Tensor& hidden, LogitsGather gather,
                         const at::Tensor& bias = {}) override;
 };
 
@@ -66,7 +76,7 @@ class VocabParallelEmbedding1D : public Embedding {
  public:
   VocabParallelEmbedding1D(const BuildContext& ctx, int64_t num_embeddings, int64_t embedding_dim);
   at::Tensor forward(const at::Tensor& ids) override;
-  VocabLogits lm_logits(const at::Tensor& hidden, bool gather,
+  VocabLogits lm_logits(const at::Tensor& hidden, LogitsGather gather,
                         const at::Tensor& bias = {}) override;
   TensorShard bias_shard() const override { return {.dim = 0, .padded_size = padded_rows_}; }
 
@@ -80,7 +90,7 @@ class Embedding1D : public Embedding {
  public:
   Embedding1D(const BuildContext& ctx, int64_t num_embeddings, int64_t embedding_dim);
   at::Tensor forward(const at::Tensor& ids) override;
-  VocabLogits lm_logits(const at::Tensor& hidden, bool gather,
+  VocabLogits lm_logits(const at::Tensor& hidden, LogitsGather gather,
                         const at::Tensor& bias = {}) override;
 
  private:
