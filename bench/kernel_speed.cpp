@@ -71,10 +71,16 @@ int main(int argc, char** argv) {
   int threads = 2;
   bool limits = false;
   for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]) == "--limits")
+    const std::string arg = argv[i];
+    if (arg == "--limits") {
       limits = true;
-    else
-      threads = std::atoi(argv[i]);
+    } else if (!arg.empty() && arg.size() <= 4 &&
+               arg.find_first_not_of("0123456789") == std::string::npos && std::stoi(arg) > 0) {
+      threads = std::stoi(arg);
+    } else {
+      std::fprintf(stderr, "usage: kernel_speed [threads] [--limits] (got '%s')\n", argv[i]);
+      return 2;
+    }
   }
   at::set_num_threads(threads);
   at::manual_seed(0);
