@@ -142,6 +142,37 @@ TEST_P(CommOps, ScatterToSlicesForwardAndGathersTheGradient) {
   }));
 }
 
+// Without shared memory (Gloo) the producing collectives give the same results: the sum plus
+// the bias on every rank, the gathered blocks on rank 0 only.
+TEST_P(CommOps, ProducedSumAndGatherOverGlooMatchTheirDefinitions) {
+  const int world = GetParam();
+  expect_all_ranks_passed(run_ranks(world, [&](int rank, int port) {
+    MeshOptions options = local(port);
+    options.shared_memory_min_bytes = -1;
+    const ProcessMesh mesh(rank, {.tp = world}, options);
+    ASSERT_FALSE(mesh.tp().shared_memory());
+    const at::Tensor bias = seeded(60, {9});
+    at::Tensor want = seeded(61, {5, 9});
+    for (int r = 1; r < world; ++r) want = want + seeded(61 + r, {5, 9});
+    const at::Tensor sum = mesh.tp().sum_produced(
+        5, 9, at::kFloat,
+        [&](int64_t first, at::Tensor& block) {
+          block.copy_(seeded(61 + rank, {5, 9}).narrow(0, first, block.size(0)));
+        },
+        bias);
+    EXPECT_TRUE(at::allclose(sum, want + bias)) << "sum_produced";
+    std::vector<at::Tensor> blocks;
+    for (int r = 0; r < world; ++r) blocks.push_back(seeded(70 + r, {5, 3}));
+    const at::Tensor gathered = mesh.tp().gather_produced_to_first(
+        5, 3, at::kFloat, [&](at::Tensor& block) { block.copy_(blocks[rank]); });
+    if (rank == 0) {
+      EXPECT_TRUE(at::equal(gathered, at::cat(blocks, 1))) << "gather_produced_to_first";
+    } else {
+      EXPECT_FALSE(gathered.defined());
+    }
+  }));
+}
+
 TEST(ProcessGroupP2P, SendAndRecvAlongThePipelineAxis) {
   expect_all_ranks_passed(run_ranks(4, [&](int rank, int port) {
     const ProcessMesh mesh(rank, {.pp = 2, .tp = 2}, local(port));

@@ -233,9 +233,9 @@ at::Tensor ProcessGroup::gather_produced_to_first(
     produce(whole);
     return whole;
   }
-  at::Tensor probe = at::empty({0}, options);
-  const bool shared = impl_->shared_memory != nullptr && probe.device().is_cpu() &&
-                      rows * cols * probe.element_size() >= impl_->shared_memory_min_bytes;
+  const auto bytes = static_cast<int64_t>(rows * cols * options.dtype().itemsize());
+  const bool shared = impl_->shared_memory != nullptr && options.device().is_cpu() &&
+                      bytes >= impl_->shared_memory_min_bytes;
   if (!shared) {  // the same choice on every rank
     at::Tensor mine = at::empty({rows, cols}, options);
     produce(mine);
