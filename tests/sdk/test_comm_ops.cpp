@@ -16,6 +16,8 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <random>
+#include <thread>
 
 using namespace shardformer::distributed;
 using shardformer::testing::expect_all_ranks_passed;
@@ -139,6 +141,50 @@ TEST_P(CommOps, ScatterToSlicesForwardAndGathersTheGradient) {
     std::vector<at::Tensor> pieces;
     for (int r = 0; r < world; ++r) pieces.push_back(seeded(200 + r, {2, 3, 4}));
     expect_equal(x.grad(), at::cat(pieces, -1), "input grad");
+  }));
+}
+
+// Two banks of slots and one barrier per round: a rank that runs ahead writes the other bank
+// while its peers still read this one. 300 mixed collectives of one to three rounds, each rank
+// pausing at random between them (a few microseconds to a millisecond), must all give the
+// rank-order results bit for bit.
+TEST_P(CommOps, SharedMemoryRoundsStayExactWhenRanksDrift) {
+  const int world = GetParam();
+  expect_all_ranks_passed(run_ranks(world, [&](int rank, int port) {
+    MeshOptions options = local(port);
+    options.shared_memory_min_bytes = 0;
+    options.shared_memory_chunk_bytes = 4096;  // 1024 floats a round
+    const ProcessMesh mesh(rank, {.tp = world}, options);
+    ASSERT_TRUE(mesh.tp().shared_memory());
+    std::mt19937 pause(1234u + static_cast<unsigned>(rank));
+    for (int i = 0; i < 300; ++i) {
+      std::this_thread::sleep_for(std::chrono::microseconds(pause() % 1000));
+      const int64_t n = 500 + 700 * (i % 4);  // one to three rounds
+      if (i % 3 == 2) {
+        std::vector<at::Tensor> parts;
+        for (int r = 0; r < world; ++r) parts.push_back(seeded(1000 * i + r, {n}));
+        EXPECT_TRUE(at::equal(mesh.tp().all_gather(parts[rank], 0), at::cat(parts)))
+            << "all_gather " << i;
+      } else {
+        at::Tensor want = seeded(1000 * i, {n});
+        for (int r = 1; r < world; ++r) want = want + seeded(1000 * i + r, {n});
+        at::Tensor mine = seeded(1000 * i + rank, {n});
+        if (i % 3 == 0) {
+          mesh.tp().all_reduce_(mine);
+        } else {
+          mine = mesh.tp()
+                     .sum_produced(n / 10, 10, at::kFloat,
+                                   [&](int64_t first, at::Tensor& block) {
+                                     block.copy_(seeded(1000 * i + rank, {n})
+                                                     .view({-1, 10})
+                                                     .narrow(0, first, block.size(0)));
+                                   },
+                                   {})
+                     .view({-1});
+        }
+        EXPECT_TRUE(at::equal(mine, want)) << "sum " << i;
+      }
+    }
   }));
 }
 
