@@ -76,7 +76,8 @@ class Session {
                                      std::optional<int64_t> pad_token_id) const;
 
   // The model's output for a batch ([batch, seq, ...], gathered over tp); undefined on the
-  // pipeline stages that do not end the model. Runs without gradients. Here and in loss() and
+  // pipeline stages that do not end the model, and possibly on tp ranks other than 0 when
+  // batch.logits_on_first_tp_rank (a language model's logits then go to tp rank 0 only). Runs without gradients. Here and in loss() and
   // train_step(), the batch and labels may be on the CPU: they are moved to the model's device.
   at::Tensor forward(const ForwardInputs& batch);
   // Mean causal-LM loss of the batch (labels [batch, seq], -100 ignored), without gradients;
