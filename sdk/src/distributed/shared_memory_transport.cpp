@@ -6,6 +6,7 @@
 #include "shardformer/distributed/process_mesh.h"
 #include "shardformer/error.h"
 #include "shardformer/kernels/cpu_kernels.h"
+#include "shardformer/log.h"
 #include "shardformer/strings.h"
 
 #include <ATen/ATen.h>
@@ -177,7 +178,7 @@ std::unique_ptr<SharedMemoryTransport> SharedMemoryTransport::connect(
   }
   std::unique_ptr<SharedMemoryTransport> transport(
       new SharedMemoryTransport(rank, size, chunk_bytes, timeout, base, length));
-  transport->label_ = label + "-out";
+  transport->label_ = label;
   // The segment starts zeroed: no rank arrived, generation 0.
   transport->control().pids[rank].store(static_cast<int32_t>(::getpid()));
   try {
@@ -314,7 +315,7 @@ bool SharedMemoryTransport::arena_ready(size_t bytes) {
     uint32_t plan = free && arena_ != nullptr && arena_->length >= bytes ? 1 : 0;
     if (plan == 0 && free && (arena_failed_ == 0 || bytes < arena_failed_)) {
       arena_.reset();
-      const std::string name = segment_name(label_);
+      const std::string name = segment_name(label_ + "-out");
       std::string why;
       auto arena = std::make_shared<Arena>();
       arena->base = create_segment(name, bytes, why);
@@ -327,6 +328,8 @@ bool SharedMemoryTransport::arena_ready(size_t bytes) {
       } else {
         if (arena->base != nullptr) ::shm_unlink(name.c_str());
         arena_failed_ = bytes;  // /dev/shm too small: the slots serve outputs this large
+        log::warn(str("outputs of ", bytes >> 20, " MiB and more gathered to rank 0 of group '",
+                      label_, "' go through the slots: ", why.empty() ? "name too long" : why));
       }
     }
     c.arena_plan = plan;

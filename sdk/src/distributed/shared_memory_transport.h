@@ -1,6 +1,7 @@
 // Internal: the all-gathers and all-reduces of CPU ranks on one host, through a shared mapping
-// instead of Gloo's loopback sockets (one copy in, one copy out, no kernel buffers), ordered by
-// a barrier in the mapping that notices a peer process that is gone.
+// instead of Gloo's loopback sockets (no kernel buffers; at most one copy in and one out, none
+// where the product is written into the mapping), ordered by a barrier in the mapping that
+// notices a peer process that is gone.
 #pragma once
 
 #include <ATen/Tensor.h>
@@ -80,7 +81,7 @@ class SharedMemoryTransport {
   std::byte* base_;
   size_t length_;
   int bank_ = 0;                  // the bank of slots this round uses (next_round)
-  std::string label_;             // the group's label, for the arena's name
+  std::string label_;             // the group's label (the arena's name and messages)
   std::shared_ptr<Arena> arena_;  // held also by rank 0's outputs that live in it
   size_t arena_failed_ = 0;       // rank 0: the smallest arena size that could not be made
 };

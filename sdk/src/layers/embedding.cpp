@@ -93,8 +93,8 @@ at::Tensor gathered_in_place(const at::Tensor& x, const at::Tensor& weight, cons
   auto shape = x.sizes().vec();
   shape.back() = padded;
   if (first_only) {
-    const at::Tensor whole = group.gather_produced_to_first(
-        rows.size(0), local, x.options(), [&](at::Tensor& block) { produce(block); });
+    const at::Tensor whole =
+        group.gather_produced_to_first(rows.size(0), local, x.options(), produce);
     return whole.defined() ? whole.view(shape) : whole;  // [..., padded] on rank 0
   }
   at::Tensor full = at::empty(shape, x.options());  // [..., padded]
