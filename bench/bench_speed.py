@@ -18,7 +18,7 @@ weights made locally).
     a process that has already imported torch and transformers (their import time is printed
     apart). Page cache warm.
   * tp: the host's forward 4 x 512 and greedy decode 1 x 64 at tp = 2 (two ranks, one thread
-    each) against tp = 1.
+    each) against tp = 1, and the forward at tp = 2 with sequence parallelism (split_gather).
 The checkpoint is evicted from the page cache once at the start (--page-cache keep leaves it), so
 the host's first load reads it from disk, as after a download or a reboot, and its mapping gets
 2 MiB pages (a file just written sits in the cache in 4 KiB pages). Rounds alternate the host
@@ -150,10 +150,10 @@ def host_limits(args):
     return run_lines([str(args.build / "bench" / "kernel_speed"), str(args.threads), "--limits"])
 
 
-def host_speed(args, forward, decode, tp=1):
+def host_speed(args, forward, decode, tp=1, extra=()):
     command = [args.build / "bench" / "speed", "--model", args.checkpoint, "--plugins",
                args.build / "plugins", "--forward", forward, "--decode", decode, "--prompt",
-               PROMPT, "--repeats", args.timed]
+               PROMPT, "--repeats", args.timed, *extra]
     if tp == 1:
         return run_lines([str(c) for c in command + ["--threads", args.threads]])
     port = 29600 + os.getpid() % 1000
@@ -241,7 +241,7 @@ def main():
           f"load average {os.getloadavg()[0]:.2f}, checkpoint page cache: {args.page_cache}\n")
     host, hf, limits = {}, {}, []
     start_host, start_hf, imports, tp1, tp2 = [], [], [], [], []
-    decode_tp1, decode_tp2 = [], []
+    decode_tp1, decode_tp2, tp2_sp = [], [], []
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(args.repeats):
             limits.append({**worker(args, "limits")[0], **host_limits(args)[0]})
@@ -260,6 +260,9 @@ def main():
                     for r in host_speed(args, "4x512", "1x64", tp=tp):
                         if r["kind"] in ("forward", "decode"):
                             (forwards if r["kind"] == "forward" else decodes).append(r["seconds"])
+                for r in host_speed(args, "4x512", "", tp=2, extra=["--sequence-parallel"]):
+                    if r["kind"] == "forward":
+                        tp2_sp.append(r["seconds"])
     med = statistics.median
     aten_gemm = med(r["gemm_gflops"] for r in limits)
     packed_gemm = med(r["packed_gemm_gflops"] for r in limits)
@@ -309,7 +312,9 @@ def main():
     if "tp" in parts:
         print(f"forward 4 x 512 at tp = 2 (1 thread per rank) against tp = 1 ({args.threads} "
               f"threads): {med(tp2):.3f} s vs {med(tp1):.3f} s, tp2 / tp1 time "
-              f"{med(tp2) / med(tp1):.2f}")
+              f"{med(tp2) / med(tp1):.3f}")
+        print(f"the same with sequence parallelism (split_gather): {med(tp2_sp):.3f} s, "
+              f"tp2 / tp1 time {med(tp2_sp) / med(tp1):.3f}")
         print(f"greedy decode 1 x 64 at tp = 2 against tp = 1: {64 / med(decode_tp2):.1f} vs "
               f"{64 / med(decode_tp1):.1f} tokens/s, tp2 / tp1 time "
               f"{med(decode_tp2) / med(decode_tp1):.2f}\n")

@@ -118,6 +118,18 @@ int main(int argc, char** argv) {
   gemm_row("mlp c_proj [2048, 3072] . [3072, 768] + bias", x4, at::randn({3072, 768}),
            at::randn({768}), peak);
   gemm_row("LM head [2048, 768] . [50257, 768]^T", x, at::randn({50257, 768}).t(), {}, peak);
+  gemm_row("attn c_proj [2048, 768] . [768, 768] + bias", x, at::randn({768, 768}),
+           at::randn({768}), peak);
+  // One rank's share at tp = 2: column-parallel halves of the outputs, row-parallel of the inputs.
+  gemm_row("tp 2: c_attn [2048, 768] . [768, 1152] + bias", x, at::randn({768, 1152}),
+           at::randn({1152}), peak);
+  gemm_row("tp 2: attn c_proj [2048, 384] . [384, 768]", x.narrow(1, 0, 384).contiguous(),
+           at::randn({384, 768}), {}, peak);
+  gemm_row("tp 2: c_fc [2048, 768] . [768, 1536] + bias", x, at::randn({768, 1536}),
+           at::randn({1536}), peak);
+  gemm_row("tp 2: mlp c_proj [2048, 1536] . [1536, 768]", x4.narrow(1, 0, 1536).contiguous(),
+           at::randn({1536, 768}), {}, peak);
+  gemm_row("tp 2: LM head [2048, 768] . [25152, 768]^T", x, at::randn({25152, 768}).t(), {}, peak);
   gemm_row("weight gradient [2048, 768]^T . [2048, 3072]", x.t(), x4, {}, peak);
   gemm_row("prefill 32 x 768 . [768, 2304] + bias", at::randn({32, 768}), at::randn({768, 2304}),
            at::randn({2304}), peak);

@@ -77,6 +77,7 @@ int main(int argc, char** argv) {
   std::string model, plugins, forward, decode, device = "cpu", dtype = "float32";
   int rank = 0, tp = 1, port = 29500, threads = 1, repeats = 3;
   int64_t prompt_length = 32;
+  bool sequence_parallel = false;
   options.add_options()("help", "this text")("model", po::value(&model)->required(),
                                              "checkpoint folder")(
       "plugins", po::value(&plugins)->required(), "plugin folder")(
@@ -87,8 +88,11 @@ int main(int argc, char** argv) {
       "repeats", po::value(&repeats), "timed runs per measurement (median)")(
       "threads", po::value(&threads), "intra-op threads of this rank")(
       "tp", po::value(&tp), "tensor-parallel ranks")("rank", po::value(&rank), "this rank")(
-      "port", po::value(&port), "rendezvous port")("device", po::value(&device), "cpu or cuda")(
-      "dtype", po::value(&dtype), "float32, bfloat16, float16");
+      "port", po::value(&port), "rendezvous port")(
+      "sequence-parallel", po::bool_switch(&sequence_parallel),
+      "forward passes with sequence parallelism (split_gather)")(
+      "device", po::value(&device), "cpu or cuda")("dtype", po::value(&dtype),
+                                                   "float32, bfloat16, float16");
   po::variables_map vm;
   try {
     po::store(po::parse_command_line(argc, argv, options), vm);
@@ -119,7 +123,8 @@ int main(int argc, char** argv) {
     Session session(
         SessionOptions{.checkpoint = model,
                        .dtype = parse_model_dtype(dtype, "--dtype"),
-                       .device = cuda ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU)},
+                       .device = cuda ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU),
+                       .shard = {.enable_sequence_parallelism = sequence_parallel}},
         [&](const ModelArgs& args) { return registry.create_model(args); }, mesh.get());
     host::reuse_freed_blocks_for_activations();
     const double built = seconds_since(process_start);

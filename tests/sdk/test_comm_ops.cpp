@@ -160,7 +160,29 @@ TEST_P(CommOps, SharedMemoryRoundsStayExactWhenRanksDrift) {
     for (int i = 0; i < 300; ++i) {
       std::this_thread::sleep_for(std::chrono::microseconds(pause() % 1000));
       const int64_t n = 500 + 700 * (i % 4);  // one to three rounds
-      if (i % 3 == 2) {
+      if (i % 5 == 3) {                       // sequence parallelism's pair, 20 rows of 50 a round
+        std::vector<at::Tensor> parts;
+        for (int r = 0; r < world; ++r) parts.push_back(seeded(1000 * i + r, {2, 10, 50}));
+        at::Tensor consumed = at::empty({20 * world, 50});
+        mesh.tp().all_gather_consumed(parts[rank], [&](int64_t first, const at::Tensor& block) {
+          consumed.narrow(0, first, block.size(0)).copy_(block);
+        });
+        EXPECT_TRUE(at::equal(consumed, at::cat(parts, 1).view({-1, 50})))
+            << "all_gather_consumed " << i;
+        std::vector<at::Tensor> terms;  // [2, 10 x world, 50]
+        for (int r = 0; r < world; ++r)
+          terms.push_back(seeded(1000 * i + 100 + r, {2, 10 * world, 50}));
+        at::Tensor want = terms[0];
+        for (int r = 1; r < world; ++r) want = want + terms[r];
+        const at::Tensor mine = mesh.tp().reduce_scatter_produced(
+            2, 10 * world, 50, at::kFloat,
+            [&](int64_t first, at::Tensor& block) {
+              block.copy_(terms[rank].view({-1, 50}).narrow(0, first, block.size(0)));
+            },
+            {});
+        EXPECT_TRUE(at::equal(mine, want.narrow(1, rank * 10, 10)))
+            << "reduce_scatter_produced " << i;
+      } else if (i % 3 == 2) {
         std::vector<at::Tensor> parts;
         for (int r = 0; r < world; ++r) parts.push_back(seeded(1000 * i + r, {n}));
         EXPECT_TRUE(at::equal(mesh.tp().all_gather(parts[rank], 0), at::cat(parts)))
@@ -216,6 +238,70 @@ TEST_P(CommOps, ProducedSumAndGatherOverGlooMatchTheirDefinitions) {
     } else {
       EXPECT_FALSE(gathered.defined());
     }
+  }));
+}
+
+namespace {
+
+// The sequence-parallel producing collectives on `group`, checked against their definitions:
+// reduce_scatter_produced of [3, 7 x size, cols] terms gives this rank's [3, 7, cols] slice of
+// the rank-order sum plus the bias (bit for bit where `exact`), and all_gather_consumed of [3,
+// 7, cols] inputs hands every row of their concatenation along dim 1 to the consumer once.
+void check_sequence_collectives(const ProcessGroup& group, int64_t cols, bool exact) {
+  const int rank = group.rank(), size = group.size();
+  const int64_t outer = 3, local = 7, length = local * size;
+  const at::Tensor bias = seeded(80, {cols});
+  at::Tensor sum = seeded(81, {outer, length, cols});
+  for (int r = 1; r < size; ++r) sum = sum + seeded(81 + r, {outer, length, cols});
+  const at::Tensor want = sum.narrow(1, rank * local, local) + bias;
+  const at::Tensor term = seeded(81 + rank, {outer * length, cols});
+  int64_t produced = 0;
+  const at::Tensor got = group.reduce_scatter_produced(
+      outer, length, cols, term.options(),
+      [&](int64_t first, at::Tensor& block) {
+        block.copy_(term.narrow(0, first, block.size(0)));
+        produced += block.size(0);
+      },
+      bias);
+  EXPECT_EQ(produced, outer * length) << cols << " columns";
+  EXPECT_TRUE(exact ? at::equal(got, want) : at::allclose(got, want, 1e-5, 1e-5))
+      << "reduce_scatter_produced of " << cols
+      << " columns: " << (got - want).abs().max().item<double>();
+  std::vector<at::Tensor> inputs;
+  for (int r = 0; r < size; ++r) inputs.push_back(seeded(90 + r, {outer, local, cols}));
+  at::Tensor consumed = at::full({outer * length, cols}, -7.f);
+  at::Tensor times = at::zeros({outer * length}, at::kLong);
+  group.all_gather_consumed(inputs[rank], [&](int64_t first, const at::Tensor& block) {
+    consumed.narrow(0, first, block.size(0)).copy_(block);
+    times.narrow(0, first, block.size(0)).add_(1);
+  });
+  EXPECT_TRUE(at::equal(consumed, at::cat(inputs, 1).view({-1, cols})))
+      << "all_gather_consumed of " << cols << " columns";
+  EXPECT_TRUE(at::equal(times, at::ones_like(times))) << "rows consumed other than once";
+}
+
+}  // namespace
+
+// Sequence parallelism's producing collectives through shared memory: slots of 4 KiB make a
+// [3, 14 or 28, 50] term several rounds whose blocks end inside a rank's rows; rows wider than
+// a slot (2000 floats) fall back to the plain collectives. Then the same over Gloo.
+TEST_P(CommOps, SequenceSplitCollectivesEqualTheirDefinitions) {
+  const int world = GetParam();
+  expect_all_ranks_passed(run_ranks(world, [&](int rank, int port) {
+    MeshOptions options = local(port);
+    options.shared_memory_min_bytes = 0;
+    options.shared_memory_chunk_bytes = 4096;
+    const ProcessMesh mesh(rank, {.tp = world}, options);
+    ASSERT_TRUE(mesh.tp().shared_memory());
+    check_sequence_collectives(mesh.tp(), 50, /*exact=*/true);
+    check_sequence_collectives(mesh.tp(), 2000, /*exact=*/false);
+  }));
+  expect_all_ranks_passed(run_ranks(world, [&](int rank, int port) {
+    MeshOptions options = local(port);
+    options.shared_memory_min_bytes = -1;
+    const ProcessMesh mesh(rank, {.tp = world}, options);
+    ASSERT_FALSE(mesh.tp().shared_memory());
+    check_sequence_collectives(mesh.tp(), 50, /*exact=*/false);
   }));
 }
 

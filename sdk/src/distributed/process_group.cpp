@@ -146,16 +146,23 @@ void ProcessGroup::all_reduce_(at::Tensor& tensor, ReduceOp op) const {
   }));
 }
 
+namespace {
+
+bool bias_for_slots(const at::Tensor& bias, int64_t cols) {
+  return !bias.defined() || (bias.is_contiguous() && bias.device().is_cpu() &&
+                             bias.scalar_type() == at::kFloat && bias.numel() == cols);
+}
+
+}  // namespace
+
 at::Tensor ProcessGroup::sum_produced(
     int64_t rows, int64_t cols, const at::TensorOptions& options,
     const std::function<void(int64_t first, at::Tensor& block)>& produce,
     const at::Tensor& bias) const {
   at::Tensor out = at::empty({rows, cols}, options);  // [rows, cols]
-  const bool shared =
-      impl_->size > 1 && out.scalar_type() == at::kFloat && through_shared_memory(*impl_, out) &&
-      cols * 4 <= impl_->shared_memory->chunk_bytes() &&
-      (!bias.defined() || (bias.is_contiguous() && bias.device().is_cpu() &&
-                           bias.scalar_type() == at::kFloat && bias.numel() == cols));
+  const bool shared = impl_->size > 1 && out.scalar_type() == at::kFloat &&
+                      through_shared_memory(*impl_, out) &&
+                      cols * 4 <= impl_->shared_memory->chunk_bytes() && bias_for_slots(bias, cols);
   if (!shared) {
     produce(0, out);
     all_reduce_(out);
@@ -165,6 +172,48 @@ at::Tensor ProcessGroup::sum_produced(
   impl_->stats.all_reduce_elements += out.numel();
   run_shared(*impl_, "all_reduce", [&] { impl_->shared_memory->sum_produced(out, produce, bias); });
   return out;
+}
+
+at::Tensor ProcessGroup::reduce_scatter_produced(
+    int64_t outer, int64_t length, int64_t cols, const at::TensorOptions& options,
+    const std::function<void(int64_t first, at::Tensor& block)>& produce,
+    const at::Tensor& bias) const {
+  if (length % impl_->size != 0) {
+    throw Error(str("reduce_scatter on group '", impl_->name, "': ", length,
+                    " rows along the split do not divide by ", impl_->size, " ranks"));
+  }
+  at::Tensor out = at::empty({outer, length / impl_->size, cols}, options);  // [outer, local, cols]
+  const bool shared = impl_->size > 1 && out.scalar_type() == at::kFloat &&
+                      through_shared_memory(*impl_, out) &&
+                      cols * 4 <= impl_->shared_memory->chunk_bytes() && bias_for_slots(bias, cols);
+  if (!shared) {
+    at::Tensor whole = at::empty({outer * length, cols}, options);  // [outer * length, cols]
+    produce(0, whole);
+    out = reduce_scatter(whole.view({outer, length, cols}), 1);
+    return bias.defined() ? out.add_(bias) : out;
+  }
+  impl_->stats.reduce_scatters += 1;
+  impl_->stats.reduce_scatter_elements += outer * length * cols;
+  run_shared(*impl_, "reduce_scatter",
+             [&] { impl_->shared_memory->sum_produced_scattered(out, produce, bias); });
+  return out;
+}
+
+void ProcessGroup::all_gather_consumed(
+    const at::Tensor& input,
+    const std::function<void(int64_t first, const at::Tensor& block)>& consume) const {
+  const int64_t cols = input.size(2);
+  const bool shared =
+      impl_->size > 1 && input.is_contiguous() && through_shared_memory(*impl_, input) &&
+      cols * input.element_size() <= impl_->size * impl_->shared_memory->chunk_bytes();
+  if (!shared) {
+    consume(0, all_gather(input, 1).view({-1, cols}));
+    return;
+  }
+  impl_->stats.all_gathers += 1;
+  impl_->stats.all_gather_elements += input.numel();
+  run_shared(*impl_, "all_gather",
+             [&] { impl_->shared_memory->all_gather_consumed(input, consume); });
 }
 
 PendingWork ProcessGroup::all_reduce_async(const at::Tensor& tensor) const {

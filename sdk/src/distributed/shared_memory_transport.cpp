@@ -301,6 +301,70 @@ void SharedMemoryTransport::sum_produced(at::Tensor& out, const Producer& produc
   }
 }
 
+namespace {
+
+// Calls run(row, count, outer, at) for each run of rows in [first, first + n) of an [outer,
+// length] matrix of rows (flattened) that falls in rank `rank`'s slice [rank * local, (rank + 1)
+// * local) of dim 1: `count` rows from `row`, which are rows [at, at + count) of the slice of
+// batch entry `outer`.
+template <typename Run>
+void rows_of_rank(int64_t first, int64_t n, int64_t length, int64_t local, int rank,
+                  const Run& run) {
+  const int64_t end = first + n;
+  for (int64_t o = first / length; o * length < end; ++o) {
+    const int64_t begin = o * length + rank * local;
+    const int64_t lo = std::max(first, begin), hi = std::min(end, begin + local);
+    if (lo < hi) run(lo, hi - lo, o, lo - begin);
+  }
+}
+
+}  // namespace
+
+void SharedMemoryTransport::sum_produced_scattered(at::Tensor& out, const Producer& produce,
+                                                   const at::Tensor& bias) {
+  const at::NoGradGuard no_grad;
+  const int64_t local = out.size(1), cols = out.size(2);
+  const int64_t length = local * size_, rows = out.size(0) * length;
+  const int64_t block = chunk_bytes_ / 4 / cols;  // rows per round
+  if (block < 1) throw std::invalid_argument("sum_produced: a row is larger than a slot");
+  for (int64_t first = 0; first < rows; first += block) {
+    const int64_t n = std::min(block, rows - first);
+    at::Tensor mine = view_of(slot(rank_), {n, cols}, out.options());
+    produce(first, mine);
+    barrier();
+    const std::vector<at::Tensor> terms = slot_views({n, cols}, out.options());
+    rows_of_rank(first, n, length, local, rank_,
+                 [&](int64_t row, int64_t count, int64_t o, int64_t at) {
+                   std::vector<at::Tensor> parts;
+                   for (const at::Tensor& t : terms)
+                     parts.push_back(t.narrow(0, row - first, count));
+                   at::Tensor sum = out.select(0, o).narrow(0, at, count);
+                   kernels::sum_terms(parts, bias, sum);
+                 });
+    next_round();
+  }
+}
+
+void SharedMemoryTransport::all_gather_consumed(const at::Tensor& input, const Consumer& consume) {
+  const at::NoGradGuard no_grad;
+  const int64_t local = input.size(1), cols = input.size(2);
+  const int64_t length = local * size_, rows = input.size(0) * length;
+  // A round's block of gathered rows spans the bank's slots, one after the other.
+  const int64_t block = size_ * chunk_bytes_ / static_cast<int64_t>(input.element_size()) / cols;
+  if (block < 1) throw std::invalid_argument("all_gather: a row is larger than a bank of slots");
+  for (int64_t first = 0; first < rows; first += block) {
+    const int64_t n = std::min(block, rows - first);
+    const at::Tensor gathered = view_of(slot(0), {n, cols}, input.options());
+    rows_of_rank(
+        first, n, length, local, rank_, [&](int64_t row, int64_t count, int64_t o, int64_t at) {
+          gathered.narrow(0, row - first, count).copy_(input.select(0, o).narrow(0, at, count));
+        });
+    barrier();
+    consume(first, gathered);
+    next_round();
+  }
+}
+
 std::vector<at::Tensor> SharedMemoryTransport::slot_views(at::IntArrayRef sizes,
                                                           const at::TensorOptions& options) const {
   std::vector<at::Tensor> views;

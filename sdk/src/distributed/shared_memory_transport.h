@@ -48,6 +48,17 @@ class SharedMemoryTransport {
   // straight into its slot, a block of rows at a time (no copy in), + bias [cols] when defined
   // (added after the sum). A row must fit a slot (cols * 4 <= chunk_bytes).
   void sum_produced(at::Tensor& out, const Producer& produce, const at::Tensor& bias);
+  // The reduce-scatter of sum_produced: each rank's term is [outer, size * local, cols] (its
+  // rows flattened, produced in blocks as above) and out [outer, local, cols] (contiguous fp32)
+  // receives this rank's slice of the sum along dim 1, + bias. Each rank sums only its rows.
+  void sum_produced_scattered(at::Tensor& out, const Producer& produce, const at::Tensor& bias);
+  // Reads rows [first, first + block.size(0)) of a gathered matrix from `block`.
+  using Consumer = std::function<void(int64_t first, const at::Tensor& block)>;
+  // The all-gather along dim 1 of every rank's `input` [outer, local, cols] (contiguous, one
+  // shape and dtype on every rank), handed to `consume` a block of the gathered [outer, size *
+  // local, cols] rows (flattened) at a time where the ranks wrote them: the bank's slots, read
+  // in place (one copy in, none out). `consume` must not issue collectives on this group.
+  void all_gather_consumed(const at::Tensor& input, const Consumer& consume);
   int64_t chunk_bytes() const { return chunk_bytes_; }
   // Writes this rank's block [rows, cols] of a gathered output into `block`.
   using BlockProducer = std::function<void(at::Tensor& block)>;

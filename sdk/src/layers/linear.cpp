@@ -11,6 +11,8 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+
 namespace shardformer::layers {
 namespace {
 
@@ -95,7 +97,31 @@ Linear1D_Col::Linear1D_Col(const BuildContext& ctx, int64_t in_features, int64_t
   }
 }
 
+bool Linear1D_Col::gathers_into_product(const at::Tensor& x) const {
+  return sequence_split_ && x.dim() == 3 && gemm_into_collective(x, weight_);
+}
+
+std::vector<at::Tensor> Linear1D_Col::gathered_products(const std::vector<Linear1D_Col*>& columns,
+                                                        const at::Tensor& x) {
+  const distributed::ProcessGroup& group = *columns.front()->group_;
+  const int64_t batch = x.size(0), seq = x.size(1) * group.size();
+  std::vector<at::Tensor> outputs, weights;  // [batch * seq, out/tp], [in, out/tp]
+  for (const Linear1D_Col* c : columns) {
+    outputs.push_back(at::empty({batch * seq, c->local_out_}, x.options()));
+    weights.push_back(conv1d(c->options_) ? c->weight_ : c->weight_.t());
+  }
+  group.all_gather_consumed(x, [&](int64_t first, const at::Tensor& rows) {  // [n, in]
+    for (size_t i = 0; i < columns.size(); ++i) {
+      at::Tensor block = outputs[i].narrow(0, first, rows.size(0));  // [n, out/tp]
+      kernels::gemm(rows, weights[i], columns[i]->bias_, false, block);
+    }
+  });
+  for (at::Tensor& y : outputs) y = y.view({batch, seq, -1});
+  return outputs;
+}
+
 at::Tensor Linear1D_Col::forward(const at::Tensor& input) {
+  if (gathers_into_product(input)) return gathered_products({this}, input).front();
   if (sequence_split_) {  // [batch, seq/tp, in] -> [batch, seq, out/tp]
     const at::Tensor y =
         sequence_parallel_matmul(input, weight_, conv1d(options_), overlap_, *group_);
@@ -111,12 +137,21 @@ std::vector<at::Tensor> forward_shared_input(const std::vector<Linear*>& layers,
   std::vector<Linear1D_Col*> columns;
   for (Linear* layer : layers) {
     auto* column = dynamic_cast<Linear1D_Col*>(layer);
-    if (column == nullptr || !column->sequence_split_ ||
-        column->options_.layout != WeightLayout::kLinear) {
+    if (column == nullptr || !column->sequence_split_) {
       columns.clear();
       break;
     }
     columns.push_back(column);
+  }
+  if (!columns.empty() && std::all_of(columns.begin(), columns.end(), [&](const Linear1D_Col* c) {
+        return c->gathers_into_product(x);
+      })) {
+    return Linear1D_Col::gathered_products(columns, x);  // inference: gathered where it lies
+  }
+  if (std::any_of(columns.begin(), columns.end(), [](const Linear1D_Col* c) {
+        return c->options_.layout != WeightLayout::kLinear;
+      })) {
+    columns.clear();
   }
   std::vector<at::Tensor> outputs;
   if (columns.empty()) {
@@ -155,16 +190,21 @@ Linear1D_Row::Linear1D_Row(const BuildContext& ctx, int64_t in_features, int64_t
 at::Tensor Linear1D_Row::forward(const at::Tensor& input) {
   const at::Tensor x =  // [..., in/tp]
       input_is_parallel_ ? input : distributed::scatter_to_parallel_region(input, *group_);
-  if (!sequence_split_ && group_->size() > 1 && gemm_into_collective(x, weight_)) {
+  if (group_->size() > 1 && (!sequence_split_ || x.dim() == 3) &&
+      gemm_into_collective(x, weight_)) {
     // Inference: this rank's product goes straight into the group's shared slots and is summed
-    // from there, the bias added in the same pass.
+    // from there (under split_gather, only this rank's tokens), the bias added in the same pass.
     const at::Tensor rows = x.reshape({-1, x.size(-1)});            // [tokens, in/tp]
     const at::Tensor w = conv1d(options_) ? weight_ : weight_.t();  // [in/tp, out]
-    auto shape = x.sizes().vec();
-    shape.back() = local_out_;
-    const auto produce = [&](int64_t first, at::Tensor& block) {  // block [n, out]
+    const auto produce = [&](int64_t first, at::Tensor& block) {    // block [n, out]
       kernels::gemm(rows.narrow(0, first, block.size(0)), w, {}, false, block);
     };
+    if (sequence_split_) {  // [batch, seq, in/tp] -> [batch, seq/tp, out]
+      return group_->reduce_scatter_produced(x.size(0), x.size(1), local_out_, x.options(), produce,
+                                             bias_);
+    }
+    auto shape = x.sizes().vec();
+    shape.back() = local_out_;
     return group_->sum_produced(rows.size(0), local_out_, x.options(), produce, bias_).view(shape);
   }
   const at::Tensor y =  // [..., out], or [batch, seq/tp, out] under split_gather

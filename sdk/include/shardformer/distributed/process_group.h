@@ -62,6 +62,22 @@ class ProcessGroup {
   at::Tensor sum_produced(int64_t rows, int64_t cols, const at::TensorOptions& options,
                           const std::function<void(int64_t first, at::Tensor& block)>& produce,
                           const at::Tensor& bias) const;
+  // The reduce-scatter of sum_produced (sequence parallelism): the ranks' terms are [outer,
+  // length, cols] matrices (rows flattened, produced in blocks as above) and this rank returns
+  // its slice of the sum along dim 1, [outer, length / size, cols], + bias. Through shared
+  // memory each rank sums only its own rows from the slots.
+  at::Tensor reduce_scatter_produced(
+      int64_t outer, int64_t length, int64_t cols, const at::TensorOptions& options,
+      const std::function<void(int64_t first, at::Tensor& block)>& produce,
+      const at::Tensor& bias) const;
+  // The all-gather along dim 1 of the ranks' `input`s [outer, n, cols] (rank order), handed to
+  // consume(first, block): rows [first, first + block.size(0)) of the gathered [outer, size * n,
+  // cols] with its rows flattened. Through shared memory each block is read where the ranks
+  // wrote it (no copy out, several blocks when it is large); otherwise it is all-gathered and
+  // consumed whole. `consume` must not use this group.
+  void all_gather_consumed(
+      const at::Tensor& input,
+      const std::function<void(int64_t first, const at::Tensor& block)>& consume) const;
   // The group's tensors concatenated along `dim`, in rank order: [.., size * n, ..].
   at::Tensor all_gather(const at::Tensor& tensor, int64_t dim) const;
   // The same into `output` [.., size * n, ..] (contiguous) whose block of this rank along `dim`

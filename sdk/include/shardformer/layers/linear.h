@@ -54,7 +54,8 @@ class ReplicatedLinear : public Linear {
 // [..., in] -> output [..., out/tp] (or [..., out] with gather_output). Backward all-reduces
 // the input gradient. Under split_gather sequence parallelism the input is this rank's part of
 // the sequence [batch, seq/tp, in], all-gathered first (its gradient reduce-scattered), with the
-// GEMM overlapping the communication when enable_sequence_overlap is set.
+// GEMM overlapping the communication when enable_sequence_overlap is set. In inference on CPU
+// ranks that share memory, the GEMM reads the gathered tokens where the collective holds them.
 class Linear1D_Col : public ReplicatedLinear {
  public:
   Linear1D_Col(const BuildContext& ctx, int64_t in_features, int64_t out_features,
@@ -64,6 +65,14 @@ class Linear1D_Col : public ReplicatedLinear {
  private:
   friend std::vector<at::Tensor> forward_shared_input(const std::vector<Linear*>& layers,
                                                       const at::Tensor& x);
+  // Whether an inference forward under split_gather multiplies the gathered input where the
+  // group's collective holds it (gathered_products).
+  bool gathers_into_product(const at::Tensor& x) const;
+  // Inference under split_gather: this rank's tokens x [batch, seq/tp, in] gathered and run
+  // through each layer's weight and bias, a block of gathered rows at a time where the group's
+  // collective holds them: [batch, seq, out/tp] per layer.
+  static std::vector<at::Tensor> gathered_products(const std::vector<Linear1D_Col*>& columns,
+                                                   const at::Tensor& x);
   const distributed::ProcessGroup* group_;
   bool gather_output_;
   bool sequence_split_, overlap_;
@@ -72,7 +81,9 @@ class Linear1D_Col : public ReplicatedLinear {
 // Row parallel: input features split. Input [..., in/tp] (or [..., in], split first when
 // input_is_parallel is false) -> output [..., out], all-reduced, bias added once. Under
 // split_gather sequence parallelism the output is reduce-scattered along the sequence instead:
-// [batch, seq, in/tp] -> [batch, seq/tp, out].
+// [batch, seq, in/tp] -> [batch, seq/tp, out]. In inference on CPU ranks that share memory the
+// product goes straight into the collective's slots (ProcessGroup::sum_produced and
+// reduce_scatter_produced).
 class Linear1D_Row : public ReplicatedLinear {
  public:
   Linear1D_Row(const BuildContext& ctx, int64_t in_features, int64_t out_features,
@@ -87,7 +98,8 @@ class Linear1D_Row : public ReplicatedLinear {
 
 // The outputs of layers that read the same input x and are split alike (q / k / v, gate / up).
 // Under split_gather x is all-gathered once, through the layers' weights side by side (and
-// kept for backward only as this rank's part); otherwise each layer runs its forward().
+// kept for backward only as this rank's part; in inference each weight reads the gathered
+// tokens where the collective holds them); otherwise each layer runs its forward().
 std::vector<at::Tensor> forward_shared_input(const std::vector<Linear*>& layers,
                                              const at::Tensor& x);
 
