@@ -16,7 +16,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from transformers import GPT2Config, GPT2LMHeadModel, GPT2Model
 
-from make_tiny_gpt2 import TINY
+from make_tiny_gpt2 import TINY, spread_biases_and_norms
 
 # Four rows, so pipeline tests can split the batch into 1 to 4 micro-batches.
 FORWARD_BATCH = [[5, 17, 301, 44, 9, 1000, 3], [7, 8, 9, 10], [42], [900, 901, 902, 903, 904, 905]]
@@ -113,7 +113,7 @@ def main() -> None:
     args.data.mkdir(parents=True, exist_ok=True)
     for name, changes in VARIANTS.items():
         torch.manual_seed(1234)
-        model = GPT2LMHeadModel(GPT2Config(**{**TINY, **changes})).eval()
+        model = spread_biases_and_norms(GPT2LMHeadModel(GPT2Config(**{**TINY, **changes}))).eval()
         model.save_pretrained(args.models / name, safe_serialization=True)
     # The tiny checkpoint with one tensor no GPT-2 module reads (as a merged LoRA adapter
     # leaves behind): jobs must refuse it unless told otherwise.

@@ -15,6 +15,19 @@ TINY = dict(vocab_size=1013, n_positions=64, n_embd=64, n_layer=8, n_head=4,
             bos_token_id=1012, eos_token_id=1012, initializer_range=0.2)
 
 
+def spread_biases_and_norms(model: torch.nn.Module) -> torch.nn.Module:
+    """HF initialises every bias to 0 and every LayerNorm to weight 1, bias 0, so a bias that a
+    parallel layer drops or adds twice would still match HF: draws them at random instead (from
+    torch's generator, seeded by the caller)."""
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if name.endswith(".bias"):
+                parameter.normal_(0.0, 0.1)
+            elif ".ln_" in name or name.startswith("ln_"):
+                parameter.normal_(1.0, 0.1)
+    return model
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("output", type=pathlib.Path, help="checkpoint folder to write")
@@ -23,7 +36,7 @@ def main() -> None:
     args = parser.parse_args()
 
     torch.manual_seed(args.seed)
-    model = GPT2LMHeadModel(GPT2Config(**TINY)).eval()
+    model = spread_biases_and_norms(GPT2LMHeadModel(GPT2Config(**TINY))).eval()
     kwargs = {"max_shard_size": args.max_shard_size} if args.max_shard_size else {}
     model.save_pretrained(args.output, safe_serialization=True, **kwargs)
     print(f"wrote {args.output}")

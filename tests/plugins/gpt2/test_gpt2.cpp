@@ -435,6 +435,8 @@ void PrintTo(const HostLayout& layout, std::ostream* os) { *os << layout.name; }
 class GPT2HostRun : public GPT2Test, public ::testing::WithParamInterface<HostLayout> {
  protected:
   // Runs the host on a job config of `job_toml` and the layout; returns its stdout.
+  // A forward job with a loss: the logits file and the loss equal HF's.
+  void check_forward_job();
   std::string run_host(const std::string& job_toml) {
     const fs::path dir = fs::path(::testing::TempDir()) / ("shardformer_gpt2_" + GetParam().name);
     fs::create_directories(dir);
@@ -498,7 +500,7 @@ TEST_P(GPT2HostRun, GeneratePrintsHFGreedyTokens) {
   EXPECT_EQ(output, expected.str());
 }
 
-TEST_P(GPT2HostRun, ForwardWritesHFLogitsAndLoss) {
+void GPT2HostRun::check_forward_job() {
   const fs::path written =
       fs::path(::testing::TempDir()) / ("shardformer_gpt2_" + GetParam().name + "_logits.st");
   fs::remove(written);
@@ -516,6 +518,21 @@ TEST_P(GPT2HostRun, ForwardWritesHFLogitsAndLoss) {
   shardformer::testing::expect_close(file.read("loss"), ref("train_loss"), kOutputAtol, 0.0,
                                      "loss");
 }
+
+TEST_P(GPT2HostRun, ForwardWritesHFLogitsAndLoss) { check_forward_job(); }
+
+// Forward jobs only (generation refuses sequence parallelism): split_gather at tp = 2, whose 4 x
+// 7 tokens (padded to 8) take the inference collectives through shared memory, the logits
+// written by rank 0 from its output arena.
+class GPT2HostForwardRun : public GPT2HostRun {};
+
+TEST_P(GPT2HostForwardRun, ForwardWritesHFLogitsAndLoss) { check_forward_job(); }
+
+INSTANTIATE_TEST_SUITE_P(SequenceParallel, GPT2HostForwardRun,
+                         ::testing::Values(HostLayout{"tp2_split_gather",
+                                                      "tp_size = 2\n[shard]\n"
+                                                      "enable_sequence_parallelism = true"}),
+                         [](const auto& info) { return info.param.name; });
 
 INSTANTIATE_TEST_SUITE_P(
     Layouts, GPT2HostRun,
