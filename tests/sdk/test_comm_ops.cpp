@@ -32,6 +32,15 @@ MeshOptions local(int port, std::chrono::seconds timeout = std::chrono::seconds(
   return options;
 }
 
+// Options whose collectives all go through shared memory, in rounds of 4 KiB per rank (1024
+// floats): small tensors then take several rounds.
+MeshOptions small_slots(int port) {
+  MeshOptions options = local(port);
+  options.shared_memory_min_bytes = 0;
+  options.shared_memory_chunk_bytes = 4096;
+  return options;
+}
+
 // The same random tensor on every rank (and a different one per `seed`).
 at::Tensor seeded(int64_t seed, at::IntArrayRef shape) {
   auto generator = at::make_generator<at::CPUGeneratorImpl>(seed);
@@ -151,10 +160,7 @@ TEST_P(CommOps, ScatterToSlicesForwardAndGathersTheGradient) {
 TEST_P(CommOps, SharedMemoryRoundsStayExactWhenRanksDrift) {
   const int world = GetParam();
   expect_all_ranks_passed(run_ranks(world, [&](int rank, int port) {
-    MeshOptions options = local(port);
-    options.shared_memory_min_bytes = 0;
-    options.shared_memory_chunk_bytes = 4096;  // 1024 floats a round
-    const ProcessMesh mesh(rank, {.tp = world}, options);
+    const ProcessMesh mesh(rank, {.tp = world}, small_slots(port));
     ASSERT_TRUE(mesh.tp().shared_memory());
     std::mt19937 pause(1234u + static_cast<unsigned>(rank));
     for (int i = 0; i < 300; ++i) {
@@ -288,10 +294,7 @@ void check_sequence_collectives(const ProcessGroup& group, int64_t cols, bool ex
 TEST_P(CommOps, SequenceSplitCollectivesEqualTheirDefinitions) {
   const int world = GetParam();
   expect_all_ranks_passed(run_ranks(world, [&](int rank, int port) {
-    MeshOptions options = local(port);
-    options.shared_memory_min_bytes = 0;
-    options.shared_memory_chunk_bytes = 4096;
-    const ProcessMesh mesh(rank, {.tp = world}, options);
+    const ProcessMesh mesh(rank, {.tp = world}, small_slots(port));
     ASSERT_TRUE(mesh.tp().shared_memory());
     check_sequence_collectives(mesh.tp(), 50, /*exact=*/true);
     check_sequence_collectives(mesh.tp(), 2000, /*exact=*/false);
@@ -326,10 +329,7 @@ TEST(ProcessGroupP2P, SendAndRecvAlongThePipelineAxis) {
 TEST_P(CommOps, SharedMemoryAllGatherAndAllReduceEqualTheirDefinitions) {
   const int world = GetParam();
   expect_all_ranks_passed(run_ranks(world, [&](int rank, int port) {
-    MeshOptions options = local(port);
-    options.shared_memory_min_bytes = 0;
-    options.shared_memory_chunk_bytes = 4096;
-    const ProcessMesh mesh(rank, {.tp = world}, options);
+    const ProcessMesh mesh(rank, {.tp = world}, small_slots(port));
     ASSERT_TRUE(mesh.tp().shared_memory());
     if (rank == 0) {
       const std::string mine = "-" + std::to_string(::getpid()) + "-";

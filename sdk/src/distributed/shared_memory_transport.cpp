@@ -284,21 +284,29 @@ void SharedMemoryTransport::all_reduce_sum_(at::Tensor& tensor) {
   }
 }
 
-void SharedMemoryTransport::sum_produced(at::Tensor& out, const Producer& produce,
-                                         const at::Tensor& bias) {
+void SharedMemoryTransport::produce_in_rounds(int64_t rows, int64_t cols,
+                                              const at::TensorOptions& options,
+                                              const Producer& produce, const TermsReader& read) {
   const at::NoGradGuard no_grad;
-  const int64_t rows = out.size(0), cols = out.size(1);
   const int64_t block = chunk_bytes_ / 4 / cols;  // rows per round
   if (block < 1) throw std::invalid_argument("sum_produced: a row is larger than a slot");
   for (int64_t first = 0; first < rows; first += block) {
     const int64_t n = std::min(block, rows - first);
-    at::Tensor mine = view_of(slot(rank_), {n, cols}, out.options());
+    at::Tensor mine = view_of(slot(rank_), {n, cols}, options);
     produce(first, mine);
     barrier();
-    at::Tensor sum = out.narrow(0, first, n);
-    kernels::sum_terms(slot_views({n, cols}, out.options()), bias, sum);
+    read(first, slot_views({n, cols}, options));
     next_round();
   }
+}
+
+void SharedMemoryTransport::sum_produced(at::Tensor& out, const Producer& produce,
+                                         const at::Tensor& bias) {
+  produce_in_rounds(out.size(0), out.size(1), out.options(), produce,
+                    [&](int64_t first, const std::vector<at::Tensor>& terms) {
+                      at::Tensor sum = out.narrow(0, first, terms.front().size(0));
+                      kernels::sum_terms(terms, bias, sum);
+                    });
 }
 
 namespace {
@@ -322,27 +330,17 @@ void rows_of_rank(int64_t first, int64_t n, int64_t length, int64_t local, int r
 
 void SharedMemoryTransport::sum_produced_scattered(at::Tensor& out, const Producer& produce,
                                                    const at::Tensor& bias) {
-  const at::NoGradGuard no_grad;
-  const int64_t local = out.size(1), cols = out.size(2);
-  const int64_t length = local * size_, rows = out.size(0) * length;
-  const int64_t block = chunk_bytes_ / 4 / cols;  // rows per round
-  if (block < 1) throw std::invalid_argument("sum_produced: a row is larger than a slot");
-  for (int64_t first = 0; first < rows; first += block) {
-    const int64_t n = std::min(block, rows - first);
-    at::Tensor mine = view_of(slot(rank_), {n, cols}, out.options());
-    produce(first, mine);
-    barrier();
-    const std::vector<at::Tensor> terms = slot_views({n, cols}, out.options());
-    rows_of_rank(first, n, length, local, rank_,
-                 [&](int64_t row, int64_t count, int64_t o, int64_t at) {
-                   std::vector<at::Tensor> parts;
-                   for (const at::Tensor& t : terms)
-                     parts.push_back(t.narrow(0, row - first, count));
-                   at::Tensor sum = out.select(0, o).narrow(0, at, count);
-                   kernels::sum_terms(parts, bias, sum);
-                 });
-    next_round();
-  }
+  const int64_t local = out.size(1), cols = out.size(2), length = local * size_;
+  const auto read = [&](int64_t first, const std::vector<at::Tensor>& terms) {
+    const auto sum_run = [&](int64_t row, int64_t count, int64_t o, int64_t at) {
+      std::vector<at::Tensor> parts;
+      for (const at::Tensor& t : terms) parts.push_back(t.narrow(0, row - first, count));
+      at::Tensor sum = out.select(0, o).narrow(0, at, count);
+      kernels::sum_terms(parts, bias, sum);
+    };
+    rows_of_rank(first, terms.front().size(0), length, local, rank_, sum_run);
+  };
+  produce_in_rounds(out.size(0) * length, cols, out.options(), produce, read);
 }
 
 void SharedMemoryTransport::all_gather_consumed(const at::Tensor& input, const Consumer& consume) {

@@ -85,6 +85,12 @@ class SharedMemoryTransport {
   // gone (checked every 10 ms while waiting) or after the timeout.
   void barrier() const;
   void check_peers() const;
+  // Reads rows [first, first + n) of every rank's term, in its slot ([n, cols] each).
+  using TermsReader = std::function<void(int64_t first, const std::vector<at::Tensor>& terms)>;
+  // The rounds of the producing sums: each rank produces a block of its [rows, cols] fp32 term
+  // into its slot, then every rank reads the block's slots.
+  void produce_in_rounds(int64_t rows, int64_t cols, const at::TensorOptions& options,
+                         const Producer& produce, const TermsReader& read);
 
   int rank_, size_;
   int64_t chunk_bytes_;
