@@ -171,6 +171,36 @@ void sum_terms(const std::vector<at::Tensor>& terms, const at::Tensor& bias,
                            out.data_ptr<float>(), out.numel() / std::max<int64_t>(cols, 1), cols);
 }
 
+void sum_add_layer_norm(const std::vector<at::Tensor>& terms, const at::Tensor& bias,
+                        const at::Tensor& residual, const at::Tensor& weight,
+                        const at::Tensor& ln_bias, double eps, const at::Tensor& sum,
+                        const at::Tensor& y) {
+  TORCH_CHECK(!terms.empty() && cpu_float_contiguous(sum) && sum.dim() >= 1 &&
+                  cpu_float_contiguous(residual) && residual.sizes() == sum.sizes(),
+              "sum_add_layer_norm: at least one term, and a residual and a sum that are "
+              "contiguous fp32 CPU tensors of one shape");
+  std::vector<const float*> data;
+  for (const at::Tensor& t : terms) {
+    TORCH_CHECK(cpu_float_contiguous(t) && t.sizes() == sum.sizes(), "sum_add_layer_norm: a term ",
+                t.sizes(), " must be a contiguous fp32 CPU tensor of the sum's shape ",
+                sum.sizes());
+    data.push_back(t.data_ptr<float>());
+  }
+  const int64_t cols = sum.size(-1);
+  check_vector(bias, cols, "sum_add_layer_norm: bias");
+  check_vector(weight, cols, "sum_add_layer_norm: weight");
+  check_vector(ln_bias, cols, "sum_add_layer_norm: ln_bias");
+  TORCH_CHECK(weight.defined() == y.defined() && (!ln_bias.defined() || weight.defined()),
+              "sum_add_layer_norm: a norm needs its weight and an output y, and only then a bias");
+  TORCH_CHECK(!y.defined() || (cpu_float_contiguous(y) && y.sizes() == sum.sizes()),
+              "sum_add_layer_norm: y must be a contiguous fp32 CPU tensor of the sum's shape");
+  active_table().sum_add_layer_norm(
+      data.data(), static_cast<int64_t>(data.size()), data_or_null(bias),
+      residual.data_ptr<float>(), data_or_null(weight), data_or_null(ln_bias),
+      sum.data_ptr<float>(), y.defined() ? y.data_ptr<float>() : nullptr,
+      sum.numel() / std::max<int64_t>(cols, 1), cols, static_cast<float>(eps));
+}
+
 at::Tensor bias_gelu_tanh(const at::Tensor& x, const at::Tensor& bias) {
   TORCH_CHECK(cpu_float_contiguous(x) && x.dim() >= 1,
               "bias_gelu_tanh: x must be a contiguous fp32 CPU tensor");

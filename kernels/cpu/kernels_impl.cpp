@@ -223,8 +223,32 @@ void gelu_tanh_backward(const float* x, const float* grad, float* dx, int64_t n)
   });
 }
 
-// Per row: sum = x + residual (stored), mean and variance of sum (two passes over the row,
-// which stays in L1), then the normalised, scaled row.
+// The LayerNorm of one row s [cols] (just written, so in L1) whose elements add up to `total`:
+// the variance in a second pass over the row, then the normalised, scaled row into y.
+void normalize_row(const float* sr, float total, const float* weight, const float* bias, float* yr,
+                   int64_t cols, float eps) {
+  const float mean = total / static_cast<float>(cols);
+  const Vec vmean(mean);
+  Vec sq(0.f);
+  int64_t i = 0;
+  for (; i + kLanes <= cols; i += kLanes) {
+    const Vec d = Vec::loadu(sr + i) - vmean;
+    sq = at::vec::fmadd(d, d, sq);
+  }
+  float var = sum_lanes(sq);
+  for (; i < cols; ++i) var += (sr[i] - mean) * (sr[i] - mean);
+  const float rstd = 1.f / std::sqrt(var / static_cast<float>(cols) + eps);
+  const Vec vrstd(rstd);
+  for (i = 0; i + kLanes <= cols; i += kLanes) {
+    Vec v = (Vec::loadu(sr + i) - vmean) * vrstd * Vec::loadu(weight + i);
+    if (bias != nullptr) v = v + Vec::loadu(bias + i);
+    v.store(yr + i);
+  }
+  for (; i < cols; ++i)
+    yr[i] = (sr[i] - mean) * rstd * weight[i] + (bias != nullptr ? bias[i] : 0.f);
+}
+
+// Per row: sum = x + residual (stored), then its LayerNorm (normalize_row).
 void add_layer_norm(const float* x, const float* residual, const float* weight, const float* bias,
                     float* sum, float* y, int64_t rows, int64_t cols, float eps) {
   at::parallel_for(0, rows, std::max<int64_t>(1, 8192 / std::max<int64_t>(cols, 1)),
@@ -233,7 +257,6 @@ void add_layer_norm(const float* x, const float* residual, const float* weight, 
                        const float* xr = x + r * cols;
                        const float* rr = residual + r * cols;
                        float* sr = sum + r * cols;
-                       float* yr = y + r * cols;
                        Vec acc(0.f);
                        int64_t i = 0;
                        for (; i + kLanes <= cols; i += kLanes) {
@@ -243,26 +266,47 @@ void add_layer_norm(const float* x, const float* residual, const float* weight, 
                        }
                        float total = sum_lanes(acc);
                        for (; i < cols; ++i) total += (sr[i] = xr[i] + rr[i]);
-                       const float mean = total / static_cast<float>(cols);
-                       const Vec vmean(mean);
-                       Vec sq(0.f);
-                       for (i = 0; i + kLanes <= cols; i += kLanes) {
-                         const Vec d = Vec::loadu(sr + i) - vmean;
-                         sq = at::vec::fmadd(d, d, sq);
-                       }
-                       float var = sum_lanes(sq);
-                       for (; i < cols; ++i) var += (sr[i] - mean) * (sr[i] - mean);
-                       const float rstd = 1.f / std::sqrt(var / static_cast<float>(cols) + eps);
-                       const Vec vrstd(rstd);
-                       for (i = 0; i + kLanes <= cols; i += kLanes) {
-                         Vec v = (Vec::loadu(sr + i) - vmean) * vrstd * Vec::loadu(weight + i);
+                       normalize_row(sr, total, weight, bias, y + r * cols, cols, eps);
+                     }
+                   });
+}
+
+// Per row: sum = residual + (((terms[0] + terms[1]) + ...) + bias) and, given a weight, its
+// LayerNorm: a row-parallel layer's all-reduce, the residual add and the next norm in one pass
+// (the same additions, in the same order, as sum_terms and then add_layer_norm).
+void sum_add_layer_norm(const float* const* terms, int64_t n, const float* bias,
+                        const float* residual, const float* weight, const float* ln_bias,
+                        float* sum, float* y, int64_t rows, int64_t cols, float eps) {
+  const auto term_sum = [&](int64_t at) {  // the terms and the bias at element `at`, vectorised
+    Vec v =
+        n >= 2 ? Vec::loadu(terms[0] + at) + Vec::loadu(terms[1] + at) : Vec::loadu(terms[0] + at);
+    for (int64_t t = 2; t < n; ++t) v = v + Vec::loadu(terms[t] + at);
+    return v;
+  };
+  at::parallel_for(0, rows, std::max<int64_t>(1, 8192 / std::max<int64_t>(cols, 1)),
+                   [&](int64_t begin, int64_t end) {
+                     for (int64_t r = begin; r < end; ++r) {
+                       const int64_t row = r * cols;
+                       float* sr = sum + row;
+                       Vec acc(0.f);
+                       int64_t i = 0;
+                       for (; i + kLanes <= cols; i += kLanes) {
+                         Vec v = term_sum(row + i);
                          if (bias != nullptr) v = v + Vec::loadu(bias + i);
-                         v.store(yr + i);
+                         const Vec s = Vec::loadu(residual + row + i) + v;
+                         s.store(sr + i);
+                         acc = acc + s;
                        }
+                       float total = sum_lanes(acc);
                        for (; i < cols; ++i) {
-                         yr[i] =
-                             (sr[i] - mean) * rstd * weight[i] + (bias != nullptr ? bias[i] : 0.f);
+                         float v =
+                             n >= 2 ? terms[0][row + i] + terms[1][row + i] : terms[0][row + i];
+                         for (int64_t t = 2; t < n; ++t) v += terms[t][row + i];
+                         if (bias != nullptr) v += bias[i];
+                         total += (sr[i] = residual[row + i] + v);
                        }
+                       if (weight != nullptr)
+                         normalize_row(sr, total, weight, ln_bias, y + row, cols, eps);
                      }
                    });
 }
@@ -386,8 +430,18 @@ void softmax_xent_grad(const float* x, const float* max, const float* sum, const
 
 }  // namespace
 
-const KernelTable table{&skinny_linear, &bias_gelu_tanh, &gelu_tanh_backward, &add_layer_norm,
-                        &rms_norm,      &rotary,         &softmax_stats,      &softmax_xent_grad,
-                        &sum_terms,     &gemm_workspace, &causal_attention,   &gemm};
+const KernelTable table{&skinny_linear,
+                        &bias_gelu_tanh,
+                        &gelu_tanh_backward,
+                        &add_layer_norm,
+                        &rms_norm,
+                        &rotary,
+                        &softmax_stats,
+                        &softmax_xent_grad,
+                        &sum_terms,
+                        &sum_add_layer_norm,
+                        &gemm_workspace,
+                        &causal_attention,
+                        &gemm};
 
 }  // namespace shardformer::kernels::CPU_CAPABILITY

@@ -84,7 +84,9 @@ GPT2Attention::GPT2Attention(const BuildContext& ctx, const GPT2Config& config, 
   if (config.scale_attn_by_inverse_layer_idx) scale_ /= static_cast<double>(layer_idx + 1);
 }
 
-at::Tensor GPT2Attention::forward(const at::Tensor& x, const layers::AttentionStep& step) {
+layers::ResidualSum GPT2Attention::forward(const at::Tensor& x, const layers::AttentionStep& step,
+                                           const at::Tensor& residual,
+                                           const layers::LayerNorm& norm) {
   const std::vector<at::Tensor> qkv = c_attn_->forward(x).chunk(3, -1);  // 3 x [.., hidden/tp]
   const auto heads = [&](const at::Tensor& t) {  // [batch, heads/tp, seq, head_dim]
     return layers::split_heads(t, num_heads_, head_dim_);
@@ -98,7 +100,9 @@ at::Tensor GPT2Attention::forward(const at::Tensor& x, const layers::AttentionSt
                                             .layer = layer_idx_,
                                             .upcast = upcast_,
                                             .sequence = step.sequence.get()});  // [b, s, hidden/tp]
-  return resid_dropout_->forward(c_proj_->forward(out), step.sequence.get());   // [b, s, hidden]
+  // residual + resid_dropout(c_proj(out)) [b, s, hidden], and its norm
+  return layers::add_to_residual(*c_proj_, out, *resid_dropout_, residual, &norm,
+                                 step.sequence.get());
 }
 
 GPT2MLP::GPT2MLP(const BuildContext& ctx, const GPT2Config& config)
@@ -114,9 +118,11 @@ GPT2MLP::GPT2MLP(const BuildContext& ctx, const GPT2Config& config)
       "dropout", std::make_shared<layers::Dropout>(ctx.child("dropout"), config.resid_pdrop));
 }
 
-at::Tensor GPT2MLP::forward(const at::Tensor& x, const SequenceSplit* sequence) {
+at::Tensor GPT2MLP::forward(const at::Tensor& x, const SequenceSplit* sequence,
+                            const at::Tensor& residual) {
   const at::Tensor h = layers::apply_activation(activation_, c_fc_->forward(x));  // [.., inner/tp]
-  return dropout_->forward(c_proj_->forward(h), sequence);                        // [.., hidden]
+  // residual + dropout(c_proj(h)) [.., hidden]
+  return layers::add_to_residual(*c_proj_, h, *dropout_, residual, nullptr, sequence).sum;
 }
 
 GPT2Block::GPT2Block(const BuildContext& ctx, const GPT2Config& config, int64_t layer_idx) {
@@ -128,8 +134,10 @@ GPT2Block::GPT2Block(const BuildContext& ctx, const GPT2Config& config, int64_t 
 }
 
 at::Tensor GPT2Block::forward(const at::Tensor& x, const layers::AttentionStep& step) {
-  const auto [h, normed] = ln_2_->add_forward(x, attn_->forward(ln_1_->forward(x), step));
-  return h + mlp_->forward(normed, step.sequence.get());
+  // h = x + attn(ln_1(x)), taken with ln_2(h); then h + mlp(ln_2(h)). The residual adds and
+  // ln_2 go into the sublayers' last products, which fuse them with tp's sums where they can.
+  const layers::ResidualSum h = attn_->forward(ln_1_->forward(x), step, x, *ln_2_);
+  return mlp_->forward(h.normed, step.sequence.get(), h.sum);
 }
 
 GPT2Model::GPT2Model(const BuildContext& ctx, const GPT2Config& config, bool wte_on_last_stage)

@@ -36,8 +36,10 @@ struct GPT2Config {
 class GPT2Attention : public torch::nn::Module {
  public:
   GPT2Attention(const BuildContext& ctx, const GPT2Config& config, int64_t layer_idx);
-  // x [batch, seq, hidden] -> [batch, seq, hidden] (seq: this rank's tokens when split)
-  at::Tensor forward(const at::Tensor& x, const layers::AttentionStep& step);
+  // residual + attention(x) and `norm` of it (the next sublayer's input): x, residual [batch,
+  // seq, hidden] (seq: this rank's tokens when split) -> the same shapes.
+  layers::ResidualSum forward(const at::Tensor& x, const layers::AttentionStep& step,
+                              const at::Tensor& residual, const layers::LayerNorm& norm);
   int64_t num_heads() const { return num_heads_; }
 
  private:
@@ -51,8 +53,10 @@ class GPT2Attention : public torch::nn::Module {
 class GPT2MLP : public torch::nn::Module {
  public:
   GPT2MLP(const BuildContext& ctx, const GPT2Config& config);
-  // [batch, seq, hidden] -> same; sequence: the split of this forward pass (null: none)
-  at::Tensor forward(const at::Tensor& x, const SequenceSplit* sequence);
+  // residual + mlp(x): [batch, seq, hidden] -> same; sequence: the split of this forward pass
+  // (null: none)
+  at::Tensor forward(const at::Tensor& x, const SequenceSplit* sequence,
+                     const at::Tensor& residual);
 
  private:
   layers::Activation activation_;

@@ -260,6 +260,53 @@ TEST_P(Kernels, GeluTanhBackwardMatchesFp64Derivative) {
   }
 }
 
+// The all-reduce, the residual add and the next LayerNorm in one pass: bit for bit sum_terms
+// followed by the residual add and add_layer_norm (so fusing them changes no result), for one to
+// four terms, with and without biases, and without the norm.
+TEST_P(Kernels, SumAddLayerNormEqualsTheSeparateKernels) {
+  const kernels::KernelTable& t = *GetParam().table;
+  at::manual_seed(4);
+  for (const auto& [rows, cols] :
+       std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {3, 37}, {129, 768}, {2, 4099}}) {
+    for (const int64_t n : {1, 2, 4}) {
+      for (const bool biases : {false, true}) {
+        std::vector<at::Tensor> terms;
+        std::vector<const float*> data;
+        for (int64_t i = 0; i < n; ++i) {
+          terms.push_back(at::randn({rows, cols}) * (i + 1));
+          data.push_back(terms.back().data_ptr<float>());
+        }
+        const at::Tensor residual = at::randn({rows, cols}) * 2 + 1;
+        const at::Tensor b = biases ? at::randn({cols}) : at::Tensor();
+        const at::Tensor w = at::randn({cols}), lb = biases ? at::randn({cols}) : at::Tensor();
+        const auto ptr = [](const at::Tensor& v) {
+          return v.defined() ? v.data_ptr<float>() : nullptr;
+        };
+        at::Tensor summed = terms[0].clone();  // the separate kernels
+        if (n >= 2) t.sum_terms(data.data(), n, ptr(b), summed.data_ptr<float>(), rows, cols);
+        if (n == 1 && biases) summed = summed + b;
+        at::Tensor want_sum = at::empty_like(residual), want_y = at::empty_like(residual);
+        t.add_layer_norm(residual.data_ptr<float>(), summed.data_ptr<float>(), w.data_ptr<float>(),
+                         ptr(lb), want_sum.data_ptr<float>(), want_y.data_ptr<float>(), rows, cols,
+                         1e-5f);
+        at::Tensor sum = at::empty_like(residual), y = at::empty_like(residual);
+        t.sum_add_layer_norm(data.data(), n, ptr(b), residual.data_ptr<float>(),
+                             w.data_ptr<float>(), ptr(lb), sum.data_ptr<float>(),
+                             y.data_ptr<float>(), rows, cols, 1e-5f);
+        const std::string what = std::to_string(rows) + " x " + std::to_string(cols) + ", " +
+                                 std::to_string(n) + " terms";
+        EXPECT_TRUE(at::equal(sum, want_sum)) << what;
+        EXPECT_TRUE(at::equal(sum, residual + summed)) << what;
+        EXPECT_TRUE(at::equal(y, want_y)) << what;
+        at::Tensor only_sum = at::empty_like(residual);  // no norm: the residual stream alone
+        t.sum_add_layer_norm(data.data(), n, ptr(b), residual.data_ptr<float>(), nullptr, nullptr,
+                             only_sum.data_ptr<float>(), nullptr, rows, cols, 1e-5f);
+        EXPECT_TRUE(at::equal(only_sum, want_sum)) << what << ", no norm";
+      }
+    }
+  }
+}
+
 TEST_P(Kernels, AddLayerNormMatchesFp64LayerNorm) {
   const kernels::KernelTable& t = *GetParam().table;
   at::manual_seed(2);

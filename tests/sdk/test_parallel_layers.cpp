@@ -9,8 +9,10 @@
 #include "shardformer/distributed/process_mesh.h"
 #include "shardformer/layers/dropout.h"
 #include "shardformer/layers/embedding.h"
+#include "shardformer/layers/layer_norm.h"
 #include "shardformer/layers/linear.h"
 #include "shardformer/losses.h"
+#include "shardformer/runtime/inference_scope.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -91,7 +93,9 @@ void check_linear(int tp, ShardStyle style, layers::LinearOptions options, bool 
   const bool conv1d = options.layout == layers::WeightLayout::kConv1D;
   std::map<std::string, at::Tensor> weights{
       {"fc.weight", seeded(1, conv1d ? at::IntArrayRef{in, out} : at::IntArrayRef{out, in})},
-      {"fc.bias", seeded(2, {out})}};
+      {"fc.bias", seeded(2, {out})},
+      {"weight", seeded(11, {out})},  // a LayerNorm after the layer
+      {"bias", seeded(12, {out})}};
   expect_all_ranks_passed(run_ranks(tp, [&](int rank, int port) {
     LayerRank r(rank, tp, port, weights, Policy({{"fc", style}}));
     const auto sharded = layers::make_linear(r.sharded->child("fc"), in, out, options);
@@ -119,8 +123,21 @@ void check_linear(int tp, ShardStyle style, layers::LinearOptions options, bool 
       const at::NoGradGuard no_grad;
       const at::Tensor many = seeded(9, {3, 11, in});  // 33 rows
       const at::Tensor mine = input_split ? many.chunk(tp, -1)[rank].contiguous() : many;
-      expect_equal(sharded->forward(mine), at::matmul(many, conv1d ? weight : weight.t()) + bias,
+      const at::Tensor y_many = sharded->forward(mine);
+      expect_equal(y_many, at::matmul(many, conv1d ? weight : weight.t()) + bias,
                    "output of 33 rows", 1e-5);
+      // Added to a residual stream and normed for the next sublayer: through the slots in one
+      // pass where the input is split, bit for bit the separate output, add and LayerNorm.
+      const runtime::InferenceScope inference;
+      const layers::LayerNorm norm(*r.full, out, 1e-5);
+      const at::Tensor residual = seeded(10, {3, 11, out});
+      const auto [sum, normed] = norm.add_forward(residual, y_many);
+      const layers::ResidualSum fused = sharded->forward_residual(mine, residual, &norm);
+      EXPECT_TRUE(at::equal(fused.sum, sum)) << "residual sum";
+      EXPECT_TRUE(at::equal(fused.normed, normed)) << "residual sum's norm";
+      const layers::ResidualSum unnormed = sharded->forward_residual(mine, residual, nullptr);
+      EXPECT_TRUE(at::equal(unnormed.sum, residual + y_many)) << "residual sum without a norm";
+      EXPECT_FALSE(unnormed.normed.defined());
     }
     const at::Tensor upstream = seeded(4, y_full.sizes());
     (y_full * upstream).sum().backward();

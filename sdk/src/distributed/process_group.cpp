@@ -174,6 +174,28 @@ at::Tensor ProcessGroup::sum_produced(
   return out;
 }
 
+void ProcessGroup::sum_produced_finished_by(
+    int64_t rows, int64_t cols, const at::TensorOptions& options,
+    const std::function<void(int64_t first, at::Tensor& block)>& produce,
+    const std::function<void(int64_t first, const std::vector<at::Tensor>& terms)>& finish) const {
+  const bool shared = impl_->size > 1 && options.dtype() == at::kFloat &&
+                      impl_->shared_memory != nullptr && options.device().is_cpu() &&
+                      rows * cols * 4 >= impl_->shared_memory_min_bytes &&
+                      cols * 4 <= impl_->shared_memory->chunk_bytes();
+  if (!shared) {
+    at::Tensor whole = at::empty({rows, cols}, options);  // [rows, cols]
+    produce(0, whole);
+    all_reduce_(whole);
+    finish(0, {whole});
+    return;
+  }
+  impl_->stats.all_reduces += 1;
+  impl_->stats.all_reduce_elements += rows * cols;
+  run_shared(*impl_, "all_reduce", [&] {
+    impl_->shared_memory->produce_in_rounds(rows, cols, options, produce, finish);
+  });
+}
+
 at::Tensor ProcessGroup::reduce_scatter_produced(
     int64_t outer, int64_t length, int64_t cols, const at::TensorOptions& options,
     const std::function<void(int64_t first, at::Tensor& block)>& produce,

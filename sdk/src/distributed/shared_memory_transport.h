@@ -48,6 +48,12 @@ class SharedMemoryTransport {
   // straight into its slot, a block of rows at a time (no copy in), + bias [cols] when defined
   // (added after the sum). A row must fit a slot (cols * 4 <= chunk_bytes).
   void sum_produced(at::Tensor& out, const Producer& produce, const at::Tensor& bias);
+  // Reads rows [first, first + n) of every rank's term, in its slot ([n, cols] each).
+  using TermsReader = std::function<void(int64_t first, const std::vector<at::Tensor>& terms)>;
+  // The rounds of the producing sums: each rank produces a block of its [rows, cols] fp32 term
+  // into its slot (cols * 4 <= chunk_bytes), then every rank reads the block's slots.
+  void produce_in_rounds(int64_t rows, int64_t cols, const at::TensorOptions& options,
+                         const Producer& produce, const TermsReader& read);
   // The reduce-scatter of sum_produced: each rank's term is [outer, size * local, cols] (its
   // rows flattened, produced in blocks as above) and out [outer, local, cols] (contiguous fp32)
   // receives this rank's slice of the sum along dim 1, + bias. Each rank sums only its rows.
@@ -85,12 +91,6 @@ class SharedMemoryTransport {
   // gone (checked every 10 ms while waiting) or after the timeout.
   void barrier() const;
   void check_peers() const;
-  // Reads rows [first, first + n) of every rank's term, in its slot ([n, cols] each).
-  using TermsReader = std::function<void(int64_t first, const std::vector<at::Tensor>& terms)>;
-  // The rounds of the producing sums: each rank produces a block of its [rows, cols] fp32 term
-  // into its slot, then every rank reads the block's slots.
-  void produce_in_rounds(int64_t rows, int64_t cols, const at::TensorOptions& options,
-                         const Producer& produce, const TermsReader& read);
 
   int rank_, size_;
   int64_t chunk_bytes_;

@@ -7,6 +7,8 @@
 #include "shardformer/checkpoint_io/hf_config.h"
 #include "shardformer/distributed/comm_ops.h"
 #include "shardformer/error.h"
+#include "shardformer/layers/dropout.h"
+#include "shardformer/layers/layer_norm.h"
 #include "shardformer/strings.h"
 
 #include <ATen/ATen.h>
@@ -211,6 +213,58 @@ at::Tensor Linear1D_Row::forward(const at::Tensor& input) {
       sequence_split_ ? distributed::reduce_scatter_forward_gather_backward(matmul(x), *group_, 1)
                       : distributed::reduce_from_parallel_region(matmul(x), *group_);
   return bias_.defined() ? y + bias_ : y;
+}
+
+ResidualSum Linear::forward_residual(const at::Tensor& input, const at::Tensor& residual,
+                                     const LayerNorm* norm) {
+  const at::Tensor y = forward(input);
+  if (norm == nullptr) return {residual + y, at::Tensor()};
+  auto [sum, normed] = norm->add_forward(residual, y);
+  return {std::move(sum), std::move(normed)};
+}
+
+ResidualSum add_to_residual(Linear& linear, const at::Tensor& input, Dropout& dropout,
+                            const at::Tensor& residual, const LayerNorm* norm,
+                            const SequenceSplit* sequence) {
+  if (!dropout.active()) return linear.forward_residual(input, residual, norm);
+  const at::Tensor y = dropout.forward(linear.forward(input), sequence);
+  if (norm == nullptr) return {residual + y, at::Tensor()};
+  auto [sum, normed] = norm->add_forward(residual, y);
+  return {std::move(sum), std::move(normed)};
+}
+
+ResidualSum Linear1D_Row::forward_residual(const at::Tensor& input, const at::Tensor& residual,
+                                           const LayerNorm* norm) {
+  const bool norm_in_kernel =
+      norm == nullptr ||
+      (kernel_layout(norm->weight()) && (!norm->bias().defined() || kernel_layout(norm->bias())));
+  if (sequence_split_ || !input_is_parallel_ || group_->size() == 1 || !norm_in_kernel ||
+      !gemm_into_collective(input, weight_) || !use_inference_kernel({residual}) ||
+      residual.numel() != input.numel() / input.size(-1) * local_out_ ||
+      residual.size(-1) != local_out_) {
+    return Linear::forward_residual(input, residual, norm);
+  }
+  // Inference: the products go into the group's shared slots, and one pass over them adds the
+  // ranks' terms, the bias and the residual (and takes the norm), as the separate ops would.
+  const at::Tensor rows = input.reshape({-1, input.size(-1)});    // [tokens, in/tp]
+  const at::Tensor w = conv1d(options_) ? weight_ : weight_.t();  // [in/tp, out]
+  const at::Tensor stream = residual.view({-1, local_out_});      // [tokens, out]
+  ResidualSum out{at::empty_like(residual),
+                  norm != nullptr ? at::empty_like(residual) : at::Tensor()};
+  const at::Tensor sums = out.sum.view({-1, local_out_});
+  const at::Tensor norms = norm != nullptr ? out.normed.view({-1, local_out_}) : at::Tensor();
+  const auto produce = [&](int64_t first, at::Tensor& block) {  // block [n, out]
+    kernels::gemm(rows.narrow(0, first, block.size(0)), w, {}, false, block);
+  };
+  const auto finish = [&](int64_t first, const std::vector<at::Tensor>& terms) {
+    const int64_t n = terms.front().size(0);
+    kernels::sum_add_layer_norm(
+        terms, bias_, stream.narrow(0, first, n), norm != nullptr ? norm->weight() : at::Tensor(),
+        norm != nullptr ? norm->bias() : at::Tensor(), norm != nullptr ? norm->eps() : 0.0,
+        sums.narrow(0, first, n), norm != nullptr ? norms.narrow(0, first, n) : at::Tensor());
+  };
+  group_->sum_produced_finished_by(rows.size(0), local_out_, input.options(), produce, finish);
+  return out;
 }
 
 std::shared_ptr<Linear> make_linear(const BuildContext& ctx, int64_t in_features,

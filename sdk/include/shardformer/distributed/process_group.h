@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace shardformer::distributed {
 
@@ -62,6 +63,15 @@ class ProcessGroup {
   at::Tensor sum_produced(int64_t rows, int64_t cols, const at::TensorOptions& options,
                           const std::function<void(int64_t first, at::Tensor& block)>& produce,
                           const at::Tensor& bias) const;
+  // sum_produced whose sum the caller computes, e.g. with the residual add and the next norm in
+  // the same pass (kernels::sum_add_layer_norm): finish(first, terms) receives rows [first,
+  // first + n) of every rank's term ([n, cols] each, in rank order). Through shared memory these
+  // are the slots, a block of rows per round; otherwise one term, the all-reduced sum of the
+  // whole matrix (first 0). Every rank must add the terms in the order given.
+  void sum_produced_finished_by(
+      int64_t rows, int64_t cols, const at::TensorOptions& options,
+      const std::function<void(int64_t first, at::Tensor& block)>& produce,
+      const std::function<void(int64_t first, const std::vector<at::Tensor>& terms)>& finish) const;
   // The reduce-scatter of sum_produced (sequence parallelism): the ranks' terms are [outer,
   // length, cols] matrices (rows flattened, produced in blocks as above) and this rank returns
   // its slice of the sum along dim 1, [outer, length / size, cols], + bias. Through shared

@@ -21,6 +21,9 @@ class LayerNorm : public torch::nn::Module {
   // memory when gradients are off on the CPU (kernels::add_layer_norm), else two ATen ops.
   std::pair<at::Tensor, at::Tensor> add_forward(const at::Tensor& x,
                                                 const at::Tensor& residual) const;
+  const at::Tensor& weight() const { return weight_; }
+  const at::Tensor& bias() const { return bias_; }
+  double eps() const { return eps_; }
 
  private:
   int64_t dim_;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "shardformer/build_context.h"
+#include "shardformer/parallel/sequence_split.h"
 
 #include <torch/nn/module.h>
 
@@ -26,11 +27,32 @@ struct LinearOptions {
   int64_t column_units = 0;
 };
 
+class Dropout;
+class LayerNorm;
+
+// The residual stream after a sublayer: sum = residual + the sublayer's output, and normed =
+// the next norm of sum (undefined when none was asked for).
+struct ResidualSum {
+  at::Tensor sum, normed;
+};
+
 class Linear : public torch::nn::Module {
  public:
   // [..., in] -> [..., out] (or the local part of either, as the subclass says)
   virtual at::Tensor forward(const at::Tensor& input) = 0;
+  // residual + forward(input) and, given `norm`, its norm (LayerNorm::add_forward). A
+  // row-parallel layer in inference computes both in the pass that sums its ranks' products
+  // (kernels::sum_add_layer_norm), bit for bit the separate ops.
+  virtual ResidualSum forward_residual(const at::Tensor& input, const at::Tensor& residual,
+                                       const LayerNorm* norm);
 };
+
+// The end of a pre-LN block's sublayer: residual + dropout(linear(input)) and, given `norm`, the
+// next sublayer's norm of it. With the dropout inactive the layer computes them together
+// (Linear::forward_residual); sequence: the forward pass's split, for the dropout (null: none).
+ResidualSum add_to_residual(Linear& linear, const at::Tensor& input, Dropout& dropout,
+                            const at::Tensor& residual, const LayerNorm* norm,
+                            const SequenceSplit* sequence = nullptr);
 
 // The whole layer on every rank.
 class ReplicatedLinear : public Linear {
@@ -89,6 +111,8 @@ class Linear1D_Row : public ReplicatedLinear {
   Linear1D_Row(const BuildContext& ctx, int64_t in_features, int64_t out_features,
                LinearOptions options, ShardStyle style);
   at::Tensor forward(const at::Tensor& input) override;
+  ResidualSum forward_residual(const at::Tensor& input, const at::Tensor& residual,
+                               const LayerNorm* norm) override;
 
  private:
   const distributed::ProcessGroup* group_;
