@@ -187,6 +187,13 @@ int main(int argc, char** argv) {
   row("add_layer_norm [2048, 768] (add + layer_norm)", 4.0 * a.nbytes(),
       best_seconds([&] { kernels::add_layer_norm(a, r, w, b, 1e-5); }),
       best_seconds([&] { at::layer_norm(a + r, {768}, w, b, 1e-5); }), read);
+  // Two ranks' slots, the bias, the residual and the next norm (a tp = 2 sublayer's end).
+  const at::Tensor t1 = at::randn({2048, 768}), sum = at::empty_like(a), normed = at::empty_like(a);
+  row("sum_add_layer_norm [2048, 768], 2 terms (add x 3 + layer_norm)", 6.0 * a.nbytes(),
+      best_seconds([&] {
+        kernels::sum_add_layer_norm({a, t1}, b, r, w, b, 1e-5, sum, normed);
+      }),
+      best_seconds([&] { at::layer_norm(r + (a + t1 + b), {768}, w, b, 1e-5); }), read);
   const at::Tensor rw = at::randn({768});
   row("rms_norm [2048, 768] (5 ATen ops, as HF Llama)", 2.0 * a.nbytes(),
       best_seconds([&] { kernels::rms_norm(a, rw, 1e-6); }),
