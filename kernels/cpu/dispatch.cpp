@@ -154,17 +154,27 @@ at::Tensor skinny_linear(const at::Tensor& x, const at::Tensor& weight, const at
   return y;
 }
 
+namespace {
+
+// The terms' data, each checked to be a contiguous fp32 CPU tensor of out's shape.
+std::vector<const float*> term_pointers(const std::vector<at::Tensor>& terms, const at::Tensor& out,
+                                        const char* what) {
+  std::vector<const float*> data;
+  for (const at::Tensor& t : terms) {
+    TORCH_CHECK(cpu_float_contiguous(t) && t.sizes() == out.sizes(), what, ": a term ", t.sizes(),
+                " must be a contiguous fp32 CPU tensor of the output's shape ", out.sizes());
+    data.push_back(t.data_ptr<float>());
+  }
+  return data;
+}
+
+}  // namespace
+
 void sum_terms(const std::vector<at::Tensor>& terms, const at::Tensor& bias,
                const at::Tensor& out) {
   TORCH_CHECK(terms.size() >= 2 && cpu_float_contiguous(out) && out.dim() >= 1,
               "sum_terms: at least two terms and a contiguous fp32 CPU output");
-  std::vector<const float*> data;
-  for (const at::Tensor& t : terms) {
-    TORCH_CHECK(cpu_float_contiguous(t) && t.sizes() == out.sizes(), "sum_terms: a term ",
-                t.sizes(), " must be a contiguous fp32 CPU tensor of the output's shape ",
-                out.sizes());
-    data.push_back(t.data_ptr<float>());
-  }
+  const std::vector<const float*> data = term_pointers(terms, out, "sum_terms");
   const int64_t cols = out.size(-1);
   check_vector(bias, cols, "sum_terms: bias");
   active_table().sum_terms(data.data(), static_cast<int64_t>(data.size()), data_or_null(bias),
@@ -179,13 +189,7 @@ void sum_add_layer_norm(const std::vector<at::Tensor>& terms, const at::Tensor& 
                   cpu_float_contiguous(residual) && residual.sizes() == sum.sizes(),
               "sum_add_layer_norm: at least one term, and a residual and a sum that are "
               "contiguous fp32 CPU tensors of one shape");
-  std::vector<const float*> data;
-  for (const at::Tensor& t : terms) {
-    TORCH_CHECK(cpu_float_contiguous(t) && t.sizes() == sum.sizes(), "sum_add_layer_norm: a term ",
-                t.sizes(), " must be a contiguous fp32 CPU tensor of the sum's shape ",
-                sum.sizes());
-    data.push_back(t.data_ptr<float>());
-  }
+  const std::vector<const float*> data = term_pointers(terms, sum, "sum_add_layer_norm");
   const int64_t cols = sum.size(-1);
   check_vector(bias, cols, "sum_add_layer_norm: bias");
   check_vector(weight, cols, "sum_add_layer_norm: weight");

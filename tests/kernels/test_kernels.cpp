@@ -501,6 +501,24 @@ TEST(KernelEntryPoints, SumTermsKeepsTheShapeAndRefusesWhatItCannotServe) {
   EXPECT_THROW(kernels::sum_terms({a, b.to(at::kDouble)}, {}, out), c10::Error);  // dtype
 }
 
+TEST(KernelEntryPoints, SumAddLayerNormRefusesWhatItCannotServe) {
+  const at::Tensor a = at::randn({2, 3, 4}), r = at::randn({2, 3, 4}), v = at::randn({4});
+  const at::Tensor sum = at::empty({2, 3, 4}), y = at::empty({2, 3, 4});
+  kernels::sum_add_layer_norm({a}, v, r, {}, {}, 1e-5, sum, {});
+  EXPECT_TRUE(at::equal(sum, r + (a + v)));
+  EXPECT_THROW(kernels::sum_add_layer_norm({}, {}, r, v, {}, 1e-5, sum, y), c10::Error);  // none
+  EXPECT_THROW(kernels::sum_add_layer_norm({a}, {}, r.narrow(2, 0, 3), v, {}, 1e-5, sum, y),
+               c10::Error);  // the residual's shape
+  EXPECT_THROW(kernels::sum_add_layer_norm({a}, {}, r, {}, {}, 1e-5, sum, y),
+               c10::Error);  // an output y without a norm
+  EXPECT_THROW(kernels::sum_add_layer_norm({a}, {}, r, v, {}, 1e-5, sum, {}),
+               c10::Error);  // a norm without its output
+  EXPECT_THROW(kernels::sum_add_layer_norm({a}, {}, r, {}, v, 1e-5, sum, {}),
+               c10::Error);  // a norm bias without its weight
+  EXPECT_THROW(kernels::sum_add_layer_norm({a}, {}, r, v, {}, 1e-5, sum, y.transpose(0, 1)),
+               c10::Error);  // strided y
+}
+
 TEST(KernelEntryPoints, SoftmaxCrossEntropyRefusesTargetsPastTheColumns) {
   const at::Tensor x = at::randn({2, 5});
   const auto [max, sum] = kernels::softmax_stats(x);
