@@ -189,6 +189,14 @@ Linear1D_Row::Linear1D_Row(const BuildContext& ctx, int64_t in_features, int64_t
       input_is_parallel_(style.input_is_parallel),
       sequence_split_(split_gather(ctx)) {}
 
+std::function<void(int64_t, at::Tensor&)> Linear1D_Row::slot_producer(
+    const at::Tensor& rows) const {
+  const at::Tensor w = conv1d(options_) ? weight_ : weight_.t();  // [in/tp, out]
+  return [rows, w](int64_t first, at::Tensor& block) {            // block [n, out]
+    kernels::gemm(rows.narrow(0, first, block.size(0)), w, {}, false, block);
+  };
+}
+
 at::Tensor Linear1D_Row::forward(const at::Tensor& input) {
   const at::Tensor x =  // [..., in/tp]
       input_is_parallel_ ? input : distributed::scatter_to_parallel_region(input, *group_);
@@ -196,11 +204,8 @@ at::Tensor Linear1D_Row::forward(const at::Tensor& input) {
       gemm_into_collective(x, weight_)) {
     // Inference: this rank's product goes straight into the group's shared slots and is summed
     // from there (under split_gather, only this rank's tokens), the bias added in the same pass.
-    const at::Tensor rows = x.reshape({-1, x.size(-1)});            // [tokens, in/tp]
-    const at::Tensor w = conv1d(options_) ? weight_ : weight_.t();  // [in/tp, out]
-    const auto produce = [&](int64_t first, at::Tensor& block) {    // block [n, out]
-      kernels::gemm(rows.narrow(0, first, block.size(0)), w, {}, false, block);
-    };
+    const at::Tensor rows = x.reshape({-1, x.size(-1)});  // [tokens, in/tp]
+    const auto produce = slot_producer(rows);
     if (sequence_split_) {  // [batch, seq, in/tp] -> [batch, seq/tp, out]
       return group_->reduce_scatter_produced(x.size(0), x.size(1), local_out_, x.options(), produce,
                                              bias_);
@@ -215,22 +220,27 @@ at::Tensor Linear1D_Row::forward(const at::Tensor& input) {
   return bias_.defined() ? y + bias_ : y;
 }
 
-ResidualSum Linear::forward_residual(const at::Tensor& input, const at::Tensor& residual,
-                                     const LayerNorm* norm) {
-  const at::Tensor y = forward(input);
+namespace {
+
+// residual + y and, given `norm`, its norm: the separate ops.
+ResidualSum plus_residual(const at::Tensor& y, const at::Tensor& residual, const LayerNorm* norm) {
   if (norm == nullptr) return {residual + y, at::Tensor()};
   auto [sum, normed] = norm->add_forward(residual, y);
   return {std::move(sum), std::move(normed)};
+}
+
+}  // namespace
+
+ResidualSum Linear::forward_residual(const at::Tensor& input, const at::Tensor& residual,
+                                     const LayerNorm* norm) {
+  return plus_residual(forward(input), residual, norm);
 }
 
 ResidualSum add_to_residual(Linear& linear, const at::Tensor& input, Dropout& dropout,
                             const at::Tensor& residual, const LayerNorm* norm,
                             const SequenceSplit* sequence) {
   if (!dropout.active()) return linear.forward_residual(input, residual, norm);
-  const at::Tensor y = dropout.forward(linear.forward(input), sequence);
-  if (norm == nullptr) return {residual + y, at::Tensor()};
-  auto [sum, normed] = norm->add_forward(residual, y);
-  return {std::move(sum), std::move(normed)};
+  return plus_residual(dropout.forward(linear.forward(input), sequence), residual, norm);
 }
 
 ResidualSum Linear1D_Row::forward_residual(const at::Tensor& input, const at::Tensor& residual,
@@ -246,16 +256,12 @@ ResidualSum Linear1D_Row::forward_residual(const at::Tensor& input, const at::Te
   }
   // Inference: the products go into the group's shared slots, and one pass over them adds the
   // ranks' terms, the bias and the residual (and takes the norm), as the separate ops would.
-  const at::Tensor rows = input.reshape({-1, input.size(-1)});    // [tokens, in/tp]
-  const at::Tensor w = conv1d(options_) ? weight_ : weight_.t();  // [in/tp, out]
-  const at::Tensor stream = residual.view({-1, local_out_});      // [tokens, out]
+  const at::Tensor rows = input.reshape({-1, input.size(-1)});  // [tokens, in/tp]
+  const at::Tensor stream = residual.view({-1, local_out_});    // [tokens, out]
   ResidualSum out{at::empty_like(residual),
                   norm != nullptr ? at::empty_like(residual) : at::Tensor()};
   const at::Tensor sums = out.sum.view({-1, local_out_});
   const at::Tensor norms = norm != nullptr ? out.normed.view({-1, local_out_}) : at::Tensor();
-  const auto produce = [&](int64_t first, at::Tensor& block) {  // block [n, out]
-    kernels::gemm(rows.narrow(0, first, block.size(0)), w, {}, false, block);
-  };
   const auto finish = [&](int64_t first, const std::vector<at::Tensor>& terms) {
     const int64_t n = terms.front().size(0);
     kernels::sum_add_layer_norm(
@@ -263,7 +269,8 @@ ResidualSum Linear1D_Row::forward_residual(const at::Tensor& input, const at::Te
         norm != nullptr ? norm->bias() : at::Tensor(), norm != nullptr ? norm->eps() : 0.0,
         sums.narrow(0, first, n), norm != nullptr ? norms.narrow(0, first, n) : at::Tensor());
   };
-  group_->sum_produced_finished_by(rows.size(0), local_out_, input.options(), produce, finish);
+  group_->sum_produced_finished_by(rows.size(0), local_out_, input.options(), slot_producer(rows),
+                                   finish);
   return out;
 }
 

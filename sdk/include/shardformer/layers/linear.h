@@ -8,6 +8,7 @@
 
 #include <torch/nn/module.h>
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -115,6 +116,9 @@ class Linear1D_Row : public ReplicatedLinear {
                                const LayerNorm* norm) override;
 
  private:
+  // Writes rows [first, first + n) of rows [tokens, in/tp] times this rank's weight into a
+  // collective's block [n, out] (ProcessGroup::sum_produced and its kin).
+  std::function<void(int64_t, at::Tensor&)> slot_producer(const at::Tensor& rows) const;
   const distributed::ProcessGroup* group_;
   bool input_is_parallel_;
   bool sequence_split_;
