@@ -3,6 +3,7 @@
 
 #include "process_group_impl.h"
 #include "shardformer/error.h"
+#include "shardformer/kernels/cpu_kernels.h"
 #include "shardformer/runtime/activity.h"
 #include "shardformer/strings.h"
 
@@ -146,31 +147,22 @@ void ProcessGroup::all_reduce_(at::Tensor& tensor, ReduceOp op) const {
   }));
 }
 
-namespace {
-
-bool bias_for_slots(const at::Tensor& bias, int64_t cols) {
-  return !bias.defined() || (bias.is_contiguous() && bias.device().is_cpu() &&
-                             bias.scalar_type() == at::kFloat && bias.numel() == cols);
-}
-
-}  // namespace
-
 at::Tensor ProcessGroup::sum_produced(
     int64_t rows, int64_t cols, const at::TensorOptions& options,
     const std::function<void(int64_t first, at::Tensor& block)>& produce,
     const at::Tensor& bias) const {
-  at::Tensor out = at::empty({rows, cols}, options);  // [rows, cols]
-  const bool shared = impl_->size > 1 && out.scalar_type() == at::kFloat &&
-                      through_shared_memory(*impl_, out) &&
-                      cols * 4 <= impl_->shared_memory->chunk_bytes() && bias_for_slots(bias, cols);
-  if (!shared) {
-    produce(0, out);
-    all_reduce_(out);
-    return bias.defined() ? out.add_(bias) : out;
-  }
-  impl_->stats.all_reduces += 1;
-  impl_->stats.all_reduce_elements += out.numel();
-  run_shared(*impl_, "all_reduce", [&] { impl_->shared_memory->sum_produced(out, produce, bias); });
+  const at::Tensor b = bias.defined() ? bias.to(options).contiguous() : bias;  // [cols]
+  at::Tensor out;                                                              // [rows, cols]
+  sum_produced_finished_by(rows, cols, options, produce,
+                           [&](int64_t first, const std::vector<at::Tensor>& terms) {
+                             if (terms.size() == 1) {  // the whole all-reduced sum
+                               out = b.defined() ? terms.front().add_(b) : terms.front();
+                               return;
+                             }
+                             if (!out.defined()) out = at::empty({rows, cols}, options);
+                             at::Tensor block = out.narrow(0, first, terms.front().size(0));
+                             kernels::sum_terms(terms, b, block);
+                           });
   return out;
 }
 
@@ -204,20 +196,21 @@ at::Tensor ProcessGroup::reduce_scatter_produced(
     throw Error(str("reduce_scatter on group '", impl_->name, "': ", length,
                     " rows along the split do not divide by ", impl_->size, " ranks"));
   }
+  const at::Tensor b = bias.defined() ? bias.to(options).contiguous() : bias;  // [cols]
   at::Tensor out = at::empty({outer, length / impl_->size, cols}, options);  // [outer, local, cols]
   const bool shared = impl_->size > 1 && out.scalar_type() == at::kFloat &&
                       through_shared_memory(*impl_, out) &&
-                      cols * 4 <= impl_->shared_memory->chunk_bytes() && bias_for_slots(bias, cols);
+                      cols * 4 <= impl_->shared_memory->chunk_bytes();
   if (!shared) {
     at::Tensor whole = at::empty({outer * length, cols}, options);  // [outer * length, cols]
     produce(0, whole);
     out = reduce_scatter(whole.view({outer, length, cols}), 1);
-    return bias.defined() ? out.add_(bias) : out;
+    return b.defined() ? out.add_(b) : out;
   }
   impl_->stats.reduce_scatters += 1;
   impl_->stats.reduce_scatter_elements += outer * length * cols;
   run_shared(*impl_, "reduce_scatter",
-             [&] { impl_->shared_memory->sum_produced_scattered(out, produce, bias); });
+             [&] { impl_->shared_memory->sum_produced_scattered(out, produce, b); });
   return out;
 }
 

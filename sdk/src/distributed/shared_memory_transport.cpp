@@ -300,15 +300,6 @@ void SharedMemoryTransport::produce_in_rounds(int64_t rows, int64_t cols,
   }
 }
 
-void SharedMemoryTransport::sum_produced(at::Tensor& out, const Producer& produce,
-                                         const at::Tensor& bias) {
-  produce_in_rounds(out.size(0), out.size(1), out.options(), produce,
-                    [&](int64_t first, const std::vector<at::Tensor>& terms) {
-                      at::Tensor sum = out.narrow(0, first, terms.front().size(0));
-                      kernels::sum_terms(terms, bias, sum);
-                    });
-}
-
 namespace {
 
 // Calls run(row, count, outer, at) for each run of rows in [first, first + n) of an [outer,

@@ -44,10 +44,6 @@ class SharedMemoryTransport {
   void all_reduce_sum_(at::Tensor& tensor);
   // Writes rows [first, first + block.size(0)) of this rank's term into `block`.
   using Producer = std::function<void(int64_t first, at::Tensor& block)>;
-  // out [rows, cols] (contiguous fp32) = the sum over the ranks of a matrix each rank produces
-  // straight into its slot, a block of rows at a time (no copy in), + bias [cols] when defined
-  // (added after the sum). A row must fit a slot (cols * 4 <= chunk_bytes).
-  void sum_produced(at::Tensor& out, const Producer& produce, const at::Tensor& bias);
   // Reads rows [first, first + n) of every rank's term, in its slot ([n, cols] each).
   using TermsReader = std::function<void(int64_t first, const std::vector<at::Tensor>& terms)>;
   // The rounds of the producing sums: each rank produces a block of its [rows, cols] fp32 term
