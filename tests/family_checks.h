@@ -54,8 +54,9 @@ void on_ranks(const std::string& model, const Layout& layout, Body body) {
 inline std::unique_ptr<Session> layout_session(const ModelFixture& f,
                                                const distributed::ProcessMesh* mesh,
                                                const std::string& architecture,
-                                               const Layout& layout = {}) {
-  SessionOptions options{.architecture = architecture};
+                                               const Layout& layout = {},
+                                               c10::ScalarType dtype = c10::kFloat) {
+  SessionOptions options{.architecture = architecture, .dtype = dtype};
   if (!layout.sequence_mode.empty()) {
     options.shard.enable_sequence_parallelism = true;
     options.shard.sequence_parallelism_mode = parse_sequence_mode(layout.sequence_mode);
@@ -94,8 +95,23 @@ inline void check_output_loss_and_grads(const ModelFixture& f, Session& session,
   }
 }
 
+// A bf16 job's logits: no further from HF's fp32 logits than twice HF's own in bf16 (both
+// round the same weights; they differ in the order of operations). Catches what only a narrow
+// dtype meets: values that do not fit it (masks), casts, fp32 paths taken for bf16 tensors.
+inline void check_bfloat16_logits(const ModelFixture& f, Session& session) {
+  const at::Tensor logits = session.forward(f.forward_inputs());
+  if (!session.holds_output()) return;
+  EXPECT_EQ(logits.scalar_type(), at::kBFloat16);
+  const at::Tensor exact = f.ref("forward_logits").to(at::kFloat);
+  const double hf_error =
+      (f.ref("forward_logits_bfloat16").to(at::kFloat) - exact).abs().max().item<double>();
+  const double error = (logits.to(at::kFloat) - exact).abs().max().item<double>();
+  EXPECT_LE(error, 2 * hf_error) << "bf16 logits: max |ours - HF fp32| = " << error
+                                 << ", HF bf16's = " << hf_error;
+}
+
 // The checkpoint `model` (references in test-data/families) as `architecture` (a
-// ...ForCausalLM) and its base model `base_architecture` at `layout`.
+// ...ForCausalLM) and its base model `base_architecture` at `layout`, in fp32 and bf16.
 inline void check_decoder_against_hf(const std::string& model, const std::string& architecture,
                                      const std::string& base_architecture, const Layout& layout) {
   on_ranks(model, layout,
@@ -120,6 +136,8 @@ inline void check_decoder_against_hf(const std::string& model, const std::string
                expect_close(hidden, f.ref("forward_last_hidden_state"), kOutputAtol, 0.0,
                             "hidden states");
              }
+
+             check_bfloat16_logits(f, *layout_session(f, mesh, architecture, {}, at::kBFloat16));
            });
 }
 

@@ -121,10 +121,9 @@ def make_checkpoint(name, spec, folder):
     return sorted(spec["config"])
 
 
-def load(cls_name, folder, report, key, **kwargs):
+def load(cls_name, folder, report, key, dtype=torch.float32, **kwargs):
     cls = getattr(transformers, cls_name)
-    model, info = cls.from_pretrained(folder, dtype=torch.float32, output_loading_info=True,
-                                      **kwargs)
+    model, info = cls.from_pretrained(folder, dtype=dtype, output_loading_info=True, **kwargs)
     if info["missing_keys"] or info["mismatched_keys"]:
         raise SystemExit(f"{folder}: {cls_name} re-initialised {info}")
     report[key] = {"class": cls_name, "attn_implementation": model.config._attn_implementation,
@@ -162,6 +161,11 @@ def causal_lm_references(spec, folder, report):
         reset_rotary(base)
         out["forward_last_hidden_state"] = base(input_ids=ids,
                                                 attention_mask=mask).last_hidden_state
+        # HF in bf16 on the same batch: tests bound a bf16 job's error against forward_logits
+        # by this one's.
+        low = load(spec["arch"], folder, report, "load_lm_bfloat16", dtype=torch.bfloat16)
+        out["forward_logits_bfloat16"] = low(input_ids=ids, attention_mask=mask).logits
+        del low
 
     labels = ids.masked_fill(mask == 0, -100)
     reset_rotary(lm)

@@ -114,8 +114,14 @@ at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
   const at::Tensor mask =  // [.., q, kv]; plain causal: made here, for this layer only
       causal ? at::ones({q.size(2), k.size(2)}, q.options().dtype(at::kBool)).tril() : args.mask;
   if (mask.defined()) {
-    const double lowest = args.bias.defined() ? std::numeric_limits<float>::lowest()
-                                              : -std::numeric_limits<double>::infinity();
+    // ALiBi masks with the dtype's lowest finite value, as HF does, so a fully masked row
+    // (padding) softmaxes to a uniform row rather than NaN.
+    double lowest = -std::numeric_limits<double>::infinity();
+    if (args.bias.defined()) {
+      AT_DISPATCH_FLOATING_TYPES_AND2(
+          at::kHalf, at::kBFloat16, scores.scalar_type(), "lowest",
+          [&] { lowest = static_cast<double>(std::numeric_limits<scalar_t>::lowest()); });
+    }
     scores = scores.masked_fill(mask.logical_not(), lowest);
   }
   at::Tensor probs = at::softmax(scores, -1, at::kFloat).to(q.scalar_type());
