@@ -14,15 +14,17 @@ namespace shardformer::kernels {
 namespace {
 
 const KernelTable& active_table() {
-  static const KernelTable& table = [&]() -> const KernelTable& {
+  // A pointer, not a reference: GCC 13 takes a reference bound to a lambda's result for a
+  // dangling temporary (-Wdangling-reference).
+  static const KernelTable* const table = []() -> const KernelTable* {
 #if defined(__x86_64__)
     const std::string cap = at::get_cpu_capability();
-    if (cap == "AVX512") return AVX512::table;
-    if (cap == "AVX2") return AVX2::table;
+    if (cap == "AVX512") return &AVX512::table;
+    if (cap == "AVX2") return &AVX2::table;
 #endif
-    return DEFAULT::table;
+    return &DEFAULT::table;
   }();
-  return table;
+  return *table;
 }
 
 bool cpu_float_contiguous(const at::Tensor& t) {
