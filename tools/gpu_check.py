@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """GPU checks, run where torch sees a CUDA device after tools/gpu_check.sh has built the host:
-the host on CUDA against HF transformers on CUDA (fp32, TF32 off) for tiny GPT-2 and Llama
-checkpoints (logits, loss, greedy tokens), and GPT-2-small forward and decode timings of the host
-and HF on the same GPU. Prints one JSON line per result; exits 1 when a check fails."""
+the host on CUDA against HF transformers on CUDA (fp32, TF32 off) for tiny causal-LM checkpoints
+(logits, loss, greedy tokens; bf16 logits no further from fp32 HF than HF's own bf16), tp = 2
+(against HF on two GPUs, or its refusal on one), and GPT-2-small forward and decode timings of the
+host and HF on the same GPU. `--device cpu` runs the same checks here, to test this script.
+Prints one JSON line per result; exits 1 when a check fails."""
 import argparse
 import json
 import pathlib
@@ -22,6 +24,7 @@ FORWARD_IDS = [[5, 17, 301, 44, 9, 1000, 3, 77, 512, 8, 2, 60], [7, 8, 9, 10, 11
 PROMPTS = [[11, 22, 33, 44, 55], [600, 7, 8, 9, 10]]
 NEW_TOKENS = 12
 failures = []
+DEVICE = "cuda"
 
 
 def report(**fields) -> None:
@@ -34,18 +37,21 @@ def check(name: str, ok: bool, **fields) -> None:
         failures.append(name)
 
 
-def run_host(build: pathlib.Path, config: pathlib.Path) -> str:
+def run_host(build: pathlib.Path, config: pathlib.Path, expect_rc: int = 0) -> str:
     done = subprocess.run([str(build / "shardformer-host"), "run", str(config)],
                           capture_output=True, text=True, timeout=300)
+    if expect_rc != 0:
+        return f"exit {done.returncode}\n{done.stderr[-3000:]}"
     if done.returncode != 0:
         raise RuntimeError(f"{config.name}: exit {done.returncode}\n{done.stderr[-3000:]}")
     return done.stdout
 
 
 def write_config(path: pathlib.Path, model: pathlib.Path, build: pathlib.Path, dtype: str,
-                 mode: str) -> None:
-    body = (f'[model]\npath = "{model}"\ndtype = "{dtype}"\ndevice = "cuda"\n\n'
-            f'[job]\nmode = "{mode}"\n\n[plugins]\npaths = ["{build / "plugins"}"]\n\n')
+                 mode: str, tp: int = 1) -> None:
+    body = (f'[model]\npath = "{model}"\ndtype = "{dtype}"\ndevice = "{DEVICE}"\n\n'
+            f'[job]\nmode = "{mode}"\n\n[plugins]\npaths = ["{build / "plugins"}"]\n\n'
+            f'[parallel]\ntp_size = {tp}\ntimeout_seconds = 60\n\n')
     if mode == "forward":
         body += (f"[forward]\ninput_ids = {FORWARD_IDS}\nloss = true\n"
                  f'output = "{path.with_suffix(".safetensors")}"\n')
@@ -54,34 +60,71 @@ def write_config(path: pathlib.Path, model: pathlib.Path, build: pathlib.Path, d
     path.write_text(body)
 
 
-def correctness(build: pathlib.Path, work: pathlib.Path, model: pathlib.Path) -> None:
-    hf = AutoModelForCausalLM.from_pretrained(model, dtype=torch.float32).cuda().eval()
-    ids = torch.tensor(FORWARD_IDS, device="cuda")
-    with torch.no_grad():
-        want = hf(ids, labels=ids)
-    config = work / f"{model.name}-forward.toml"
-    write_config(config, model, build, "float32", "forward")
+def host_forward(build: pathlib.Path, work: pathlib.Path, model: pathlib.Path, dtype: str,
+                 tp: int = 1) -> dict:
+    config = work / f"{model.name}-forward-{dtype}-tp{tp}.toml"
+    write_config(config, model, build, dtype, "forward", tp)
     run_host(build, config)
-    got = load_file(str(config.with_suffix(".safetensors")))
-    logits_err = (got["logits"].float() - want.logits.cpu()).abs().max().item()
-    loss_err = abs(got["loss"].item() - want.loss.item())
-    check(f"{model.name} fp32 forward on cuda vs HF cuda", logits_err < 1e-4 and loss_err < 1e-5,
-          logits_max_abs=logits_err, loss_abs=loss_err,
-          logits_max=want.logits.abs().max().item())
+    return load_file(str(config.with_suffix(".safetensors")))
 
+
+def host_generate(build: pathlib.Path, work: pathlib.Path, model: pathlib.Path) -> list:
     config = work / f"{model.name}-generate.toml"
     write_config(config, model, build, "float32", "generate")
     out = run_host(build, config)
-    got_rows = [[int(t) for t in line.split(":")[1].split()] for line in out.splitlines()
-                if line.startswith("generated[")]
+    return [[int(t) for t in line.split(":")[1].split()] for line in out.splitlines()
+            if line.startswith("generated[")]
+
+
+def correctness(build: pathlib.Path, work: pathlib.Path, model: pathlib.Path) -> None:
+    hf = AutoModelForCausalLM.from_pretrained(model, dtype=torch.float32).to(DEVICE).eval()
+    ids = torch.tensor(FORWARD_IDS, device=DEVICE)
+    with torch.no_grad():
+        want = hf(ids, labels=ids)
+    want_logits = want.logits.cpu()
+    got = host_forward(build, work, model, "float32")
+    logits_err = (got["logits"].float() - want_logits).abs().max().item()
+    loss_err = abs(got["loss"].item() - want.loss.item())
+    check(f"{model.name} fp32 forward on {DEVICE} vs HF", logits_err < 1e-5 and loss_err < 1e-5,
+          logits_max_abs=logits_err, loss_abs=loss_err, logits_max=want_logits.abs().max().item())
+
+    got_rows = host_generate(build, work, model)
     want_rows = []
     for prompt in PROMPTS:
         with torch.no_grad():
-            seq = hf.generate(torch.tensor([prompt], device="cuda"), max_new_tokens=NEW_TOKENS,
+            seq = hf.generate(torch.tensor([prompt], device=DEVICE), max_new_tokens=NEW_TOKENS,
                               do_sample=False)
         want_rows.append(seq[0, len(prompt):].tolist())
-    check(f"{model.name} greedy generate on cuda vs HF cuda", got_rows == want_rows,
+    check(f"{model.name} greedy generate on {DEVICE} vs HF", got_rows == want_rows,
           host=got_rows, hf=want_rows)
+
+    # bf16 has no exact reference: the host's rounding error against fp32 HF must be of the size
+    # of HF's own bf16 error (same weights rounded the same way, different op order).
+    hf_bf16 = AutoModelForCausalLM.from_pretrained(model, dtype=torch.bfloat16).to(DEVICE).eval()
+    with torch.no_grad():
+        hf_bf16_err = (hf_bf16(ids).logits.float().cpu() - want_logits).abs().max().item()
+    del hf_bf16
+    got = host_forward(build, work, model, "bfloat16")
+    host_bf16_err = (got["logits"].float() - want_logits).abs().max().item()
+    check(f"{model.name} bf16 forward on {DEVICE}: error vs fp32 HF within 2x HF bf16's",
+          host_bf16_err <= 2 * hf_bf16_err + 1e-3, host_max_abs=host_bf16_err,
+          hf_bf16_max_abs=hf_bf16_err)
+
+    # tp = 2: against HF where there are two GPUs; on one GPU the host must refuse by name (exit
+    # 3, config) rather than hang in NCCL's duplicate-GPU error.
+    if DEVICE == "cpu" or torch.cuda.device_count() >= 2:
+        got = host_forward(build, work, model, "float32", tp=2)
+        err = (got["logits"].float() - want_logits).abs().max().item()
+        check(f"{model.name} fp32 forward tp=2 on {DEVICE} vs HF", err < 1e-5, logits_max_abs=err)
+    else:
+        config = work / f"{model.name}-forward-tp2-one-gpu.toml"
+        write_config(config, model, build, "float32", "forward", tp=2)
+        start = time.perf_counter()
+        out = run_host(build, config, expect_rc=3)
+        seconds = time.perf_counter() - start
+        check(f"{model.name} tp=2 on one GPU is refused", out.startswith("exit 3") and
+              "each rank needs a GPU of its own" in out and seconds < 30, seconds=seconds,
+              output=out[-600:])
 
 
 def training(build: pathlib.Path, work: pathlib.Path, model: pathlib.Path,
@@ -92,7 +135,7 @@ def training(build: pathlib.Path, work: pathlib.Path, model: pathlib.Path,
     metrics = work / "train.metrics.jsonl"
     metrics.unlink(missing_ok=True)
     config.write_text(
-        f'[model]\npath = "{model}"\ndevice = "cuda"\n\n[job]\nmode = "train"\n\n'
+        f'[model]\npath = "{model}"\ndevice = "{DEVICE}"\n\n[job]\nmode = "train"\n\n'
         f'[plugins]\npaths = ["{build / "plugins"}"]\n\n'
         f'[data]\npath = "{data / "train.bin"}"\ndtype = "uint16"\nseq_len = 32\nseed = 1234\n\n'
         "[train]\nsteps = 20\nglobal_batch_size = 8\nmicro_batch_size = 2\n"
@@ -175,13 +218,18 @@ def main() -> int:
     parser.add_argument("--work", type=pathlib.Path, required=True)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--no-speed", action="store_true")
+    parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
+                        help="cpu: the correctness checks on this machine (tests this script)")
     parser.add_argument("--train", type=pathlib.Path, nargs=2, metavar=("MODEL", "DATA"),
                         help="tiny-gpt2-train and test-data/training of a CPU build")
     args = parser.parse_args()
+    global DEVICE
+    DEVICE = args.device
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     args.work.mkdir(parents=True, exist_ok=True)
-    report(device=torch.cuda.get_device_name(0), torch=torch.__version__)
+    report(device=torch.cuda.get_device_name(0) if DEVICE == "cuda" else "cpu",
+           gpus=torch.cuda.device_count(), torch=torch.__version__)
     for model in args.models:
         try:
             correctness(args.build.resolve(), args.work.resolve(), model.resolve())
@@ -193,7 +241,7 @@ def main() -> int:
                      args.train[1].resolve())
         except Exception as e:
             check("training", False, error=str(e)[-3000:])
-    if not args.no_speed:
+    if not args.no_speed and DEVICE == "cuda":
         speed(args.build.resolve(), args.work.resolve(), args.repeats)
     report(failed=failures)
     return 1 if failures else 0

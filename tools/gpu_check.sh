@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU checks: builds the host, the GPT-2 and Llama plugins, the CUDA module and bench/speed
+# GPU checks: builds the host, the family plugins, the CUDA module and bench/speed
 # against the CUDA torch of this machine's Python, then runs tools/gpu_check.py (the host on the
 # GPU against HF on the GPU, and timings). Arguments go to gpu_check.py.
 #   PYTHON  the Python whose torch to build against (default python3)
@@ -32,6 +32,6 @@ nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 start=$(date +%s)
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSHARDFORMER_BUILD_TESTS=OFF \
   -DSHARDFORMER_PYTHON="$python" -DCMAKE_CUDA_COMPILER="$nvcc" "${prefix_args[@]}"
-ninja -C "$build" -k 0 shardformer-host gpt2 llama shardformer_cuda speed || echo "gpu_check: some targets failed to build"
+ninja -C "$build" -k 0 shardformer-host gpt2 llama opt bloom bert shardformer_cuda speed || echo "gpu_check: some targets failed to build"
 echo "gpu_check: built in $(($(date +%s) - start)) s"
 "$python" "$root/tools/gpu_check.py" --build "$build" "$@"

@@ -106,8 +106,9 @@ SessionOptions session_options(const JobConfig& config, c10::ScalarType dtype, c
   return options;
 }
 
-// CPU, or the GPU of this rank on its machine (local rank modulo the visible devices).
-c10::Device job_device(const JobConfig& config, int local_rank) {
+// CPU, or the GPU of this rank on its machine: local rank i takes device i. NCCL cannot put two
+// ranks of a communicator on one GPU, so a machine with fewer GPUs than ranks is refused.
+c10::Device job_device(const JobConfig& config, int local_rank, int local_world_size) {
   if (config.model.device == "cuda") {
     try {
       runtime::load_cuda_support();
@@ -119,7 +120,14 @@ c10::Device job_device(const JobConfig& config, int local_rank) {
           str(config.source.string(), ": model.device = \"cuda\" but no CUDA device is visible"));
     }
     const auto count = static_cast<int>(torch::cuda::device_count());
-    return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(local_rank % count));
+    if (local_world_size > count) {
+      throw ConfigError(str(config.source.string(), ": model.device = \"cuda\" with ",
+                            local_world_size, " ranks on this machine but ", count,
+                            " CUDA device(s) visible: each rank needs a GPU of its own (NCCL "
+                            "cannot put two ranks on one GPU); lower the parallel sizes or run "
+                            "on more GPUs"));
+    }
+    return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(local_rank));
   }
   return c10::Device(c10::kCPU);
 }
@@ -231,7 +239,8 @@ void run_job(const JobConfig& config, const PluginRegistry& registry,
   // connections close, so the launcher can tell the cause from its peers' broken collectives.
   std::unique_ptr<distributed::ProcessMesh> mesh;
   try {
-    const c10::Device device = job_device(config, rank_env ? rank_env->local_rank : 0);
+    const c10::Device device = job_device(config, rank_env ? rank_env->local_rank : 0,
+                                          rank_env ? rank_env->local_world_size : 1);
     const c10::ScalarType dtype =
         parse_model_dtype(config.model.dtype, config.source.string() + ": model.dtype");
     if (device.is_cpu()) {
