@@ -189,15 +189,26 @@ int main(int argc, char** argv) {
       best_seconds([&] { at::layer_norm(a + r, {768}, w, b, 1e-5); }), read);
   // Two ranks' slots, the bias, the residual and the next norm (a tp = 2 sublayer's end).
   const at::Tensor t1 = at::randn({2048, 768}), sum = at::empty_like(a), normed = at::empty_like(a);
-  row("sum_add_layer_norm [2048, 768], 2 terms (add x 3 + layer_norm)", 6.0 * a.nbytes(),
+  row("sum_add_norm [2048, 768], 2 terms, LayerNorm (add x 3 + layer_norm)", 6.0 * a.nbytes(),
       best_seconds([&] {
-        kernels::sum_add_layer_norm({a, t1}, b, r, w, b, 1e-5, sum, normed);
+        kernels::sum_add_norm({a, t1}, b, r, kernels::NormKind::kLayerNorm, w, b, 1e-5, sum,
+                              normed);
       }),
       best_seconds([&] { at::layer_norm(r + (a + t1 + b), {768}, w, b, 1e-5); }), read);
   const at::Tensor rw = at::randn({768});
   row("rms_norm [2048, 768] (5 ATen ops, as HF Llama)", 2.0 * a.nbytes(),
       best_seconds([&] { kernels::rms_norm(a, rw, 1e-6); }),
       best_seconds([&] { rw*(a * at::rsqrt(a.pow(2).mean(-1, true) + 1e-6)); }), read);
+  row("sum_add_norm [2048, 768], 2 terms, RMSNorm (add x 2 + HF RMSNorm's ops)", 5.0 * a.nbytes(),
+      best_seconds([&] {
+        kernels::sum_add_norm({a, t1}, {}, r, kernels::NormKind::kRMSNorm, rw, {}, 1e-6, sum,
+                              normed);
+      }),
+      best_seconds([&] {
+        const at::Tensor s = r + (a + t1);
+        rw*(s * at::rsqrt(s.pow(2).mean(-1, true) + 1e-6));
+      }),
+      read);
 
   // Rotary embedding on q at 4 x 512 tokens, 12 heads of 64 (HF: cat, neg and four ops).
   const at::Tensor q = at::randn({2048, 12, 64});

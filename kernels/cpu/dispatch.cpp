@@ -183,27 +183,29 @@ void sum_terms(const std::vector<at::Tensor>& terms, const at::Tensor& bias,
                            out.data_ptr<float>(), out.numel() / std::max<int64_t>(cols, 1), cols);
 }
 
-void sum_add_layer_norm(const std::vector<at::Tensor>& terms, const at::Tensor& bias,
-                        const at::Tensor& residual, const at::Tensor& weight,
-                        const at::Tensor& ln_bias, double eps, const at::Tensor& sum,
-                        const at::Tensor& y) {
+void sum_add_norm(const std::vector<at::Tensor>& terms, const at::Tensor& bias,
+                  const at::Tensor& residual, NormKind kind, const at::Tensor& weight,
+                  const at::Tensor& norm_bias, double eps, const at::Tensor& sum,
+                  const at::Tensor& y) {
   TORCH_CHECK(!terms.empty() && cpu_float_contiguous(sum) && sum.dim() >= 1 &&
                   cpu_float_contiguous(residual) && residual.sizes() == sum.sizes(),
-              "sum_add_layer_norm: at least one term, and a residual and a sum that are "
-              "contiguous fp32 CPU tensors of one shape");
-  const std::vector<const float*> data = term_pointers(terms, sum, "sum_add_layer_norm");
+              "sum_add_norm: at least one term, and a residual and a sum that are contiguous "
+              "fp32 CPU tensors of one shape");
+  const std::vector<const float*> data = term_pointers(terms, sum, "sum_add_norm");
   const int64_t cols = sum.size(-1);
-  check_vector(bias, cols, "sum_add_layer_norm: bias");
-  check_vector(weight, cols, "sum_add_layer_norm: weight");
-  check_vector(ln_bias, cols, "sum_add_layer_norm: ln_bias");
-  TORCH_CHECK(weight.defined() == y.defined() && (!ln_bias.defined() || weight.defined()),
-              "sum_add_layer_norm: a norm needs its weight and an output y, and only then a bias");
+  check_vector(bias, cols, "sum_add_norm: bias");
+  check_vector(weight, cols, "sum_add_norm: weight");
+  check_vector(norm_bias, cols, "sum_add_norm: norm_bias");
+  TORCH_CHECK(weight.defined() == y.defined() && (!norm_bias.defined() || weight.defined()),
+              "sum_add_norm: a norm needs its weight and an output y, and only then a bias");
+  TORCH_CHECK(kind == NormKind::kLayerNorm || !norm_bias.defined(),
+              "sum_add_norm: an RMSNorm has no bias");
   TORCH_CHECK(!y.defined() || (cpu_float_contiguous(y) && y.sizes() == sum.sizes()),
-              "sum_add_layer_norm: y must be a contiguous fp32 CPU tensor of the sum's shape");
-  active_table().sum_add_layer_norm(
+              "sum_add_norm: y must be a contiguous fp32 CPU tensor of the sum's shape");
+  active_table().sum_add_norm(
       data.data(), static_cast<int64_t>(data.size()), data_or_null(bias),
-      residual.data_ptr<float>(), data_or_null(weight), data_or_null(ln_bias),
-      sum.data_ptr<float>(), y.defined() ? y.data_ptr<float>() : nullptr,
+      residual.data_ptr<float>(), kind == NormKind::kRMSNorm, data_or_null(weight),
+      data_or_null(norm_bias), sum.data_ptr<float>(), y.defined() ? y.data_ptr<float>() : nullptr,
       sum.numel() / std::max<int64_t>(cols, 1), cols, static_cast<float>(eps));
 }
 

@@ -48,11 +48,12 @@ struct KernelTable {
   void (*sum_terms)(const float* const* terms, int64_t n, const float* bias, float* out,
                     int64_t rows, int64_t cols);
   // sum[r, :] = residual[r, :] + (the terms' sum, as sum_terms, n >= 1) and, where weight is not
-  // null, y[r, :] = LayerNorm(sum[r, :]) * weight + ln_bias (ln_bias may be null), as
-  // add_layer_norm: an all-reduce, the residual add and the next norm in one pass.
-  void (*sum_add_layer_norm)(const float* const* terms, int64_t n, const float* bias,
-                             const float* residual, const float* weight, const float* ln_bias,
-                             float* sum, float* y, int64_t rows, int64_t cols, float eps);
+  // null, y[r, :] = LayerNorm(sum[r, :]) * weight + norm_bias (norm_bias may be null), as
+  // add_layer_norm, or with rms RMSNorm(sum[r, :]) as rms_norm (norm_bias null): an all-reduce,
+  // the residual add and the next norm in one pass.
+  void (*sum_add_norm)(const float* const* terms, int64_t n, const float* bias,
+                       const float* residual, bool rms, const float* weight, const float* norm_bias,
+                       float* sum, float* y, int64_t rows, int64_t cols, float eps);
   // Floats of workspace `gemm` needs for m x n x k, B's columns bcs apart, on `threads` threads.
   int64_t (*gemm_workspace)(int64_t m, int64_t n, int64_t k, int64_t bcs, int64_t threads);
   // out = softmax(q k^T * scale, query i seeing keys 0..i) v for every (batch, head).

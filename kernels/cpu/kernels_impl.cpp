@@ -248,6 +248,24 @@ void normalize_row(const float* sr, float total, const float* weight, const floa
     yr[i] = (sr[i] - mean) * rstd * weight[i] + (bias != nullptr ? bias[i] : 0.f);
 }
 
+// The RMSNorm of one row x [cols] into y: weight * (x / sqrt(mean(x^2) + eps)).
+void rms_normalize_row(const float* xr, const float* weight, float* yr, int64_t cols, float eps) {
+  Vec sq(0.f);
+  int64_t i = 0;
+  for (; i + kLanes <= cols; i += kLanes) {
+    const Vec v = Vec::loadu(xr + i);
+    sq = at::vec::fmadd(v, v, sq);
+  }
+  float total = sum_lanes(sq);
+  for (; i < cols; ++i) total += xr[i] * xr[i];
+  const float rstd = 1.f / std::sqrt(total / static_cast<float>(cols) + eps);
+  const Vec vrstd(rstd);
+  for (i = 0; i + kLanes <= cols; i += kLanes) {
+    (Vec::loadu(weight + i) * (Vec::loadu(xr + i) * vrstd)).store(yr + i);
+  }
+  for (; i < cols; ++i) yr[i] = weight[i] * (xr[i] * rstd);
+}
+
 // Per row: sum = x + residual (stored), then its LayerNorm (normalize_row).
 void add_layer_norm(const float* x, const float* residual, const float* weight, const float* bias,
                     float* sum, float* y, int64_t rows, int64_t cols, float eps) {
@@ -272,11 +290,12 @@ void add_layer_norm(const float* x, const float* residual, const float* weight, 
 }
 
 // Per row: sum = residual + (((terms[0] + terms[1]) + ...) + bias) and, given a weight, its
-// LayerNorm: a row-parallel layer's all-reduce, the residual add and the next norm in one pass
-// (the same additions, in the same order, as sum_terms and then add_layer_norm).
-void sum_add_layer_norm(const float* const* terms, int64_t n, const float* bias,
-                        const float* residual, const float* weight, const float* ln_bias,
-                        float* sum, float* y, int64_t rows, int64_t cols, float eps) {
+// LayerNorm (or RMSNorm): a row-parallel layer's all-reduce, the residual add and the next norm
+// in one pass (the same additions, in the same order, as sum_terms and then add_layer_norm or
+// rms_norm).
+void sum_add_norm(const float* const* terms, int64_t n, const float* bias, const float* residual,
+                  bool rms, const float* weight, const float* norm_bias, float* sum, float* y,
+                  int64_t rows, int64_t cols, float eps) {
   const auto term_sum = [&](int64_t at) {  // the terms and the bias at element `at`, vectorised
     Vec v =
         n >= 2 ? Vec::loadu(terms[0] + at) + Vec::loadu(terms[1] + at) : Vec::loadu(terms[0] + at);
@@ -305,8 +324,11 @@ void sum_add_layer_norm(const float* const* terms, int64_t n, const float* bias,
                          if (bias != nullptr) v += bias[i];
                          total += (sr[i] = residual[row + i] + v);
                        }
-                       if (weight != nullptr)
-                         normalize_row(sr, total, weight, ln_bias, y + row, cols, eps);
+                       if (weight != nullptr && rms) {
+                         rms_normalize_row(sr, weight, y + row, cols, eps);
+                       } else if (weight != nullptr) {
+                         normalize_row(sr, total, weight, norm_bias, y + row, cols, eps);
+                       }
                      }
                    });
 }
@@ -317,22 +339,7 @@ void rms_norm(const float* x, const float* weight, float* y, int64_t rows, int64
   at::parallel_for(0, rows, std::max<int64_t>(1, 8192 / std::max<int64_t>(cols, 1)),
                    [&](int64_t begin, int64_t end) {
                      for (int64_t r = begin; r < end; ++r) {
-                       const float* xr = x + r * cols;
-                       float* yr = y + r * cols;
-                       Vec sq(0.f);
-                       int64_t i = 0;
-                       for (; i + kLanes <= cols; i += kLanes) {
-                         const Vec v = Vec::loadu(xr + i);
-                         sq = at::vec::fmadd(v, v, sq);
-                       }
-                       float total = sum_lanes(sq);
-                       for (; i < cols; ++i) total += xr[i] * xr[i];
-                       const float rstd = 1.f / std::sqrt(total / static_cast<float>(cols) + eps);
-                       const Vec vrstd(rstd);
-                       for (i = 0; i + kLanes <= cols; i += kLanes) {
-                         (Vec::loadu(weight + i) * (Vec::loadu(xr + i) * vrstd)).store(yr + i);
-                       }
-                       for (; i < cols; ++i) yr[i] = weight[i] * (xr[i] * rstd);
+                       rms_normalize_row(x + r * cols, weight, y + r * cols, cols, eps);
                      }
                    });
 }
@@ -430,18 +437,9 @@ void softmax_xent_grad(const float* x, const float* max, const float* sum, const
 
 }  // namespace
 
-const KernelTable table{&skinny_linear,
-                        &bias_gelu_tanh,
-                        &gelu_tanh_backward,
-                        &add_layer_norm,
-                        &rms_norm,
-                        &rotary,
-                        &softmax_stats,
-                        &softmax_xent_grad,
-                        &sum_terms,
-                        &sum_add_layer_norm,
-                        &gemm_workspace,
-                        &causal_attention,
+const KernelTable table{&skinny_linear, &bias_gelu_tanh, &gelu_tanh_backward, &add_layer_norm,
+                        &rms_norm,      &rotary,         &softmax_stats,      &softmax_xent_grad,
+                        &sum_terms,     &sum_add_norm,   &gemm_workspace,     &causal_attention,
                         &gemm};
 
 }  // namespace shardformer::kernels::CPU_CAPABILITY

@@ -107,10 +107,13 @@ at::Tensor BertLayer::forward(const at::Tensor& x, const at::Tensor& mask) {
       {.mask = mask,
        .scale = 1.0 / std::sqrt(static_cast<double>(head_dim_)),
        .dropout = probs_dropout_.get()});
-  const at::Tensor h =
-      attention_norm_->forward(attention_dropout_->forward(attention_dense_->forward(context)) + x);
-  const at::Tensor f = output_->forward(layers::apply_activation(act_, intermediate_->forward(h)));
-  return output_norm_->forward(output_dropout_->forward(f) + h);
+  // Post-LN: h = attention_norm(dropout(attention_dense(context)) + x), the sum and its norm in
+  // one pass with the dense layer's all-reduce where it can be; the same for the MLP's end.
+  const at::Tensor h = layers::add_to_residual(*attention_dense_, context, attention_dropout_.get(),
+                                               x, attention_norm_.get())
+                           .normed;
+  const at::Tensor f = layers::apply_activation(act_, intermediate_->forward(h));
+  return layers::add_to_residual(*output_, f, output_dropout_.get(), h, output_norm_.get()).normed;
 }
 
 BertModel::BertModel(const BuildContext& ctx, const BertConfig& c, bool pooler,

@@ -53,7 +53,10 @@ BloomAttention::BloomAttention(const BuildContext& ctx, const BloomConfig& c, in
                               .dim = 1, .total = c.n_head, .first = first_head_, .count = heads_}));
 }
 
-at::Tensor BloomAttention::forward(const at::Tensor& x, const BloomStep& step) {
+layers::ResidualSum BloomAttention::forward(const at::Tensor& x, const BloomStep& step,
+                                            const at::Tensor& residual,
+                                            const layers::ResidualNorm* norm,
+                                            layers::Dropout* dropout) {
   const int64_t batch = x.size(0), seq = x.size(1);
   const at::Tensor qkv = query_key_value_->forward(x).view({batch, seq, heads_, 3, head_dim_});
   const auto part = [&](int64_t i) { return qkv.select(3, i).transpose(1, 2); };  // [b, h, s, d]
@@ -66,7 +69,7 @@ at::Tensor BloomAttention::forward(const at::Tensor& x, const BloomStep& step) {
                          .dropout = attn_dropout_.get(),
                          .cache = step.cache,
                          .layer = layer_idx_});  // [b, s, hidden/tp]
-  return dense_->forward(out);
+  return layers::add_to_residual(*dense_, out, dropout, residual, norm);
 }
 
 BloomBlock::BloomBlock(const BuildContext& ctx, const BloomConfig& c, int64_t layer_idx)
@@ -102,12 +105,16 @@ BloomBlock::BloomBlock(const BuildContext& ctx, const BloomConfig& c, int64_t la
 
 at::Tensor BloomBlock::forward(const at::Tensor& x, const BloomStep& step) {
   const at::Tensor normed = input_layernorm_->forward(x);
-  const at::Tensor h = (residual_from_norm_ ? normed : x) +
-                       attn_out_dropout_->forward(self_attention_->forward(normed, step));
-  const at::Tensor normed2 = post_attention_layernorm_->forward(h);
-  const at::Tensor f = dense_4h_to_h_->forward(
-      layers::apply_activation(layers::Activation::kGeluNew, dense_h_to_4h_->forward(normed2)));
-  return (residual_from_norm_ ? normed2 : h) + mlp_dropout_->forward(f);
+  // h = residual + dropout(attention(normed)), with post_attention_layernorm(h) in the same pass;
+  // the residual is the normed input under apply_residual_connection_post_layernorm.
+  const layers::ResidualSum h =
+      self_attention_->forward(normed, step, residual_from_norm_ ? normed : x,
+                               post_attention_layernorm_.get(), attn_out_dropout_.get());
+  const at::Tensor f =  // [b, s, 4 hidden/tp]
+      layers::apply_activation(layers::Activation::kGeluNew, dense_h_to_4h_->forward(h.normed));
+  return layers::add_to_residual(*dense_4h_to_h_, f, mlp_dropout_.get(),
+                                 residual_from_norm_ ? h.normed : h.sum, nullptr)
+      .sum;
 }
 
 BloomModel::BloomModel(const BuildContext& ctx, const BloomConfig& config,

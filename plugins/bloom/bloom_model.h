@@ -36,7 +36,11 @@ struct BloomStep {
 class BloomAttention : public torch::nn::Module {
  public:
   BloomAttention(const BuildContext& ctx, const BloomConfig& config, int64_t layer_idx);
-  at::Tensor forward(const at::Tensor& x, const BloomStep& step);  // [b, s, hidden] -> same
+  // residual + dropout(dense(attention(x))) and, given `norm`, its norm [b, s, hidden]
+  // (layers::add_to_residual: one pass with dense's all-reduce where it can be).
+  layers::ResidualSum forward(const at::Tensor& x, const BloomStep& step,
+                              const at::Tensor& residual, const layers::ResidualNorm* norm,
+                              layers::Dropout* dropout);
   int64_t num_heads() const { return heads_; }
   int64_t first_head() const { return first_head_; }
 

@@ -101,7 +101,7 @@ layers::ResidualSum GPT2Attention::forward(const at::Tensor& x, const layers::At
                                             .upcast = upcast_,
                                             .sequence = step.sequence.get()});  // [b, s, hidden/tp]
   // residual + resid_dropout(c_proj(out)) [b, s, hidden], and its norm
-  return layers::add_to_residual(*c_proj_, out, *resid_dropout_, residual, &norm,
+  return layers::add_to_residual(*c_proj_, out, resid_dropout_.get(), residual, &norm,
                                  step.sequence.get());
 }
 
@@ -122,7 +122,7 @@ at::Tensor GPT2MLP::forward(const at::Tensor& x, const SequenceSplit* sequence,
                             const at::Tensor& residual) {
   const at::Tensor h = layers::apply_activation(activation_, c_fc_->forward(x));  // [.., inner/tp]
   // residual + dropout(c_proj(h)) [.., hidden]
-  return layers::add_to_residual(*c_proj_, h, *dropout_, residual, nullptr, sequence).sum;
+  return layers::add_to_residual(*c_proj_, h, dropout_.get(), residual, nullptr, sequence).sum;
 }
 
 GPT2Block::GPT2Block(const BuildContext& ctx, const GPT2Config& config, int64_t layer_idx) {

@@ -37,9 +37,11 @@ DecoderLayer::DecoderLayer(const BuildContext& ctx, const LlamaConfig& c, int64_
 }
 
 at::Tensor DecoderLayer::forward(const at::Tensor& x, const LlamaStep& step) {
-  const at::Tensor h =
-      x + self_attn_->forward(input_layernorm_->forward(x), sliding_ ? step.sliding : step.full);
-  return h + mlp_->forward(post_attention_layernorm_->forward(h));
+  // h = x + attention(norm(x)), with post_attention_layernorm(h) computed in the same pass.
+  const layers::ResidualSum h = self_attn_->forward_residual(input_layernorm_->forward(x),
+                                                             sliding_ ? step.sliding : step.full, x,
+                                                             post_attention_layernorm_.get());
+  return mlp_->forward_residual(h.normed, h.sum, nullptr).sum;  // h + mlp(norm(h))
 }
 
 LlamaModel::LlamaModel(const BuildContext& ctx, const LlamaConfig& config,

@@ -260,10 +260,10 @@ TEST_P(Kernels, GeluTanhBackwardMatchesFp64Derivative) {
   }
 }
 
-// The all-reduce, the residual add and the next LayerNorm in one pass: bit for bit sum_terms
-// followed by the residual add and add_layer_norm (so fusing them changes no result), for one to
-// four terms, with and without biases, and without the norm.
-TEST_P(Kernels, SumAddLayerNormEqualsTheSeparateKernels) {
+// The all-reduce, the residual add and the next norm in one pass: bit for bit sum_terms followed
+// by the residual add and add_layer_norm, or rms_norm (so fusing them changes no result), for
+// one to four terms, with and without biases, and without the norm.
+TEST_P(Kernels, SumAddNormEqualsTheSeparateKernels) {
   const kernels::KernelTable& t = *GetParam().table;
   at::manual_seed(4);
   for (const auto& [rows, cols] :
@@ -289,18 +289,27 @@ TEST_P(Kernels, SumAddLayerNormEqualsTheSeparateKernels) {
         t.add_layer_norm(residual.data_ptr<float>(), summed.data_ptr<float>(), w.data_ptr<float>(),
                          ptr(lb), want_sum.data_ptr<float>(), want_y.data_ptr<float>(), rows, cols,
                          1e-5f);
+        at::Tensor want_rms = at::empty_like(residual);
+        t.rms_norm(want_sum.data_ptr<float>(), w.data_ptr<float>(), want_rms.data_ptr<float>(),
+                   rows, cols, 1e-6f);
         at::Tensor sum = at::empty_like(residual), y = at::empty_like(residual);
-        t.sum_add_layer_norm(data.data(), n, ptr(b), residual.data_ptr<float>(),
-                             w.data_ptr<float>(), ptr(lb), sum.data_ptr<float>(),
-                             y.data_ptr<float>(), rows, cols, 1e-5f);
+        t.sum_add_norm(data.data(), n, ptr(b), residual.data_ptr<float>(), /*rms=*/false,
+                       w.data_ptr<float>(), ptr(lb), sum.data_ptr<float>(), y.data_ptr<float>(),
+                       rows, cols, 1e-5f);
         const std::string what = std::to_string(rows) + " x " + std::to_string(cols) + ", " +
                                  std::to_string(n) + " terms";
         EXPECT_TRUE(at::equal(sum, want_sum)) << what;
         EXPECT_TRUE(at::equal(sum, residual + summed)) << what;
         EXPECT_TRUE(at::equal(y, want_y)) << what;
+        at::Tensor rms_sum = at::empty_like(residual), rms_y = at::empty_like(residual);
+        t.sum_add_norm(data.data(), n, ptr(b), residual.data_ptr<float>(), /*rms=*/true,
+                       w.data_ptr<float>(), nullptr, rms_sum.data_ptr<float>(),
+                       rms_y.data_ptr<float>(), rows, cols, 1e-6f);
+        EXPECT_TRUE(at::equal(rms_sum, want_sum)) << what << ", RMSNorm";
+        EXPECT_TRUE(at::equal(rms_y, want_rms)) << what << ", RMSNorm";
         at::Tensor only_sum = at::empty_like(residual);  // no norm: the residual stream alone
-        t.sum_add_layer_norm(data.data(), n, ptr(b), residual.data_ptr<float>(), nullptr, nullptr,
-                             only_sum.data_ptr<float>(), nullptr, rows, cols, 1e-5f);
+        t.sum_add_norm(data.data(), n, ptr(b), residual.data_ptr<float>(), false, nullptr, nullptr,
+                       only_sum.data_ptr<float>(), nullptr, rows, cols, 1e-5f);
         EXPECT_TRUE(at::equal(only_sum, want_sum)) << what << ", no norm";
       }
     }
@@ -501,21 +510,27 @@ TEST(KernelEntryPoints, SumTermsKeepsTheShapeAndRefusesWhatItCannotServe) {
   EXPECT_THROW(kernels::sum_terms({a, b.to(at::kDouble)}, {}, out), c10::Error);  // dtype
 }
 
-TEST(KernelEntryPoints, SumAddLayerNormRefusesWhatItCannotServe) {
+TEST(KernelEntryPoints, SumAddNormRefusesWhatItCannotServe) {
+  using kernels::NormKind;
+  constexpr NormKind kLN = NormKind::kLayerNorm;
   const at::Tensor a = at::randn({2, 3, 4}), r = at::randn({2, 3, 4}), v = at::randn({4});
   const at::Tensor sum = at::empty({2, 3, 4}), y = at::empty({2, 3, 4});
-  kernels::sum_add_layer_norm({a}, v, r, {}, {}, 1e-5, sum, {});
+  kernels::sum_add_norm({a}, v, r, kLN, {}, {}, 1e-5, sum, {});
   EXPECT_TRUE(at::equal(sum, r + (a + v)));
-  EXPECT_THROW(kernels::sum_add_layer_norm({}, {}, r, v, {}, 1e-5, sum, y), c10::Error);  // none
-  EXPECT_THROW(kernels::sum_add_layer_norm({a}, {}, r.narrow(2, 0, 3), v, {}, 1e-5, sum, y),
+  kernels::sum_add_norm({a}, {}, r, NormKind::kRMSNorm, v, {}, 1e-6, sum, y);
+  EXPECT_TRUE(at::equal(y, kernels::rms_norm(r + a, v, 1e-6)));
+  EXPECT_THROW(kernels::sum_add_norm({}, {}, r, kLN, v, {}, 1e-5, sum, y), c10::Error);  // none
+  EXPECT_THROW(kernels::sum_add_norm({a}, {}, r.narrow(2, 0, 3), kLN, v, {}, 1e-5, sum, y),
                c10::Error);  // the residual's shape
-  EXPECT_THROW(kernels::sum_add_layer_norm({a}, {}, r, {}, {}, 1e-5, sum, y),
+  EXPECT_THROW(kernels::sum_add_norm({a}, {}, r, kLN, {}, {}, 1e-5, sum, y),
                c10::Error);  // an output y without a norm
-  EXPECT_THROW(kernels::sum_add_layer_norm({a}, {}, r, v, {}, 1e-5, sum, {}),
+  EXPECT_THROW(kernels::sum_add_norm({a}, {}, r, kLN, v, {}, 1e-5, sum, {}),
                c10::Error);  // a norm without its output
-  EXPECT_THROW(kernels::sum_add_layer_norm({a}, {}, r, {}, v, 1e-5, sum, {}),
+  EXPECT_THROW(kernels::sum_add_norm({a}, {}, r, kLN, {}, v, 1e-5, sum, {}),
                c10::Error);  // a norm bias without its weight
-  EXPECT_THROW(kernels::sum_add_layer_norm({a}, {}, r, v, {}, 1e-5, sum, y.transpose(0, 1)),
+  EXPECT_THROW(kernels::sum_add_norm({a}, {}, r, NormKind::kRMSNorm, v, v, 1e-5, sum, y),
+               c10::Error);  // an RMSNorm with a bias
+  EXPECT_THROW(kernels::sum_add_norm({a}, {}, r, kLN, v, {}, 1e-5, sum, y.transpose(0, 1)),
                c10::Error);  // strided y
 }
 

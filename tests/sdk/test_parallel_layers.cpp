@@ -11,6 +11,7 @@
 #include "shardformer/layers/embedding.h"
 #include "shardformer/layers/layer_norm.h"
 #include "shardformer/layers/linear.h"
+#include "shardformer/layers/rms_norm.h"
 #include "shardformer/losses.h"
 #include "shardformer/runtime/inference_scope.h"
 
@@ -127,7 +128,7 @@ void check_linear(int tp, ShardStyle style, layers::LinearOptions options, bool 
       expect_equal(y_many, at::matmul(many, conv1d ? weight : weight.t()) + bias,
                    "output of 33 rows", 1e-5);
       // Added to a residual stream and normed for the next sublayer: through the slots in one
-      // pass where the input is split, bit for bit the separate output, add and LayerNorm.
+      // pass where the input is split, bit for bit the separate output, add and norm.
       const runtime::InferenceScope inference;
       const layers::LayerNorm norm(*r.full, out, 1e-5);
       const at::Tensor residual = seeded(10, {3, 11, out});
@@ -135,6 +136,11 @@ void check_linear(int tp, ShardStyle style, layers::LinearOptions options, bool 
       const layers::ResidualSum fused = sharded->forward_residual(mine, residual, &norm);
       EXPECT_TRUE(at::equal(fused.sum, sum)) << "residual sum";
       EXPECT_TRUE(at::equal(fused.normed, normed)) << "residual sum's norm";
+      const layers::RMSNorm rms(*r.full, out, 1e-6);  // Llama's
+      const auto [rms_sum, rms_normed] = rms.add_forward(residual, y_many);
+      const layers::ResidualSum rms_fused = sharded->forward_residual(mine, residual, &rms);
+      EXPECT_TRUE(at::equal(rms_fused.sum, rms_sum)) << "residual sum (RMSNorm)";
+      EXPECT_TRUE(at::equal(rms_fused.normed, rms_normed)) << "residual sum's RMSNorm";
       const layers::ResidualSum unnormed = sharded->forward_residual(mine, residual, nullptr);
       EXPECT_TRUE(at::equal(unnormed.sum, residual + y_many)) << "residual sum without a norm";
       EXPECT_FALSE(unnormed.normed.defined());

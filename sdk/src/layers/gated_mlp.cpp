@@ -24,11 +24,19 @@ GatedMLP::GatedMLP(const BuildContext& ctx, int64_t hidden_size, int64_t interme
 }
 
 at::Tensor GatedMLP::forward(const at::Tensor& x) {
+  return down_proj_->forward(gated(x));  // [batch, seq, hidden]
+}
+
+ResidualSum GatedMLP::forward_residual(const at::Tensor& x, const at::Tensor& residual,
+                                       const ResidualNorm* norm) {
+  return add_to_residual(*down_proj_, gated(x), nullptr, residual, norm);
+}
+
+at::Tensor GatedMLP::gated(const at::Tensor& x) {
   // gate and up read one input, communicated once (they are split alike).
   const std::vector<at::Tensor> gate_up =
       forward_shared_input({gate_proj_.get(), up_proj_.get()}, x);
-  const at::Tensor h = apply_activation(activation_, gate_up[0]) * gate_up[1];  // [b, s, i/tp]
-  return down_proj_->forward(h);  // [batch, seq, hidden]
+  return apply_activation(activation_, gate_up[0]) * gate_up[1];  // [b, s, i/tp]
 }
 
 }  // namespace shardformer::layers

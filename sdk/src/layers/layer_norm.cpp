@@ -7,7 +7,8 @@
 
 namespace shardformer::layers {
 
-LayerNorm::LayerNorm(const BuildContext& ctx, int64_t dim, double eps) : dim_(dim), eps_(eps) {
+LayerNorm::LayerNorm(const BuildContext& ctx, int64_t dim, double eps)
+    : ResidualNorm(Kind::kLayerNorm, eps), dim_(dim) {
   weight_ = register_parameter("weight", ctx.load("weight", {dim}));
   bias_ = register_parameter("bias", ctx.load("bias", {dim}));
 }

@@ -8,7 +8,7 @@
 #include "shardformer/distributed/comm_ops.h"
 #include "shardformer/error.h"
 #include "shardformer/layers/dropout.h"
-#include "shardformer/layers/layer_norm.h"
+#include "shardformer/layers/residual_norm.h"
 #include "shardformer/strings.h"
 
 #include <ATen/ATen.h>
@@ -223,7 +223,8 @@ at::Tensor Linear1D_Row::forward(const at::Tensor& input) {
 namespace {
 
 // residual + y and, given `norm`, its norm: the separate ops.
-ResidualSum plus_residual(const at::Tensor& y, const at::Tensor& residual, const LayerNorm* norm) {
+ResidualSum plus_residual(const at::Tensor& y, const at::Tensor& residual,
+                          const ResidualNorm* norm) {
   if (norm == nullptr) return {residual + y, at::Tensor()};
   auto [sum, normed] = norm->add_forward(residual, y);
   return {std::move(sum), std::move(normed)};
@@ -232,19 +233,21 @@ ResidualSum plus_residual(const at::Tensor& y, const at::Tensor& residual, const
 }  // namespace
 
 ResidualSum Linear::forward_residual(const at::Tensor& input, const at::Tensor& residual,
-                                     const LayerNorm* norm) {
+                                     const ResidualNorm* norm) {
   return plus_residual(forward(input), residual, norm);
 }
 
-ResidualSum add_to_residual(Linear& linear, const at::Tensor& input, Dropout& dropout,
-                            const at::Tensor& residual, const LayerNorm* norm,
+ResidualSum add_to_residual(Linear& linear, const at::Tensor& input, Dropout* dropout,
+                            const at::Tensor& residual, const ResidualNorm* norm,
                             const SequenceSplit* sequence) {
-  if (!dropout.active()) return linear.forward_residual(input, residual, norm);
-  return plus_residual(dropout.forward(linear.forward(input), sequence), residual, norm);
+  if (dropout == nullptr || !dropout->active()) {
+    return linear.forward_residual(input, residual, norm);
+  }
+  return plus_residual(dropout->forward(linear.forward(input), sequence), residual, norm);
 }
 
 ResidualSum Linear1D_Row::forward_residual(const at::Tensor& input, const at::Tensor& residual,
-                                           const LayerNorm* norm) {
+                                           const ResidualNorm* norm) {
   const bool norm_in_kernel =
       norm == nullptr ||
       (kernel_layout(norm->weight()) && (!norm->bias().defined() || kernel_layout(norm->bias())));
@@ -264,10 +267,14 @@ ResidualSum Linear1D_Row::forward_residual(const at::Tensor& input, const at::Te
   const at::Tensor norms = norm != nullptr ? out.normed.view({-1, local_out_}) : at::Tensor();
   const auto finish = [&](int64_t first, const std::vector<at::Tensor>& terms) {
     const int64_t n = terms.front().size(0);
-    kernels::sum_add_layer_norm(
-        terms, bias_, stream.narrow(0, first, n), norm != nullptr ? norm->weight() : at::Tensor(),
-        norm != nullptr ? norm->bias() : at::Tensor(), norm != nullptr ? norm->eps() : 0.0,
-        sums.narrow(0, first, n), norm != nullptr ? norms.narrow(0, first, n) : at::Tensor());
+    kernels::sum_add_norm(terms, bias_, stream.narrow(0, first, n),
+                          norm != nullptr && norm->kind() == ResidualNorm::Kind::kRMSNorm
+                              ? kernels::NormKind::kRMSNorm
+                              : kernels::NormKind::kLayerNorm,
+                          norm != nullptr ? norm->weight() : at::Tensor(),
+                          norm != nullptr ? norm->bias() : at::Tensor(),
+                          norm != nullptr ? norm->eps() : 0.0, sums.narrow(0, first, n),
+                          norm != nullptr ? norms.narrow(0, first, n) : at::Tensor());
   };
   group_->sum_produced_finished_by(rows.size(0), local_out_, input.options(), slot_producer(rows),
                                    finish);

@@ -61,6 +61,16 @@ SelfAttention::SelfAttention(const BuildContext& ctx, const SelfAttentionOptions
 }
 
 at::Tensor SelfAttention::forward(const at::Tensor& x, const AttentionStep& step) {
+  return o_proj_->forward(attend(x, step));
+}
+
+ResidualSum SelfAttention::forward_residual(const at::Tensor& x, const AttentionStep& step,
+                                            const at::Tensor& residual, const ResidualNorm* norm,
+                                            Dropout* dropout) {
+  return add_to_residual(*o_proj_, attend(x, step), dropout, residual, norm, step.sequence.get());
+}
+
+at::Tensor SelfAttention::attend(const at::Tensor& x, const AttentionStep& step) {
   // [batch, seq, heads * head_dim] -> [batch, seq, heads, head_dim]: norms act per head. Under
   // split_gather the projections gather the sequence: seq is the whole of it, not x's.
   // q / k / v read one input, communicated once (q_proj, k_proj and v_proj are split alike).
@@ -77,17 +87,16 @@ at::Tensor SelfAttention::forward(const at::Tensor& x, const AttentionStep& step
     k = k_norm_->forward(k);
   }
   if (step.cos.defined()) std::tie(q, k) = RotaryEmbedding::apply(q, k, step.cos, step.sin);
-  const at::Tensor out = attention(q.transpose(1, 2),  // [batch, heads, seq, head_dim]
-                                   k.transpose(1, 2),  // [batch, kv_heads, seq, head_dim]
-                                   v.transpose(1, 2),
-                                   {.mask = step.mask,
-                                    .causal = step.causal,
-                                    .scale = scale_queries_ ? 1.0 : scale_,
-                                    .dropout = dropout_.get(),
-                                    .cache = step.cache,
-                                    .layer = layer_idx_,
-                                    .sequence = step.sequence.get()});  // [b, seq, heads * d]
-  return o_proj_->forward(out);
+  return attention(q.transpose(1, 2),  // [batch, heads, seq, head_dim]
+                   k.transpose(1, 2),  // [batch, kv_heads, seq, head_dim]
+                   v.transpose(1, 2),
+                   {.mask = step.mask,
+                    .causal = step.causal,
+                    .scale = scale_queries_ ? 1.0 : scale_,
+                    .dropout = dropout_.get(),
+                    .cache = step.cache,
+                    .layer = layer_idx_,
+                    .sequence = step.sequence.get()});  // [b, seq, heads * d]
 }
 
 }  // namespace shardformer::layers

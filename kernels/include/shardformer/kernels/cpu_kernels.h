@@ -57,15 +57,19 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
 // gets the same bits): terms of out's shape, bias [out.size(-1)] or undefined; contiguous fp32.
 void sum_terms(const std::vector<at::Tensor>& terms, const at::Tensor& bias, const at::Tensor& out);
 
+// The norm that sum_add_norm takes after the residual add.
+enum class NormKind { kLayerNorm, kRMSNorm };
+
 // sum = residual + (terms[0] + ... + terms[n-1] + bias) (n >= 1, added as sum_terms) and, where
-// `weight` is defined, y = LayerNorm(sum) * weight + ln_bias over the last dimension (as
-// add_layer_norm): a row-parallel layer's all-reduce, the residual add and the next norm in one
-// pass, bit for bit the separate kernels. All contiguous fp32 CPU tensors of sum's shape; bias,
-// weight, ln_bias [n] or undefined; y undefined without a weight.
-void sum_add_layer_norm(const std::vector<at::Tensor>& terms, const at::Tensor& bias,
-                        const at::Tensor& residual, const at::Tensor& weight,
-                        const at::Tensor& ln_bias, double eps, const at::Tensor& sum,
-                        const at::Tensor& y);
+// `weight` is defined, y = the norm of sum over the last dimension: LayerNorm(sum) * weight +
+// norm_bias (as add_layer_norm) or weight * RMSNorm(sum) (as rms_norm; no norm_bias). A
+// row-parallel layer's all-reduce, the residual add and the next norm in one pass, bit for bit
+// the separate kernels. All contiguous fp32 CPU tensors of sum's shape; bias, weight, norm_bias
+// [n] or undefined; y undefined without a weight.
+void sum_add_norm(const std::vector<at::Tensor>& terms, const at::Tensor& bias,
+                  const at::Tensor& residual, NormKind kind, const at::Tensor& weight,
+                  const at::Tensor& norm_bias, double eps, const at::Tensor& sum,
+                  const at::Tensor& y);
 
 // gelu_tanh(x + bias) (HF's "gelu_new"), x [..., n] contiguous fp32, bias [n] or undefined.
 at::Tensor bias_gelu_tanh(const at::Tensor& x, const at::Tensor& bias);

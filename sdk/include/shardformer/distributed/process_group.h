@@ -64,7 +64,7 @@ class ProcessGroup {
                           const std::function<void(int64_t first, at::Tensor& block)>& produce,
                           const at::Tensor& bias) const;
   // sum_produced whose sum the caller computes, e.g. with the residual add and the next norm in
-  // the same pass (kernels::sum_add_layer_norm): finish(first, terms) receives rows [first,
+  // the same pass (kernels::sum_add_norm): finish(first, terms) receives rows [first,
   // first + n) of every rank's term ([n, cols] each, in rank order). Through shared memory these
   // are the slots, a block of rows per round; otherwise one term, the all-reduced sum of the
   // whole matrix (first 0). Every rank must add the terms in the order given.

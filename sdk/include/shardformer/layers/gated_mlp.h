@@ -19,8 +19,14 @@ class GatedMLP : public torch::nn::Module {
   GatedMLP(const BuildContext& ctx, int64_t hidden_size, int64_t intermediate_size,
            Activation activation, bool bias);
   at::Tensor forward(const at::Tensor& x);  // [batch, seq, hidden] -> same
+  // residual + forward(x) and, given `norm`, its norm, joined to down_proj's all-reduce where it
+  // sums its ranks' products (add_to_residual).
+  ResidualSum forward_residual(const at::Tensor& x, const at::Tensor& residual,
+                               const ResidualNorm* norm);
 
  private:
+  at::Tensor gated(const at::Tensor& x);  // act(gate(x)) * up(x): [batch, seq, intermediate/tp]
+
   Activation activation_;
   std::shared_ptr<Linear> gate_proj_, up_proj_, down_proj_;
 };

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "shardformer/build_context.h"
+#include "shardformer/layers/residual_norm.h"
 #include "shardformer/parallel/sequence_split.h"
 
 #include <torch/nn/module.h>
@@ -10,7 +11,7 @@
 
 namespace shardformer::layers {
 
-class LayerNorm : public torch::nn::Module {
+class LayerNorm : public ResidualNorm {
  public:
   LayerNorm(const BuildContext& ctx, int64_t dim, double eps);
 
@@ -20,15 +21,10 @@ class LayerNorm : public torch::nn::Module {
   // The residual sum x + residual and its norm, {sum, norm} [..., dim]: one fused pass over
   // memory when gradients are off on the CPU (kernels::add_layer_norm), else two ATen ops.
   std::pair<at::Tensor, at::Tensor> add_forward(const at::Tensor& x,
-                                                const at::Tensor& residual) const;
-  const at::Tensor& weight() const { return weight_; }
-  const at::Tensor& bias() const { return bias_; }
-  double eps() const { return eps_; }
+                                                const at::Tensor& residual) const override;
 
  private:
   int64_t dim_;
-  double eps_;
-  at::Tensor weight_, bias_;
 };
 
 }  // namespace shardformer::layers

@@ -29,7 +29,7 @@ struct LinearOptions {
 };
 
 class Dropout;
-class LayerNorm;
+class ResidualNorm;
 
 // The residual stream after a sublayer: sum = residual + the sublayer's output, and normed =
 // the next norm of sum (undefined when none was asked for).
@@ -41,18 +41,19 @@ class Linear : public torch::nn::Module {
  public:
   // [..., in] -> [..., out] (or the local part of either, as the subclass says)
   virtual at::Tensor forward(const at::Tensor& input) = 0;
-  // residual + forward(input) and, given `norm`, its norm (LayerNorm::add_forward). A
+  // residual + forward(input) and, given `norm`, its norm (ResidualNorm::add_forward). A
   // row-parallel layer in inference computes both in the pass that sums its ranks' products
-  // (kernels::sum_add_layer_norm), bit for bit the separate ops.
+  // (kernels::sum_add_norm), bit for bit the separate ops.
   virtual ResidualSum forward_residual(const at::Tensor& input, const at::Tensor& residual,
-                                       const LayerNorm* norm);
+                                       const ResidualNorm* norm);
 };
 
-// The end of a pre-LN block's sublayer: residual + dropout(linear(input)) and, given `norm`, the
-// next sublayer's norm of it. With the dropout inactive the layer computes them together
-// (Linear::forward_residual); sequence: the forward pass's split, for the dropout (null: none).
-ResidualSum add_to_residual(Linear& linear, const at::Tensor& input, Dropout& dropout,
-                            const at::Tensor& residual, const LayerNorm* norm,
+// The end of a sublayer: residual + dropout(linear(input)) and, given `norm`, the norm of it (the
+// next sublayer's, pre-LN; this one's output, post-LN). Without a dropout, or with it inactive,
+// the layer computes them together (Linear::forward_residual); sequence: the forward pass's
+// split, for the dropout (null: none).
+ResidualSum add_to_residual(Linear& linear, const at::Tensor& input, Dropout* dropout,
+                            const at::Tensor& residual, const ResidualNorm* norm,
                             const SequenceSplit* sequence = nullptr);
 
 // The whole layer on every rank.
@@ -113,7 +114,7 @@ class Linear1D_Row : public ReplicatedLinear {
                LinearOptions options, ShardStyle style);
   at::Tensor forward(const at::Tensor& input) override;
   ResidualSum forward_residual(const at::Tensor& input, const at::Tensor& residual,
-                               const LayerNorm* norm) override;
+                               const ResidualNorm* norm) override;
 
  private:
   // Writes rows [first, first + n) of rows [tokens, in/tp] times this rank's weight into a

@@ -43,9 +43,17 @@ class SelfAttention : public torch::nn::Module {
   SelfAttention(const BuildContext& ctx, const SelfAttentionOptions& options, int64_t layer_idx);
   // x [batch, seq, hidden] -> [batch, seq, hidden]
   at::Tensor forward(const at::Tensor& x, const AttentionStep& step);
+  // residual + dropout(forward(x)) and, given `norm`, its norm (add_to_residual): where the
+  // output projection sums its ranks' products, the residual add and the norm join that pass.
+  ResidualSum forward_residual(const at::Tensor& x, const AttentionStep& step,
+                               const at::Tensor& residual, const ResidualNorm* norm,
+                               Dropout* dropout = nullptr);
   int64_t num_kv_heads() const { return kv_heads_; }  // this rank's
 
  private:
+  // The heads' outputs before the output projection: [batch, seq, heads * head_dim / tp].
+  at::Tensor attend(const at::Tensor& x, const AttentionStep& step);
+
   int64_t layer_idx_, heads_, kv_heads_, head_dim_;  // heads_ / kv_heads_: this rank's
   double scale_;
   bool scale_queries_;
