@@ -104,7 +104,13 @@ BloomBlock::BloomBlock(const BuildContext& ctx, const BloomConfig& c, int64_t la
 }
 
 at::Tensor BloomBlock::forward(const at::Tensor& x, const BloomStep& step) {
-  const at::Tensor normed = input_layernorm_->forward(x);
+  return forward(layers::ResidualSum{x, at::Tensor()}, step, nullptr).sum;
+}
+
+layers::ResidualSum BloomBlock::forward(const layers::ResidualSum& in, const BloomStep& step,
+                                        const layers::ResidualNorm* next) {
+  const at::Tensor& x = in.sum;  // [batch, seq, hidden]
+  const at::Tensor normed = in.normed.defined() ? in.normed : input_layernorm_->forward(x);
   // h = residual + dropout(attention(normed)), with post_attention_layernorm(h) in the same pass;
   // the residual is the normed input under apply_residual_connection_post_layernorm.
   const layers::ResidualSum h =
@@ -113,8 +119,7 @@ at::Tensor BloomBlock::forward(const at::Tensor& x, const BloomStep& step) {
   const at::Tensor f =  // [b, s, 4 hidden/tp]
       layers::apply_activation(layers::Activation::kGeluNew, dense_h_to_4h_->forward(h.normed));
   return layers::add_to_residual(*dense_4h_to_h_, f, mlp_dropout_.get(),
-                                 residual_from_norm_ ? h.normed : h.sum, nullptr)
-      .sum;
+                                 residual_from_norm_ ? h.normed : h.sum, next);
 }
 
 BloomModel::BloomModel(const BuildContext& ctx, const BloomConfig& config,

@@ -54,6 +54,11 @@ class BloomBlock : public torch::nn::Module {
  public:
   BloomBlock(const BuildContext& ctx, const BloomConfig& config, int64_t layer_idx);
   at::Tensor forward(const at::Tensor& x, const BloomStep& step);
+  // The same with in.normed = input_layernorm(in.sum) when the block before computed it, and the
+  // output normed by `next` in the same pass (layers::HandsOnNorm).
+  layers::ResidualSum forward(const layers::ResidualSum& in, const BloomStep& step,
+                              const layers::ResidualNorm* next);
+  const layers::ResidualNorm* input_norm() const { return input_layernorm_.get(); }
   const BloomAttention& attention() const { return *self_attention_; }
 
  private:

@@ -118,11 +118,11 @@ GPT2MLP::GPT2MLP(const BuildContext& ctx, const GPT2Config& config)
       "dropout", std::make_shared<layers::Dropout>(ctx.child("dropout"), config.resid_pdrop));
 }
 
-at::Tensor GPT2MLP::forward(const at::Tensor& x, const SequenceSplit* sequence,
-                            const at::Tensor& residual) {
+layers::ResidualSum GPT2MLP::forward(const at::Tensor& x, const SequenceSplit* sequence,
+                                     const at::Tensor& residual, const layers::ResidualNorm* next) {
   const at::Tensor h = layers::apply_activation(activation_, c_fc_->forward(x));  // [.., inner/tp]
-  // residual + dropout(c_proj(h)) [.., hidden]
-  return layers::add_to_residual(*c_proj_, h, dropout_.get(), residual, nullptr, sequence).sum;
+  // residual + dropout(c_proj(h)) [.., hidden], and next's norm of it
+  return layers::add_to_residual(*c_proj_, h, dropout_.get(), residual, next, sequence);
 }
 
 GPT2Block::GPT2Block(const BuildContext& ctx, const GPT2Config& config, int64_t layer_idx) {
@@ -134,10 +134,19 @@ GPT2Block::GPT2Block(const BuildContext& ctx, const GPT2Config& config, int64_t 
 }
 
 at::Tensor GPT2Block::forward(const at::Tensor& x, const layers::AttentionStep& step) {
-  // h = x + attn(ln_1(x)), taken with ln_2(h); then h + mlp(ln_2(h)). The residual adds and
-  // ln_2 go into the sublayers' last products, which fuse them with tp's sums where they can.
-  const layers::ResidualSum h = attn_->forward(ln_1_->forward(x), step, x, *ln_2_);
-  return mlp_->forward(h.normed, step.sequence.get(), h.sum);
+  return forward(layers::ResidualSum{x, at::Tensor()}, step, nullptr).sum;
+}
+
+layers::ResidualSum GPT2Block::forward(const layers::ResidualSum& in,
+                                       const layers::AttentionStep& step,
+                                       const layers::ResidualNorm* next) {
+  // h = x + attn(ln_1(x)), taken with ln_2(h); then h + mlp(ln_2(h)), taken with the next
+  // block's ln_1. The residual adds and norms go into the sublayers' last products, which fuse
+  // them with tp's sums where they can.
+  const at::Tensor& x = in.sum;  // [batch, seq, hidden]
+  const layers::ResidualSum h =
+      attn_->forward(in.normed.defined() ? in.normed : ln_1_->forward(x), step, x, *ln_2_);
+  return mlp_->forward(h.normed, step.sequence.get(), h.sum, next);
 }
 
 GPT2Model::GPT2Model(const BuildContext& ctx, const GPT2Config& config, bool wte_on_last_stage)

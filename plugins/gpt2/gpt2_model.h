@@ -53,10 +53,10 @@ class GPT2Attention : public torch::nn::Module {
 class GPT2MLP : public torch::nn::Module {
  public:
   GPT2MLP(const BuildContext& ctx, const GPT2Config& config);
-  // residual + mlp(x): [batch, seq, hidden] -> same; sequence: the split of this forward pass
-  // (null: none)
-  at::Tensor forward(const at::Tensor& x, const SequenceSplit* sequence,
-                     const at::Tensor& residual);
+  // residual + mlp(x) and, given `next`, its norm: [batch, seq, hidden] -> same; sequence: the
+  // split of this forward pass (null: none)
+  layers::ResidualSum forward(const at::Tensor& x, const SequenceSplit* sequence,
+                              const at::Tensor& residual, const layers::ResidualNorm* next);
 
  private:
   layers::Activation activation_;
@@ -68,6 +68,11 @@ class GPT2Block : public torch::nn::Module {
  public:
   GPT2Block(const BuildContext& ctx, const GPT2Config& config, int64_t layer_idx);
   at::Tensor forward(const at::Tensor& x, const layers::AttentionStep& step);
+  // The same with in.normed = ln_1(in.sum) when the block before computed it, and the output
+  // normed by `next` (the next block's ln_1) in the same pass (layers::HandsOnNorm).
+  layers::ResidualSum forward(const layers::ResidualSum& in, const layers::AttentionStep& step,
+                              const layers::ResidualNorm* next);
+  const layers::ResidualNorm* input_norm() const { return ln_1_.get(); }
   int64_t num_heads() const { return attn_->num_heads(); }
 
  private:

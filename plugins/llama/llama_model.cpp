@@ -37,11 +37,18 @@ DecoderLayer::DecoderLayer(const BuildContext& ctx, const LlamaConfig& c, int64_
 }
 
 at::Tensor DecoderLayer::forward(const at::Tensor& x, const LlamaStep& step) {
-  // h = x + attention(norm(x)), with post_attention_layernorm(h) computed in the same pass.
-  const layers::ResidualSum h = self_attn_->forward_residual(input_layernorm_->forward(x),
-                                                             sliding_ ? step.sliding : step.full, x,
-                                                             post_attention_layernorm_.get());
-  return mlp_->forward_residual(h.normed, h.sum, nullptr).sum;  // h + mlp(norm(h))
+  return forward(layers::ResidualSum{x, at::Tensor()}, step, nullptr).sum;
+}
+
+layers::ResidualSum DecoderLayer::forward(const layers::ResidualSum& in, const LlamaStep& step,
+                                          const layers::ResidualNorm* next) {
+  // h = x + attention(norm(x)), with post_attention_layernorm(h) computed in the same pass;
+  // then h + mlp(norm(h)), with the next layer's input_layernorm of it.
+  const at::Tensor& x = in.sum;  // [batch, seq, hidden]
+  const layers::ResidualSum h = self_attn_->forward_residual(
+      in.normed.defined() ? in.normed : input_layernorm_->forward(x),
+      sliding_ ? step.sliding : step.full, x, post_attention_layernorm_.get());
+  return mlp_->forward_residual(h.normed, h.sum, next);
 }
 
 LlamaModel::LlamaModel(const BuildContext& ctx, const LlamaConfig& config,

@@ -28,6 +28,11 @@ class DecoderLayer : public torch::nn::Module {
   DecoderLayer(const BuildContext& ctx, const LlamaConfig& config, int64_t layer_idx);
   // x [batch, seq, hidden] -> same
   at::Tensor forward(const at::Tensor& x, const LlamaStep& step);
+  // The same with in.normed = input_layernorm(in.sum) when the layer before computed it, and the
+  // output normed by `next` in the same pass (layers::HandsOnNorm).
+  layers::ResidualSum forward(const layers::ResidualSum& in, const LlamaStep& step,
+                              const layers::ResidualNorm* next);
+  const layers::ResidualNorm* input_norm() const { return input_layernorm_.get(); }
   int64_t num_kv_heads() const { return self_attn_->num_kv_heads(); }
   bool sliding() const { return sliding_; }
 

@@ -79,16 +79,27 @@ OPTDecoderLayer::OPTDecoderLayer(const BuildContext& ctx, const OPTConfig& c, in
 }
 
 at::Tensor OPTDecoderLayer::forward(const at::Tensor& x, const layers::AttentionStep& step) {
+  return forward(layers::ResidualSum{x, at::Tensor()}, step, nullptr).sum;
+}
+
+layers::ResidualSum OPTDecoderLayer::forward(const layers::ResidualSum& in,
+                                             const layers::AttentionStep& step,
+                                             const layers::ResidualNorm* next) {
+  const at::Tensor& x = in.sum;  // [batch, seq, hidden]
   // Pre-LN: h = x + dropout(attn(ln(x))), with final_layer_norm(h) (the MLP's input) in the same
   // pass. Post-LN: h = self_attn_layer_norm(x + dropout(attn(x))), the MLP's input too.
   const layers::ResidualSum a = self_attn_->forward_residual(
-      pre_norm_ ? self_attn_layer_norm_->forward(x) : x, step, x,
-      pre_norm_ ? final_layer_norm_.get() : self_attn_layer_norm_.get(), attn_dropout_.get());
+      !pre_norm_            ? x
+      : in.normed.defined() ? in.normed
+                            : self_attn_layer_norm_->forward(x),
+      step, x, pre_norm_ ? final_layer_norm_.get() : self_attn_layer_norm_.get(),
+      attn_dropout_.get());
   const at::Tensor& h = pre_norm_ ? a.sum : a.normed;  // [batch, seq, hidden]
   const at::Tensor f = layers::apply_activation(activation_, fc1_->forward(a.normed));
-  const layers::ResidualSum out = layers::add_to_residual(
-      *fc2_, f, ffn_dropout_.get(), h, pre_norm_ ? nullptr : final_layer_norm_.get());
-  return pre_norm_ ? out.sum : out.normed;  // post-LN: final_layer_norm(h + dropout(fc2(f)))
+  if (pre_norm_) return layers::add_to_residual(*fc2_, f, ffn_dropout_.get(), h, next);
+  // Post-LN: final_layer_norm(h + dropout(fc2(f))) is the output (no layer after takes a norm).
+  return {layers::add_to_residual(*fc2_, f, ffn_dropout_.get(), h, final_layer_norm_.get()).normed,
+          at::Tensor()};
 }
 
 OPTModel::OPTModel(const BuildContext& model_ctx, const OPTConfig& c, bool embedding_on_last_stage)

@@ -32,6 +32,14 @@ class OPTDecoderLayer : public torch::nn::Module {
  public:
   OPTDecoderLayer(const BuildContext& ctx, const OPTConfig& config, int64_t layer_idx);
   at::Tensor forward(const at::Tensor& x, const layers::AttentionStep& step);  // [b, s, hidden]
+  // The same with in.normed = self_attn_layer_norm(in.sum) when the layer before computed it
+  // (pre-LN only: a post-LN layer starts with no norm), and the output normed by `next` in the
+  // same pass (layers::HandsOnNorm).
+  layers::ResidualSum forward(const layers::ResidualSum& in, const layers::AttentionStep& step,
+                              const layers::ResidualNorm* next);
+  const layers::ResidualNorm* input_norm() const {
+    return pre_norm_ ? self_attn_layer_norm_.get() : nullptr;
+  }
   int64_t num_kv_heads() const { return self_attn_->num_kv_heads(); }
 
  private:

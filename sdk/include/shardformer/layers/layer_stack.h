@@ -7,10 +7,12 @@
 #include "shardformer/build_context.h"
 #include "shardformer/error.h"
 #include "shardformer/layers/recompute.h"
+#include "shardformer/layers/residual_norm.h"
 #include "shardformer/strings.h"
 
 #include <torch/nn/module.h>
 
+#include <concepts>
 #include <memory>
 #include <string>
 #include <vector>
@@ -29,6 +31,19 @@ class LayerList : public torch::nn::Module {
  private:
   int64_t stage_ = 0, num_stages_ = 1;
   std::vector<int64_t> chunk_layers_, recomputed_;
+};
+
+// A pre-norm layer that takes its input already normed and norms its output for the next one:
+// input_norm() is the norm its forward starts with (null: none), and forward(in, step, next)
+// reads in.sum, with in.normed = input_norm() of it when defined (else it norms in.sum itself),
+// and returns its output with next's norm of it (undefined when next is null). The sum at the
+// end of one layer and the norm at the start of the next then take one pass over memory
+// (add_to_residual), under tp joined to the row-parallel layer's all-reduce.
+template <typename Layer, typename Step>
+concept HandsOnNorm = requires(Layer& layer, const ResidualSum& in, const Step& step,
+                               const ResidualNorm* next) {
+  { layer.input_norm() } -> std::convertible_to<const ResidualNorm*>;
+  { layer.forward(in, step, next) } -> std::same_as<ResidualSum>;
 };
 
 template <typename Layer>
@@ -67,10 +82,22 @@ class LayerStack {
   const std::shared_ptr<Layer>& front() const { return chunks_.front().front(); }
 
   // x through the chunk's layers: x = layer->forward(x, step). A recomputed layer keeps a copy
-  // of `step` for its replay in backward.
+  // of `step` for its replay in backward. Layers that hand on their norms (HandsOnNorm) pass
+  // each other {x, normed x} when none is recomputed.
   template <typename Step>
   at::Tensor forward(int64_t chunk, at::Tensor x, const Step& step) const {
     const int64_t recomputed = is_training() ? list_->recomputed(chunk) : 0;
+    if constexpr (HandsOnNorm<Layer, Step>) {
+      if (recomputed == 0) {
+        const std::vector<std::shared_ptr<Layer>>& layers = this->chunk(chunk);
+        ResidualSum h{std::move(x), at::Tensor()};
+        for (size_t i = 0; i < layers.size(); ++i) {
+          h = layers[i]->forward(h, step,
+                                 i + 1 < layers.size() ? layers[i + 1]->input_norm() : nullptr);
+        }
+        return h.sum;
+      }
+    }
     int64_t index = 0;
     for (const std::shared_ptr<Layer>& layer : this->chunk(chunk)) {
       if (index++ < recomputed) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "shardformer/build_context.h"
+#include "shardformer/layers/residual_norm.h"
 #include "shardformer/parallel/sequence_split.h"
 
 #include <torch/nn/module.h>
@@ -29,13 +30,6 @@ struct LinearOptions {
 };
 
 class Dropout;
-class ResidualNorm;
-
-// The residual stream after a sublayer: sum = residual + the sublayer's output, and normed =
-// the next norm of sum (undefined when none was asked for).
-struct ResidualSum {
-  at::Tensor sum, normed;
-};
 
 class Linear : public torch::nn::Module {
  public:

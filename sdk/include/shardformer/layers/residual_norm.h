@@ -1,6 +1,6 @@
 // The norms that follow a residual add (LayerNorm, RMSNorm), as one type: a row-parallel layer
 // ending a sublayer takes the next norm into the pass that sums its ranks' products
-// (Linear::forward_residual), reading its parameters here.
+// (Linear::forward_residual), reading its parameters here; and the residual stream with it.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -9,6 +9,12 @@
 #include <utility>
 
 namespace shardformer::layers {
+
+// The residual stream after a sublayer: sum = residual + the sublayer's output, and normed =
+// the next norm of sum (undefined when none was asked for).
+struct ResidualSum {
+  at::Tensor sum, normed;
+};
 
 class ResidualNorm : public torch::nn::Module {
  public:
