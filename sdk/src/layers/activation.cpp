@@ -37,6 +37,10 @@ struct GeluNew : torch::autograd::Function<GeluNew> {
   static at::Tensor formula(const at::Tensor& x) {
     // Gradients are off here: in the forward of the node below, or called without them.
     if (kernel_layout(x)) return kernels::bias_gelu_tanh(x, {});
+    // On a GPU in fp32, ATen's tanh GELU is the same formula in one kernel instead of eight (a
+    // decode step is bound by launching kernels). In fp16 / bf16 HF rounds after every op of the
+    // formula, and so must we to equal it in the same dtype.
+    if (x.is_cuda() && x.scalar_type() == at::kFloat) return at::gelu(x, "tanh");
     return 0.5 * x * (1.0 + at::tanh(std::sqrt(2.0 / M_PI) * (x + kGeluCubic * at::pow(x, 3.0))));
   }
 
