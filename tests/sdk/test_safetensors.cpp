@@ -434,6 +434,24 @@ TEST_F(SafetensorsRoundTrip, InPlaceReadsAreCopyOnWriteAndOutliveTheFile) {
   EXPECT_TRUE(at::equal(SafetensorsFile(path).read("w"), original));  // the file is unchanged
 }
 
+// A tensor-parallel rank's block of rows is used in place the same way (no copy; copy-on-write);
+// once the tensor was handed out in place, further blocks are copies read from the file.
+TEST_F(SafetensorsRoundTrip, RowBlocksAreReadInPlaceOnceThenCopied) {
+  const fs::path path = dir_ / "rows.safetensors";
+  const at::Tensor original = at::arange(4096, at::kFloat).reshape({64, 64});
+  save_safetensors(path, {{"w", original}});
+  SafetensorsFile file(path);
+  at::Tensor top = file.read_rows("w", 32, 32);
+  EXPECT_EQ(top.data_ptr(), static_cast<const void*>(file.data(file.info("w")) + 32 * 64 * 4));
+  EXPECT_TRUE(at::equal(top, original.narrow(0, 32, 32)));
+  top.mul_(-1);  // this process's pages only
+  const at::Tensor again = file.read_rows("w", 16, 32);  // overlaps the block written above
+  EXPECT_NE(again.data_ptr(), top.data_ptr());
+  EXPECT_TRUE(at::equal(again, original.narrow(0, 16, 32)));
+  EXPECT_TRUE(at::equal(file.read("w"), original));
+  EXPECT_THROW(file.read_rows("w", 60, 5), CheckpointError);
+}
+
 // The VmFlags line of this process's mapping of `path` in /proc/self/smaps; empty if none.
 std::string mapping_flags(const fs::path& path) {
   std::ifstream smaps("/proc/self/smaps");

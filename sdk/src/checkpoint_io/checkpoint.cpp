@@ -184,6 +184,10 @@ const TensorInfo& Checkpoint::info(const std::string& name) const {
 
 at::Tensor Checkpoint::read(const std::string& name) const { return file_of(name).read(name); }
 
+at::Tensor Checkpoint::read_rows(const std::string& name, int64_t start, int64_t length) const {
+  return file_of(name).read_rows(name, start, length);
+}
+
 at::Tensor Checkpoint::read_slice(const std::string& name, int64_t dim, int64_t start,
                                   int64_t length) const {
   return file_of(name).read_slice(name, dim, start, length);

@@ -366,18 +366,45 @@ at::Tensor SafetensorsFile::read(const std::string& name) const {
     if (in_place_.count(name) > 0) return read_from_file(tensor);  // the mapping may be written
     if (reinterpret_cast<uintptr_t>(bytes) % c10::elementSize(tensor.dtype) == 0) {
       in_place_.insert(name);
-      // When the tensor dies (a family that converted it keeps only its copy), its pages
-      // leave the rank's resident memory as those of a copied tensor do.
-      std::shared_ptr<void> keep = keep_mapped_;
-      const uint64_t size = tensor.nbytes();
-      return at::from_blob(
-          bytes, tensor.shape, [keep, bytes, size](void*) { release_pages(bytes, size); }, options);
+      return in_place(bytes, tensor.nbytes(), tensor.shape, options);
     }
   }
   at::Tensor out = at::empty(tensor.shape, options);
   if (tensor.nbytes() > 0) std::memcpy(out.data_ptr(), bytes, tensor.nbytes());
   release_pages(bytes, tensor.nbytes());
   return out;
+}
+
+at::Tensor SafetensorsFile::read_rows(const std::string& name, int64_t start,
+                                      int64_t length) const {
+  const TensorInfo& tensor = info(name);
+  check_slice(path_, tensor, 0, start, length);
+  std::vector<int64_t> shape = tensor.shape;
+  shape[0] = length;
+  const uint64_t row_bytes = tensor.shape[0] > 0 ? tensor.nbytes() / tensor.shape[0] : 0;
+  auto* bytes = const_cast<std::byte*>(data(tensor)) + start * row_bytes;
+  if (length > 0 && row_bytes > 0 &&
+      reinterpret_cast<uintptr_t>(bytes) % c10::elementSize(tensor.dtype) == 0) {
+    const runtime::OperationScope activity(
+        "read_tensor", str("reading rows of tensor '", name, "' of ", path_.filename().string()));
+    check_unchanged(name);
+    std::lock_guard<std::mutex> lock(in_place_mutex_);
+    if (in_place_.count(name) == 0) {
+      in_place_.insert(name);
+      return in_place(bytes, length * row_bytes, shape, at::TensorOptions().dtype(tensor.dtype));
+    }
+  }
+  return read_slice(name, 0, start, length);
+}
+
+at::Tensor SafetensorsFile::in_place(std::byte* bytes, uint64_t size,
+                                     const std::vector<int64_t>& shape,
+                                     const at::TensorOptions& options) const {
+  // When the tensor dies (a family that converted it keeps only its copy), its pages leave the
+  // rank's resident memory as those of a copied tensor do.
+  std::shared_ptr<void> keep = keep_mapped_;
+  return at::from_blob(
+      bytes, shape, [keep, bytes, size](void*) { release_pages(bytes, size); }, options);
 }
 
 at::Tensor SafetensorsFile::read_from_file(const TensorInfo& tensor) const {

@@ -52,6 +52,11 @@ at::Tensor load_shard(const Checkpoint& checkpoint, const std::string& name,
   const int64_t real_block = shard.full_shape[shard.dim] / shard.fused_blocks;
   const auto [begin, end] = shard.local_range();
   const auto options = at::TensorOptions().dtype(info.dtype);
+  // A block of whole rows with no padding is the file's bytes: used in place, as a whole
+  // replicated tensor is (no copy; the page cache's 2 MiB pages where it has them).
+  if (shard.dim == 0 && shard.fused_blocks == 1 && shard.local_shape()[0] == end - begin) {
+    return checkpoint.read_rows(name, begin, end - begin);
+  }
   // Vocabulary padding rows stay zero; every real row is read straight into place.
   at::Tensor local = shard.padded_size > 0 ? at::zeros(shard.local_shape(), options)
                                            : at::empty(shard.local_shape(), options);

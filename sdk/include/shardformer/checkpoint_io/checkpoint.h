@@ -35,6 +35,7 @@ class Checkpoint {
   const SafetensorsFile& file_of(const std::string& name) const;
 
   at::Tensor read(const std::string& name) const;
+  at::Tensor read_rows(const std::string& name, int64_t start, int64_t length) const;
   at::Tensor read_slice(const std::string& name, int64_t dim, int64_t start, int64_t length) const;
   void read_slice_into(const std::string& name, int64_t dim, int64_t start, int64_t length,
                        const at::Tensor& out) const;

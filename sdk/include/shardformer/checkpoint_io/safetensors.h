@@ -70,6 +70,10 @@ class SafetensorsFile {
   // only), and the mapping lives as long as any such tensor. Later reads of the same tensor
   // are copies read from the file, so two reads never alias and never see each other's writes.
   at::Tensor read(const std::string& name) const;
+  // Rows [start, start + length) of dimension 0 (a tensor-parallel rank's block), in place from
+  // the mapping as read() gives the whole tensor: the first read of the tensor when the block is
+  // aligned for its dtype; a copy otherwise.
+  at::Tensor read_rows(const std::string& name, int64_t start, int64_t length) const;
 
   // Rows [start, start + length) of dimension `dim` of the tensor, copied out of the mapping.
   // Only the bytes of that range are touched: for dim 0 one contiguous block; for another
@@ -85,6 +89,10 @@ class SafetensorsFile {
 
  private:
   at::Tensor read_from_file(const TensorInfo& tensor) const;
+  // `size` bytes of the mapping as a tensor that keeps the mapping alive (the caller records
+  // the tensor in in_place_).
+  at::Tensor in_place(std::byte* bytes, uint64_t size, const std::vector<int64_t>& shape,
+                      const at::TensorOptions& options) const;
   // Throws CheckpointError naming the file and tensor when the file was rewritten in place since
   // it was mapped.
   void check_unchanged(const std::string& name) const;
