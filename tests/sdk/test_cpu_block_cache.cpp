@@ -1,7 +1,8 @@
 // The large-block CPU cache: freed blocks are reused, a miss evicts the least recently freed
 // blocks only while the mapped total would pass twice the peak in use, a large block and the
-// smaller ones it alternates with stay mapped together, small requests and c10's raw
-// allocations still work, and values are what was written.
+// smaller ones it alternates with stay mapped together, a cycle through more sizes than that
+// keeps raises the limit until it fits, small requests and c10's raw allocations still work,
+// and values are what was written.
 #include "shardformer/runtime/cpu_block_cache.h"
 
 #include <ATen/ATen.h>
@@ -77,6 +78,33 @@ TEST(CpuBlockCache, ALargeBlockAndTheSmallerOnesItAlternatesWithStayMapped) {
   EXPECT_EQ(now.evictions - start.evictions, 0);
   EXPECT_EQ(now.mapped_bytes, 24 * kMiB);  // within 2 x 16 MiB
   runtime::release_cpu_block_cache();
+}
+
+// The sequence-parallel forward's pattern in small: four blocks of one size in use at once (a
+// peak of 12 MiB), then three other sizes one at a time, 33 MiB of blocks in all. Twice the
+// peak (24 MiB) evicted in every round the blocks the next round asked for first; each miss of
+// an evicted size raises the limit by half the peak, and from the third round nothing misses.
+TEST(CpuBlockCache, ACycleThroughMoreSizesThanTheLimitKeepsRaisesIt) {
+  runtime::install_cpu_block_cache();
+  runtime::release_cpu_block_cache();
+  const runtime::BlockCacheStats start = runtime::cpu_block_cache_stats();
+  EXPECT_EQ(start.limit, 2.0);
+  const auto round = [] {
+    { const at::Tensor a = mib(3), b = mib(3), c = mib(3), d = mib(3); }
+    for (const int64_t n : {5, 7, 9}) mib(n);
+  };
+  round();
+  round();
+  const runtime::BlockCacheStats settled = runtime::cpu_block_cache_stats();
+  EXPECT_EQ(settled.refaults - start.refaults, 2);  // a 3 MiB block in round 2, then the 5 MiB
+  EXPECT_EQ(settled.limit, 3.0);
+  for (int i = 0; i < 4; ++i) round();
+  const runtime::BlockCacheStats now = runtime::cpu_block_cache_stats();
+  EXPECT_EQ(now.misses, settled.misses);
+  EXPECT_EQ(now.evictions, settled.evictions);
+  EXPECT_EQ(now.mapped_bytes, 33 * kMiB);  // within 3 x 12 MiB
+  runtime::release_cpu_block_cache();
+  EXPECT_EQ(runtime::cpu_block_cache_stats().limit, 2.0);  // a new phase starts at twice again
 }
 
 TEST(CpuBlockCache, SmallAndRawAllocationsStillWork) {

@@ -1,6 +1,6 @@
 // The large-block CPU cache (cpu_block_cache.h): whole-page mappings kept when freed and reused
 // for requests they fit within 1/8, evicted least-recently-freed first when a miss would take
-// the mapped total past twice the peak bytes in use.
+// the mapped total past its limit (twice the peak bytes in use, raised when evictions thrash).
 #include "shardformer/runtime/cpu_block_cache.h"
 
 #include <c10/core/Allocator.h>
@@ -54,7 +54,10 @@ class CpuBlockCache final : public c10::Allocator {
     std::lock_guard<std::mutex> lock(mutex_);
     for (Block* block : kept_) unmap(block);
     kept_.clear();
-    peak_in_use_ = in_use_bytes_;  // a new phase: its own peak
+    peak_in_use_ = in_use_bytes_;  // a new phase: its own peak and limit
+    limit_halves_ = kFirstLimitHalves;
+    evicted_.clear();
+    stats_.limit = limit_halves_ / 2.0;
   }
 
   static CpuBlockCache* instance;
@@ -81,15 +84,17 @@ class CpuBlockCache final : public c10::Allocator {
     }
     ++stats_.misses;
     note_in_use(size);
+    raise_limit_if_thrashing(size);
     // Kept blocks go, least recently freed first, while the mapped total with the new block
-    // would pass twice the peak in use. One times the peak (what the requests alone map)
-    // thrashed: a forward's 393 MiB logits and the layers' activations are never in use
-    // together, so each evicted the other and every call faulted in 1.6 GB of fresh pages.
+    // would pass the limit. One times the peak (what the requests alone map) thrashed: a
+    // forward's 393 MiB logits and the layers' activations are never in use together, so each
+    // evicted the other and every call faulted in 1.6 GB of fresh pages.
     std::sort(kept_.begin(), kept_.end(),
               [](const Block* a, const Block* b) { return a->freed < b->freed; });
     size_t evicted = 0;
     while (evicted < kept_.size() &&
-           static_cast<size_t>(stats_.mapped_bytes) + size > 2 * peak_in_use_) {
+           static_cast<size_t>(stats_.mapped_bytes) + size > peak_in_use_ * limit_halves_ / 2) {
+      remember_eviction(kept_[evicted]->size);
       unmap(kept_[evicted++]);
       ++stats_.evictions;
     }
@@ -121,6 +126,30 @@ class CpuBlockCache final : public c10::Allocator {
     cache.stats_.cached_bytes += static_cast<int64_t>(block->size);
   }
 
+  // Called with the mutex held. A miss that a block evicted since the last raise would have
+  // served means the requests cycle through more sizes than the limit keeps (GPT-2 small's
+  // sequence-parallel forward at 4 x 512: about 90 MiB of blocks of ten sizes against a peak of
+  // 39 MiB in use, ten misses a call at twice the peak): the limit grows by half the peak, up to
+  // kMaxLimitHalves.
+  void raise_limit_if_thrashing(size_t size) {
+    const bool refault = std::any_of(evicted_.begin(), evicted_.end(), [size](size_t evicted) {
+      return evicted >= size && evicted <= size + size / 8;
+    });
+    if (!refault) return;
+    ++stats_.refaults;
+    if (limit_halves_ < kMaxLimitHalves) {
+      ++limit_halves_;
+      stats_.limit = limit_halves_ / 2.0;
+      evicted_.clear();
+    }
+  }
+
+  // Called with the mutex held: the sizes evicted lately (the last kRemembered).
+  void remember_eviction(size_t size) {
+    if (evicted_.size() == kRemembered) evicted_.erase(evicted_.begin());
+    evicted_.push_back(size);
+  }
+
   // Called with the mutex held.
   void note_in_use(size_t size) {
     in_use_bytes_ += size;
@@ -144,6 +173,9 @@ class CpuBlockCache final : public c10::Allocator {
   uint64_t clock_ = 0;
   size_t in_use_bytes_ = 0;  // blocks handed out and not yet given back
   size_t peak_in_use_ = 0;   // the most in_use_bytes_ has been since install or release()
+  static constexpr size_t kFirstLimitHalves = 4, kMaxLimitHalves = 8, kRemembered = 64;
+  size_t limit_halves_ = kFirstLimitHalves;  // the mapped total's limit, in half peaks
+  std::vector<size_t> evicted_;              // sizes evicted since the limit last grew
   BlockCacheStats stats_;
 };
 
