@@ -192,26 +192,46 @@ at::Tensor ProcessGroup::reduce_scatter_produced(
     int64_t outer, int64_t length, int64_t cols, const at::TensorOptions& options,
     const std::function<void(int64_t first, at::Tensor& block)>& produce,
     const at::Tensor& bias) const {
+  const at::Tensor b = bias.defined() ? bias.to(options).contiguous() : bias;  // [cols]
+  at::Tensor out = at::empty({outer, length / impl_->size, cols}, options);  // [outer, local, cols]
+  reduce_scatter_produced_finished_by(
+      outer, length, cols, options, produce,
+      [&](int64_t o, int64_t at, const std::vector<at::Tensor>& terms) {
+        at::Tensor rows = out.select(0, o).narrow(0, at, terms.front().size(0));
+        if (terms.size() > 1) {
+          kernels::sum_terms(terms, b, rows);
+        } else {
+          b.defined() ? at::add_out(rows, terms.front(), b) : rows.copy_(terms.front());
+        }
+      });
+  return out;
+}
+
+void ProcessGroup::reduce_scatter_produced_finished_by(
+    int64_t outer, int64_t length, int64_t cols, const at::TensorOptions& options,
+    const std::function<void(int64_t first, at::Tensor& block)>& produce,
+    const std::function<void(int64_t outer, int64_t at, const std::vector<at::Tensor>& terms)>&
+        finish) const {
   if (length % impl_->size != 0) {
     throw Error(str("reduce_scatter on group '", impl_->name, "': ", length,
                     " rows along the split do not divide by ", impl_->size, " ranks"));
   }
-  const at::Tensor b = bias.defined() ? bias.to(options).contiguous() : bias;  // [cols]
-  at::Tensor out = at::empty({outer, length / impl_->size, cols}, options);  // [outer, local, cols]
-  const bool shared = impl_->size > 1 && out.scalar_type() == at::kFloat &&
-                      through_shared_memory(*impl_, out) &&
+  const int64_t local = length / impl_->size;
+  const bool shared = impl_->size > 1 && options.dtype() == at::kFloat &&
+                      impl_->shared_memory != nullptr && options.device().is_cpu() &&
+                      outer * local * cols * 4 >= impl_->shared_memory_min_bytes &&
                       cols * 4 <= impl_->shared_memory->chunk_bytes();
   if (!shared) {
     at::Tensor whole = at::empty({outer * length, cols}, options);  // [outer * length, cols]
     produce(0, whole);
-    out = reduce_scatter(whole.view({outer, length, cols}), 1);
-    return b.defined() ? out.add_(b) : out;
+    const at::Tensor mine = reduce_scatter(whole.view({outer, length, cols}), 1);  // [o, local, c]
+    for (int64_t o = 0; o < outer; ++o) finish(o, 0, {mine.select(0, o)});
+    return;
   }
   impl_->stats.reduce_scatters += 1;
   impl_->stats.reduce_scatter_elements += outer * length * cols;
   run_shared(*impl_, "reduce_scatter",
-             [&] { impl_->shared_memory->sum_produced_scattered(out, produce, b); });
-  return out;
+             [&] { impl_->shared_memory->produce_scattered(outer, local, cols, produce, finish); });
 }
 
 void ProcessGroup::all_gather_consumed(

@@ -319,19 +319,18 @@ void rows_of_rank(int64_t first, int64_t n, int64_t length, int64_t local, int r
 
 }  // namespace
 
-void SharedMemoryTransport::sum_produced_scattered(at::Tensor& out, const Producer& produce,
-                                                   const at::Tensor& bias) {
-  const int64_t local = out.size(1), cols = out.size(2), length = local * size_;
-  const auto read = [&](int64_t first, const std::vector<at::Tensor>& terms) {
-    const auto sum_run = [&](int64_t row, int64_t count, int64_t o, int64_t at) {
+void SharedMemoryTransport::produce_scattered(int64_t outer, int64_t local, int64_t cols,
+                                              const Producer& produce, const SliceReader& read) {
+  const int64_t length = local * size_;
+  const auto read_slice = [&](int64_t first, const std::vector<at::Tensor>& terms) {
+    const auto run = [&](int64_t row, int64_t count, int64_t o, int64_t at) {
       std::vector<at::Tensor> parts;
       for (const at::Tensor& t : terms) parts.push_back(t.narrow(0, row - first, count));
-      at::Tensor sum = out.select(0, o).narrow(0, at, count);
-      kernels::sum_terms(parts, bias, sum);
+      read(o, at, parts);
     };
-    rows_of_rank(first, terms.front().size(0), length, local, rank_, sum_run);
+    rows_of_rank(first, terms.front().size(0), length, local, rank_, run);
   };
-  produce_in_rounds(out.size(0) * length, cols, out.options(), produce, read);
+  produce_in_rounds(outer * length, cols, at::kFloat, produce, read_slice);
 }
 
 void SharedMemoryTransport::all_gather_consumed(const at::Tensor& input, const Consumer& consume) {

@@ -50,10 +50,15 @@ class SharedMemoryTransport {
   // into its slot (cols * 4 <= chunk_bytes), then every rank reads the block's slots.
   void produce_in_rounds(int64_t rows, int64_t cols, const at::TensorOptions& options,
                          const Producer& produce, const TermsReader& read);
-  // The reduce-scatter of sum_produced: each rank's term is [outer, size * local, cols] (its
-  // rows flattened, produced in blocks as above) and out [outer, local, cols] (contiguous fp32)
-  // receives this rank's slice of the sum along dim 1, + bias. Each rank sums only its rows.
-  void sum_produced_scattered(at::Tensor& out, const Producer& produce, const at::Tensor& bias);
+  // Reads rows [at, at + n) of batch entry `outer` of this rank's slice of every rank's term,
+  // in its slot ([n, cols] each).
+  using SliceReader =
+      std::function<void(int64_t outer, int64_t at, const std::vector<at::Tensor>& terms)>;
+  // The reduce-scatter of produce_in_rounds: each rank's term is [outer, size * local, cols]
+  // fp32 (its rows flattened, produced in blocks as above), and each rank reads only the rows of
+  // its slice along dim 1, [outer, local, cols].
+  void produce_scattered(int64_t outer, int64_t local, int64_t cols, const Producer& produce,
+                         const SliceReader& read);
   // Reads rows [first, first + block.size(0)) of a gathered matrix from `block`.
   using Consumer = std::function<void(int64_t first, const at::Tensor& block)>;
   // The all-gather along dim 1 of every rank's `input` [outer, local, cols] (contiguous, one

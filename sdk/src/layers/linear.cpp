@@ -246,38 +246,66 @@ ResidualSum add_to_residual(Linear& linear, const at::Tensor& input, Dropout* dr
   return plus_residual(dropout->forward(linear.forward(input), sequence), residual, norm);
 }
 
+namespace {
+
+// sum = residual + the terms + bias and normed = norm(sum) (when a norm is given), in one pass
+// over these rows (kernels::sum_add_norm).
+void sum_add_norm_rows(const std::vector<at::Tensor>& terms, const at::Tensor& bias,
+                       const at::Tensor& residual, const ResidualNorm* norm, const at::Tensor& sum,
+                       const at::Tensor& normed) {
+  const bool rms = norm != nullptr && norm->kind() == ResidualNorm::Kind::kRMSNorm;
+  kernels::sum_add_norm(terms, bias, residual,
+                        rms ? kernels::NormKind::kRMSNorm : kernels::NormKind::kLayerNorm,
+                        norm != nullptr ? norm->weight() : at::Tensor(),
+                        norm != nullptr ? norm->bias() : at::Tensor(),
+                        norm != nullptr ? norm->eps() : 0.0, sum, normed);
+}
+
+}  // namespace
+
 ResidualSum Linear1D_Row::forward_residual(const at::Tensor& input, const at::Tensor& residual,
                                            const ResidualNorm* norm) {
   const bool norm_in_kernel =
       norm == nullptr ||
       (kernel_layout(norm->weight()) && (!norm->bias().defined() || kernel_layout(norm->bias())));
-  if (sequence_split_ || !input_is_parallel_ || group_->size() == 1 || !norm_in_kernel ||
+  const int64_t tokens = residual.numel() / std::max<int64_t>(residual.size(-1), 1);
+  const int64_t split = sequence_split_ ? group_->size() : 1;  // tokens of input per residual's
+  if (!input_is_parallel_ || group_->size() == 1 || !norm_in_kernel ||
       !gemm_into_collective(input, weight_) || !use_inference_kernel({residual}) ||
-      residual.numel() != input.numel() / input.size(-1) * local_out_ ||
-      residual.size(-1) != local_out_) {
+      residual.size(-1) != local_out_ || input.numel() / input.size(-1) != tokens * split ||
+      (sequence_split_ &&
+       (input.dim() != 3 || residual.dim() != 3 || residual.size(0) != input.size(0)))) {
     return Linear::forward_residual(input, residual, norm);
   }
   // Inference: the products go into the group's shared slots, and one pass over them adds the
   // ranks' terms, the bias and the residual (and takes the norm), as the separate ops would.
   const at::Tensor rows = input.reshape({-1, input.size(-1)});  // [tokens, in/tp]
-  const at::Tensor stream = residual.view({-1, local_out_});    // [tokens, out]
   ResidualSum out{at::empty_like(residual),
                   norm != nullptr ? at::empty_like(residual) : at::Tensor()};
-  const at::Tensor sums = out.sum.view({-1, local_out_});
-  const at::Tensor norms = norm != nullptr ? out.normed.view({-1, local_out_}) : at::Tensor();
-  const auto finish = [&](int64_t first, const std::vector<at::Tensor>& terms) {
-    const int64_t n = terms.front().size(0);
-    kernels::sum_add_norm(terms, bias_, stream.narrow(0, first, n),
-                          norm != nullptr && norm->kind() == ResidualNorm::Kind::kRMSNorm
-                              ? kernels::NormKind::kRMSNorm
-                              : kernels::NormKind::kLayerNorm,
-                          norm != nullptr ? norm->weight() : at::Tensor(),
-                          norm != nullptr ? norm->bias() : at::Tensor(),
-                          norm != nullptr ? norm->eps() : 0.0, sums.narrow(0, first, n),
-                          norm != nullptr ? norms.narrow(0, first, n) : at::Tensor());
-  };
-  group_->sum_produced_finished_by(rows.size(0), local_out_, input.options(), slot_producer(rows),
-                                   finish);
+  if (!sequence_split_) {
+    const at::Tensor stream = residual.view({-1, local_out_});  // [tokens, out]
+    const at::Tensor sums = out.sum.view({-1, local_out_});
+    const at::Tensor norms = norm != nullptr ? out.normed.view({-1, local_out_}) : at::Tensor();
+    group_->sum_produced_finished_by(
+        rows.size(0), local_out_, input.options(), slot_producer(rows),
+        [&](int64_t first, const std::vector<at::Tensor>& terms) {
+          const int64_t n = terms.front().size(0);
+          sum_add_norm_rows(terms, bias_, stream.narrow(0, first, n), norm,
+                            sums.narrow(0, first, n),
+                            norms.defined() ? norms.narrow(0, first, n) : at::Tensor());
+        });
+    return out;
+  }
+  // split_gather: each rank sums its own tokens [batch, seq/tp, out].
+  group_->reduce_scatter_produced_finished_by(
+      input.size(0), input.size(1), local_out_, input.options(), slot_producer(rows),
+      [&](int64_t o, int64_t at, const std::vector<at::Tensor>& terms) {
+        const int64_t n = terms.front().size(0);
+        sum_add_norm_rows(
+            terms, bias_, residual.select(0, o).narrow(0, at, n), norm,
+            out.sum.select(0, o).narrow(0, at, n),
+            norm != nullptr ? out.normed.select(0, o).narrow(0, at, n) : at::Tensor());
+      });
   return out;
 }
 

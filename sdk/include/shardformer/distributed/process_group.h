@@ -80,6 +80,15 @@ class ProcessGroup {
       int64_t outer, int64_t length, int64_t cols, const at::TensorOptions& options,
       const std::function<void(int64_t first, at::Tensor& block)>& produce,
       const at::Tensor& bias) const;
+  // reduce_scatter_produced whose sum the caller computes (with the residual add and the next
+  // norm, say): finish(o, at, terms) receives rows [at, at + n) of batch entry o of this rank's
+  // slice, [n, cols] from every rank's term in rank order through shared memory (add them in that
+  // order), or the reduce-scattered sum alone otherwise.
+  void reduce_scatter_produced_finished_by(
+      int64_t outer, int64_t length, int64_t cols, const at::TensorOptions& options,
+      const std::function<void(int64_t first, at::Tensor& block)>& produce,
+      const std::function<void(int64_t outer, int64_t at, const std::vector<at::Tensor>& terms)>&
+          finish) const;
   // The all-gather along dim 1 of the ranks' `input`s [outer, n, cols] (rank order), handed to
   // consume(first, block): rows [first, first + block.size(0)) of the gathered [outer, size * n,
   // cols] with its rows flattened. Through shared memory each block is read where the ranks

@@ -101,7 +101,8 @@ class Linear1D_Col : public ReplicatedLinear {
 // split_gather sequence parallelism the output is reduce-scattered along the sequence instead:
 // [batch, seq, in/tp] -> [batch, seq/tp, out]. In inference on CPU ranks that share memory the
 // product goes straight into the collective's slots (ProcessGroup::sum_produced and
-// reduce_scatter_produced).
+// reduce_scatter_produced), and forward_residual sums the slots, the residual and the next norm
+// in one pass (under split_gather, over this rank's tokens only).
 class Linear1D_Row : public ReplicatedLinear {
  public:
   Linear1D_Row(const BuildContext& ctx, int64_t in_features, int64_t out_features,
