@@ -37,10 +37,12 @@ struct GeluNew : torch::autograd::Function<GeluNew> {
   static at::Tensor formula(const at::Tensor& x) {
     // Gradients are off here: in the forward of the node below, or called without them.
     if (kernel_layout(x)) return kernels::bias_gelu_tanh(x, {});
-    // On a GPU in fp32, ATen's tanh GELU is the same formula in one kernel instead of eight (a
-    // decode step is bound by launching kernels). In fp16 / bf16 HF rounds after every op of the
-    // formula, and so must we to equal it in the same dtype.
-    if (x.is_cuda() && x.scalar_type() == at::kFloat) return at::gelu(x, "tanh");
+    // On a GPU, ATen's tanh GELU is the same formula in one kernel instead of eight (a decode
+    // step is bound by launching kernels). In fp32 it equals HF's ops within the tests' 1e-5. In
+    // fp16 / bf16 HF rounds after every op and the one kernel only at its end, 2.5 units in the
+    // last place from HF (the CPU keeps HF's ops and equals HF there): nearer to fp32, and what
+    // the GPU check asks of every family in bf16 (docs/benchmarks.md, GPU).
+    if (x.is_cuda()) return at::gelu(x, "tanh");
     return 0.5 * x * (1.0 + at::tanh(std::sqrt(2.0 / M_PI) * (x + kGeluCubic * at::pow(x, 3.0))));
   }
 
