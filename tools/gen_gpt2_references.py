@@ -21,6 +21,7 @@ from make_tiny_gpt2 import TINY, spread_biases_and_norms
 # Four rows, so pipeline tests can split the batch into 1 to 4 micro-batches.
 FORWARD_BATCH = [[5, 17, 301, 44, 9, 1000, 3], [7, 8, 9, 10], [42], [900, 901, 902, 903, 904, 905]]
 GENERATE_PROMPTS = [[11, 22, 33, 44, 55], [600, 7], [1, 2, 3]]
+GENERATE_UNPADDED_PROMPTS = [[11, 22, 33, 44, 55], [600, 7, 1, 2, 3]]  # one length: no padding
 MAX_NEW_TOKENS = 10
 SGD_STEPS, SGD_LR = 3, 0.1
 
@@ -102,6 +103,9 @@ def references(checkpoint: pathlib.Path, other_dtypes: bool) -> dict:
         out["generate_eos_sequences"] = greedy(lm, ids, mask, eos, pad_id)
         out["generate_pad_token_id"] = torch.tensor([pad_id])
         out["generate_max_new_tokens"] = torch.tensor([MAX_NEW_TOKENS])
+        ids, mask = pad(GENERATE_UNPADDED_PROMPTS, pad_id, left=True)
+        out["generate_unpadded_input_ids"] = ids
+        out["generate_unpadded_sequences"] = greedy(lm, ids, mask, None, pad_id)
     return out
 
 

@@ -78,12 +78,18 @@ GenerationResult greedy_generate(Model& model, const std::vector<std::vector<int
 
   // HF: positions count real tokens only; padding positions are 0.
   at::Tensor position_ids = (attention_mask.cumsum(-1) - 1).masked_fill(attention_mask == 0, 0);
+  // With no prompt padded the forward passes get no mask, which they read as every token seen:
+  // the prompt's attention takes the plain causal path, and a decoding step's attention has no
+  // mask for SDPA to convert in every layer (on a GPU four kernels a layer and token).
+  const bool padded = std::any_of(prompts.begin(), prompts.end(), [&](const auto& prompt) {
+    return static_cast<int64_t>(prompt.size()) != prompt_len;
+  });
   at::Tensor step_ids = input_ids;
   at::Tensor unfinished = at::ones({batch}, at::TensorOptions().dtype(at::kBool).device(device));
   std::vector<at::Tensor> generated;
   for (int64_t step = 0; step < config.max_new_tokens; ++step) {
     const ForwardInputs inputs{.input_ids = step_ids,
-                               .attention_mask = attention_mask,
+                               .attention_mask = padded ? attention_mask : at::Tensor(),
                                .position_ids = position_ids,
                                .cache = &cache,
                                .logits_to_keep = 1};  // the next token needs the last only
@@ -94,7 +100,7 @@ GenerationResult greedy_generate(Model& model, const std::vector<std::vector<int
     if (!unfinished.any().item<bool>()) break;
     step_ids = next.unsqueeze(1);                                // [batch, 1]
     position_ids = position_ids.select(1, -1).unsqueeze(1) + 1;  // [batch, 1]
-    attention_mask = at::cat({attention_mask, at::ones_like(step_ids)}, 1);
+    if (padded) attention_mask = at::cat({attention_mask, at::ones_like(step_ids)}, 1);
   }
 
   GenerationResult result;

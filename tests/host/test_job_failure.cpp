@@ -459,8 +459,11 @@ TEST_F(FaultTest, RepeatedJobsLeakNoFilesSocketsOrMemory) {
     ASSERT_TRUE(seen.count({rank, 10}) && seen.count({rank, kJobs})) << run.output;
     const Resources& warm = seen[{rank, 10}];
     const Resources& last = seen[{rank, kJobs}];
-    EXPECT_EQ(last.fds, warm.fds) << "rank " << rank;
-    EXPECT_EQ(last.sockets, warm.sockets) << "rank " << rank;
+    // A snapshot can catch one descriptor in passing (under ASan in CI a rank counted 14 files
+    // and 4 sockets after job 10 and 13 and 3 after job 30, where both are 13 and 4 alone); a
+    // leak of one a job would show as 20 more.
+    EXPECT_LE(last.fds, warm.fds + 1) << "rank " << rank;
+    EXPECT_LE(last.sockets, warm.sockets + 1) << "rank " << rank;
 #ifndef SHARDFORMER_SANITIZE  // ASan's allocator maps its own regions and quarantines frees
     EXPECT_LE(last.mappings, warm.mappings + 2) << "rank " << rank;
     EXPECT_LT(last.rss - warm.rss, 2.0)

@@ -14,6 +14,7 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 
 namespace shardformer::layers {
 
@@ -105,7 +106,10 @@ at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
       return at::scaled_dot_product_attention(q, k, v, {}, /*dropout_p=*/0.0,
                                               /*is_causal=*/true, args.scale);
     }
-    return at::scaled_dot_product_attention(q, k, v, args.mask, /*dropout_p=*/0.0,
+    // No mask (a decoding step of unpadded prompts) goes as none: SDPA refuses an undefined one.
+    const std::optional<at::Tensor> mask =
+        args.mask.defined() ? std::optional<at::Tensor>(args.mask) : std::nullopt;
+    return at::scaled_dot_product_attention(q, k, v, mask, /*dropout_p=*/0.0,
                                             /*is_causal=*/false, args.scale);
   }
   // Explicit scores: HF's eager attention (ALiBi, or dropout drawn from our own streams).

@@ -167,6 +167,31 @@ TEST_F(GPT2Test, GreedyGenerationStopsAtEosLikeHF) {
   EXPECT_EQ(result.new_tokens[0].back(), ref_scalar("generate_eos_token_id"));
 }
 
+// Prompts of one length: the forward passes get no mask (read as every token seen, so a
+// decoding step's attention has none to convert in every layer), and the tokens equal HF's.
+TEST_F(GPT2Test, GreedyGenerationOfUnpaddedPromptsPassesNoMaskAndMatchesHF) {
+  const auto model = build("GPT2LMHeadModel");
+  const at::Tensor ids = ref("generate_unpadded_input_ids");  // [2, 5]
+  std::vector<std::vector<int64_t>> rows;
+  for (int64_t row = 0; row < ids.size(0); ++row) {
+    const at::Tensor r = ids[row].contiguous();
+    rows.emplace_back(r.data_ptr<int64_t>(), r.data_ptr<int64_t>() + r.numel());
+  }
+  int64_t steps = 0, masked = 0;
+  const GenerationResult result = greedy_generate(
+      *model, rows, generation_config(/*with_eos=*/false), [&](const ForwardInputs& inputs) {
+        ++steps;
+        masked += inputs.attention_mask.defined() ? 1 : 0;
+        return model->forward(inputs).select(1, -1).argmax(-1);
+      });
+  EXPECT_EQ(steps, ref_scalar("generate_max_new_tokens"));
+  EXPECT_EQ(masked, 0);
+  EXPECT_TRUE(at::equal(result.sequences, ref("generate_unpadded_sequences")))
+      << "ours:\n"
+      << result.sequences << "\nHF:\n"
+      << ref("generate_unpadded_sequences");
+}
+
 TEST_F(GPT2Test, GenerationRefusesTooLongRequests) {
   const auto model = build("GPT2LMHeadModel");
   GenerationConfig config;
