@@ -47,7 +47,9 @@ class CpuBlockCache final : public c10::Allocator {
 
   BlockCacheStats stats() {
     std::lock_guard<std::mutex> lock(mutex_);
-    return stats_;
+    BlockCacheStats stats = stats_;
+    stats.limit = static_cast<double>(limit_halves_) / 2.0;
+    return stats;
   }
 
   void release() {
@@ -57,19 +59,22 @@ class CpuBlockCache final : public c10::Allocator {
     peak_in_use_ = in_use_bytes_;  // a new phase: its own peak and limit
     limit_halves_ = kFirstLimitHalves;
     evicted_.clear();
-    stats_.limit = limit_halves_ / 2.0;
   }
 
   static CpuBlockCache* instance;
 
  private:
-  // The smallest kept block that fits `size` within 1/8, else a new mapping after eviction.
+  // Whether a block of `block_size` bytes serves a request of `size`: it fits within 1/8.
+  static bool serves(size_t block_size, size_t size) {
+    return block_size >= size && block_size <= size + size / 8;
+  }
+
+  // The smallest kept block that serves `size`, else a new mapping after eviction.
   Block* take(size_t size) {
     std::lock_guard<std::mutex> lock(mutex_);
     auto best = kept_.end();
     for (auto it = kept_.begin(); it != kept_.end(); ++it) {
-      if ((*it)->size >= size && (*it)->size <= size + size / 8 &&
-          (best == kept_.end() || (*it)->size < (*best)->size)) {
+      if (serves((*it)->size, size) && (best == kept_.end() || (*it)->size < (*best)->size)) {
         best = it;
       }
     }
@@ -132,14 +137,12 @@ class CpuBlockCache final : public c10::Allocator {
   // 39 MiB in use, ten misses a call at twice the peak): the limit grows by half the peak, up to
   // kMaxLimitHalves.
   void raise_limit_if_thrashing(size_t size) {
-    const bool refault = std::any_of(evicted_.begin(), evicted_.end(), [size](size_t evicted) {
-      return evicted >= size && evicted <= size + size / 8;
-    });
+    const bool refault = std::any_of(evicted_.begin(), evicted_.end(),
+                                     [size](size_t evicted) { return serves(evicted, size); });
     if (!refault) return;
     ++stats_.refaults;
     if (limit_halves_ < kMaxLimitHalves) {
       ++limit_halves_;
-      stats_.limit = limit_halves_ / 2.0;
       evicted_.clear();
     }
   }
