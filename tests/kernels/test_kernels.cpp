@@ -81,8 +81,9 @@ TEST_P(Kernels, SkinnyLinearMatchesFp64Product) {
 }
 
 // The packed GEMM over shapes with row, column and depth tails and past each cache block (m >
-// 120, n > 2048, k > 768), operands transposed or sliced, out a column slice, with a bias,
-// accumulating, and split over 1 and 3 threads.
+// 120, n > 2048, k > 768), operands transposed (A packed) or sliced (A read in place, its last
+// partial micro-panel packed), out a column slice, with a bias, accumulating, and split over 1
+// and 3 threads.
 TEST_P(Kernels, GemmMatchesFp64Product) {
   const kernels::KernelTable& t = *GetParam().table;
   at::manual_seed(0);
@@ -96,12 +97,13 @@ TEST_P(Kernels, GemmMatchesFp64Product) {
       {13, 200, 64, false, true, true, true},     {130, 33, 1600, true, false, true, false},
       {37, 2100, 40, false, false, false, false}, {2, 2100, 40, false, true, true, false},
       {200, 3, 5, true, true, false, false},      {9, 130, 0, false, false, true, false},
-      {9, 130, 0, false, false, false, true}};
+      {9, 130, 0, false, false, false, true},     {250, 70, 900, false, true, true, true}};
   for (const int use_threads : {1, 3}) {
     for (const Case& c : cases) {
-      // a [m, k] and b [k, n] as views: transposes of contiguous matrices, or (b_t false) a
-      // column slice of a wider one.
-      const at::Tensor a = c.a_t ? at::randn({c.k, c.m}).t() : at::randn({c.m, c.k});
+      // a [m, k] and b [k, n] as views: transposes of contiguous matrices, or (a_t, b_t false)
+      // column slices of wider ones (a's rows, read in place, k + 3 apart).
+      const at::Tensor a =
+          c.a_t ? at::randn({c.k, c.m}).t() : at::randn({c.m, c.k + 3}).narrow(1, 2, c.k);
       const at::Tensor b =
           c.b_t ? at::randn({c.n, c.k}).t() : at::randn({c.k, c.n + 3}).narrow(1, 2, c.n);
       const at::Tensor bias = c.bias ? at::randn({c.n}) : at::Tensor();

@@ -358,18 +358,14 @@ at::Tensor SafetensorsFile::read(const std::string& name) const {
   const TensorInfo& tensor = info(name);
   const runtime::OperationScope activity(
       "read_tensor", str("reading tensor '", name, "' of ", path_.filename().string()));
-  check_unchanged(name);
-  const auto options = at::TensorOptions().dtype(tensor.dtype);
   auto* bytes = const_cast<std::byte*>(data(tensor));
-  if (tensor.nbytes() > 0) {
-    std::lock_guard<std::mutex> lock(in_place_mutex_);
-    if (in_place_.count(name) > 0) return read_from_file(tensor);  // the mapping may be written
-    if (reinterpret_cast<uintptr_t>(bytes) % c10::elementSize(tensor.dtype) == 0) {
-      in_place_.insert(name);
-      return in_place(bytes, tensor.nbytes(), tensor.shape, options);
-    }
+  if (at::Tensor mapped = claim_in_place(tensor, bytes, tensor.nbytes(), tensor.shape);
+      mapped.defined()) {
+    return mapped;
   }
-  at::Tensor out = at::empty(tensor.shape, options);
+  check_unchanged(name);
+  if (handed_out_in_place(name)) return read_from_file(tensor);  // the mapping may be written
+  at::Tensor out = at::empty(tensor.shape, at::TensorOptions().dtype(tensor.dtype));
   if (tensor.nbytes() > 0) std::memcpy(out.data_ptr(), bytes, tensor.nbytes());
   release_pages(bytes, tensor.nbytes());
   return out;
@@ -383,28 +379,38 @@ at::Tensor SafetensorsFile::read_rows(const std::string& name, int64_t start,
   shape[0] = length;
   const uint64_t row_bytes = tensor.shape[0] > 0 ? tensor.nbytes() / tensor.shape[0] : 0;
   auto* bytes = const_cast<std::byte*>(data(tensor)) + start * row_bytes;
-  if (length > 0 && row_bytes > 0 &&
-      reinterpret_cast<uintptr_t>(bytes) % c10::elementSize(tensor.dtype) == 0) {
+  {
     const runtime::OperationScope activity(
         "read_tensor", str("reading rows of tensor '", name, "' of ", path_.filename().string()));
-    check_unchanged(name);
-    std::lock_guard<std::mutex> lock(in_place_mutex_);
-    if (in_place_.count(name) == 0) {
-      in_place_.insert(name);
-      return in_place(bytes, length * row_bytes, shape, at::TensorOptions().dtype(tensor.dtype));
+    if (at::Tensor mapped = claim_in_place(tensor, bytes, length * row_bytes, shape);
+        mapped.defined()) {
+      return mapped;
     }
   }
   return read_slice(name, 0, start, length);
 }
 
-at::Tensor SafetensorsFile::in_place(std::byte* bytes, uint64_t size,
-                                     const std::vector<int64_t>& shape,
-                                     const at::TensorOptions& options) const {
+at::Tensor SafetensorsFile::claim_in_place(const TensorInfo& tensor, std::byte* bytes,
+                                           uint64_t size, const std::vector<int64_t>& shape) const {
+  if (size == 0 || reinterpret_cast<uintptr_t>(bytes) % c10::elementSize(tensor.dtype) != 0) {
+    return {};
+  }
+  check_unchanged(tensor.name);
+  {
+    std::lock_guard<std::mutex> lock(in_place_mutex_);
+    if (!in_place_.insert(tensor.name).second) return {};
+  }
   // When the tensor dies (a family that converted it keeps only its copy), its pages leave the
   // rank's resident memory as those of a copied tensor do.
   std::shared_ptr<void> keep = keep_mapped_;
   return at::from_blob(
-      bytes, shape, [keep, bytes, size](void*) { release_pages(bytes, size); }, options);
+      bytes, shape, [keep, bytes, size](void*) { release_pages(bytes, size); },
+      at::TensorOptions().dtype(tensor.dtype));
+}
+
+bool SafetensorsFile::handed_out_in_place(const std::string& name) const {
+  std::lock_guard<std::mutex> lock(in_place_mutex_);
+  return in_place_.count(name) > 0;
 }
 
 at::Tensor SafetensorsFile::read_from_file(const TensorInfo& tensor) const {
@@ -477,11 +483,7 @@ void SafetensorsFile::read_slice_into(const std::string& name, int64_t dim, int6
   const int64_t block_bytes = length * inner_bytes;
   const int64_t row_bytes = tensor.shape[dim] * inner_bytes;
   // A tensor handed out in place may have been written through the mapping: read the file.
-  bool in_place = false;
-  {
-    std::lock_guard<std::mutex> lock(in_place_mutex_);
-    in_place = in_place_.count(name) > 0;
-  }
+  const bool in_place = handed_out_in_place(name);
   at::Tensor pristine;
   if (in_place) pristine = read_from_file(tensor);
   const std::byte* source =

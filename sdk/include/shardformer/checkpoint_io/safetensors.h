@@ -89,10 +89,13 @@ class SafetensorsFile {
 
  private:
   at::Tensor read_from_file(const TensorInfo& tensor) const;
-  // `size` bytes of the mapping as a tensor that keeps the mapping alive (the caller records
-  // the tensor in in_place_).
-  at::Tensor in_place(std::byte* bytes, uint64_t size, const std::vector<int64_t>& shape,
-                      const at::TensorOptions& options) const;
+  // `size` bytes of the mapping at `bytes` (all or rows of `tensor`) as a tensor of `shape` that
+  // keeps the mapping alive, recorded in in_place_: only the first time the tensor is asked for,
+  // and only when the bytes are aligned for its dtype. An undefined tensor otherwise.
+  at::Tensor claim_in_place(const TensorInfo& tensor, std::byte* bytes, uint64_t size,
+                            const std::vector<int64_t>& shape) const;
+  // Whether the tensor was handed out in place (its mapped pages may have been written since).
+  bool handed_out_in_place(const std::string& name) const;
   // Throws CheckpointError naming the file and tensor when the file was rewritten in place since
   // it was mapped.
   void check_unchanged(const std::string& name) const;
