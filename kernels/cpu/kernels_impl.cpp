@@ -153,13 +153,15 @@ void skinny_linear(const float* x, int64_t m, int64_t k, const float* w, int64_t
   }
 }
 
-// 0.5 v (1 + tanh(sqrt(2/pi) (v + 0.044715 v^3))), v = x + bias: ATen's tanh-GELU formula.
+// 0.5 v (1 + tanh(sqrt(2/pi) (v + 0.044715 v^3))), v = x + bias: ATen's tanh-GELU formula,
+// computed as v / (1 + exp(-2 sqrt(2/pi) (v + 0.044715 v^3))) (0.5 (1 + tanh u) = sigmoid(2u)):
+// one exp and a division instead of a tanh, and no cancellation where tanh is near -1.
 void bias_gelu_tanh(const float* x, const float* bias, float* y, int64_t rows, int64_t cols) {
-  const float beta = static_cast<float>(M_SQRT2 * M_2_SQRTPI * 0.5), kappa = 0.044715f;
+  const float beta2 = static_cast<float>(-M_SQRT2 * M_2_SQRTPI), kappa = 0.044715f;
   const auto scalar = [&](float v) {
-    return 0.5f * v * (1.f + std::tanh(beta * (v + kappa * v * v * v)));
+    return v / (1.f + std::exp(beta2 * (v + kappa * v * v * v)));
   };
-  const Vec vbeta(beta), vkappa(kappa), half(0.5f), one(1.f);
+  const Vec vbeta2(beta2), vkappa(kappa), one(1.f);
   at::parallel_for(0, rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(cols, 1)),
                    [&](int64_t begin, int64_t end) {
                      for (int64_t r = begin; r < end; ++r) {
@@ -169,8 +171,8 @@ void bias_gelu_tanh(const float* x, const float* bias, float* y, int64_t rows, i
                        for (; i + kLanes <= cols; i += kLanes) {
                          Vec v = Vec::loadu(xr + i);
                          if (bias != nullptr) v = v + Vec::loadu(bias + i);
-                         const Vec inner = vbeta * (v + vkappa * v * v * v);
-                         (half * v * (one + inner.tanh())).store(yr + i);
+                         const Vec e = (vbeta2 * (v + vkappa * v * v * v)).exp();
+                         (v / (one + e)).store(yr + i);
                        }
                        for (; i < cols; ++i)
                          yr[i] = scalar(xr[i] + (bias != nullptr ? bias[i] : 0.f));
@@ -202,21 +204,23 @@ void sum_terms(const float* const* terms, int64_t n, const float* bias, float* o
 
 // d/dx gelu_tanh = 0.5 (1 + t) + 0.5 x (1 - t^2) beta (1 + 3 kappa x^2), t = tanh(beta (x +
 // kappa x^3)): the input gradient in one pass (ATen's autograd of HF's formula makes about ten
-// full-size temporaries).
+// full-size temporaries). With s = 0.5 (1 + t) = 1 / (1 + exp(-2 beta (x + kappa x^3))), 1 - t^2
+// = 4 s (1 - s): one exp and a division, as in the forward.
 void gelu_tanh_backward(const float* x, const float* grad, float* dx, int64_t n) {
   const float beta = static_cast<float>(M_SQRT2 * M_2_SQRTPI * 0.5), kappa = 0.044715f;
   const auto scalar = [&](float v, float g) {
-    const float t = std::tanh(beta * (v + kappa * v * v * v));
-    return g * (0.5f * (1.f + t) + 0.5f * v * (1.f - t * t) * beta * (1.f + 3.f * kappa * v * v));
+    const float s = 1.f / (1.f + std::exp(-2.f * beta * (v + kappa * v * v * v)));
+    return g * (s + 2.f * v * s * (1.f - s) * beta * (1.f + 3.f * kappa * v * v));
   };
-  const Vec vbeta(beta), vkappa(kappa), vkappa3(3.f * kappa), half(0.5f), one(1.f);
+  const Vec vbeta(beta), vbeta2(-2.f * beta), vkappa(kappa), vkappa3(3.f * kappa), two(2.f),
+      one(1.f);
   at::parallel_for(0, n, 16384, [&](int64_t begin, int64_t end) {
     int64_t i = begin;
     for (; i + kLanes <= end; i += kLanes) {
       const Vec v = Vec::loadu(x + i);
       const Vec v2 = v * v;
-      const Vec t = (vbeta * (v + vkappa * v2 * v)).tanh();
-      const Vec slope = half * (one + t) + half * v * (one - t * t) * vbeta * (one + vkappa3 * v2);
+      const Vec s = one / (one + (vbeta2 * (v + vkappa * v2 * v)).exp());
+      const Vec slope = s + two * v * s * (one - s) * vbeta * (one + vkappa3 * v2);
       (Vec::loadu(grad + i) * slope).store(dx + i);
     }
     for (; i < end; ++i) dx[i] = scalar(x[i], grad[i]);
