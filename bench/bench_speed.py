@@ -18,7 +18,9 @@ weights made locally).
     a process that has already imported torch and transformers (their import time is printed
     apart). Page cache warm.
   * tp: the host's forward 4 x 512 and greedy decode 1 x 64 at tp = 2 (two ranks, one thread
-    each) against tp = 1, and the forward at tp = 2 with sequence parallelism (split_gather).
+    each) against tp = 1, and the forward at tp = 2 with sequence parallelism (split_gather);
+    then where one more forward's time goes in each layout (bench/speed --kernel-times): its
+    kernels' wall time (rank 0's at tp = 2), each rank's wait in barriers, and the rest.
 The checkpoint is evicted from the page cache once at the start (--page-cache keep leaves it), so
 the host's first load reads it from disk, as after a download or a reboot, and its mapping gets
 2 MiB pages (a file just written sits in the cache in 4 KiB pages). Rounds alternate the host
@@ -242,6 +244,7 @@ def main():
     host, hf, limits = {}, {}, []
     start_host, start_hf, imports, tp1, tp2 = [], [], [], [], []
     decode_tp1, decode_tp2, tp2_sp = [], [], []
+    profiles = {"tp = 1": [], "tp = 2": [], "tp = 2, sequence parallel": []}
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(args.repeats):
             limits.append({**worker(args, "limits")[0], **host_limits(args)[0]})
@@ -257,10 +260,15 @@ def main():
                 imports.append(r["import_seconds"])
             if "tp" in parts:
                 for forwards, decodes, tp in ((tp1, decode_tp1, 1), (tp2, decode_tp2, 2)):
-                    for r in host_speed(args, "4x512", "1x64", tp=tp):
+                    records = host_speed(args, "4x512", "1x64", tp=tp, extra=["--kernel-times"])
+                    profiles[f"tp = {tp}"].append(records)
+                    for r in records:
                         if r["kind"] in ("forward", "decode"):
                             (forwards if r["kind"] == "forward" else decodes).append(r["seconds"])
-                for r in host_speed(args, "4x512", "", tp=2, extra=["--sequence-parallel"]):
+                records = host_speed(args, "4x512", "", tp=2,
+                                     extra=["--sequence-parallel", "--kernel-times"])
+                profiles["tp = 2, sequence parallel"].append(records)
+                for r in records:
                     if r["kind"] == "forward":
                         tp2_sp.append(r["seconds"])
     med = statistics.median
@@ -323,6 +331,47 @@ def main():
         print(f"greedy decode 1 x 64 at tp = 2 against tp = 1: {64 / med(decode_tp2):.1f} vs "
               f"{64 / med(decode_tp1):.1f} tokens/s, tp2 / tp1 time "
               f"{med(decode_tp2) / med(decode_tp1):.2f}\n")
+        print_tp_accounting(profiles)
+
+
+def print_tp_accounting(profiles):
+    """Where a forward 4 x 512's time goes per layout, ms, medians over rounds: each kernel's wall
+    time (at tp = 2 rank 0's, on its one thread), the barrier waits, and what is outside both."""
+    med = statistics.median
+    rows = {}  # row -> layout -> [ms per round]
+    for layout, rounds in profiles.items():
+        for records in rounds:
+            kernels, waits, forward = {}, [], None
+            for r in records:
+                if r["kind"] == "kernel_time":
+                    name = r["call"].split(" ")[0]
+                    kernels[name] = kernels.get(name, 0.0) + 1e3 * r["seconds"]
+                elif r["kind"] == "tp_wait":
+                    waits.append(1e3 * r["seconds"])
+                elif r["kind"] == "profiled_forward":
+                    forward = 1e3 * r["seconds"]
+            total = sum(kernels.values())
+            values = {**kernels, "all kernels": total, "outside the kernels": forward - total,
+                      "of which rank 0 waited in barriers": waits[0] if waits else 0.0,
+                      "(rank 1 waited)": waits[1] if len(waits) > 1 else 0.0,
+                      "the forward": forward}
+            for row, value in values.items():
+                rows.setdefault(row, {}).setdefault(layout, []).append(value)
+    order = sorted((r for r in rows if r not in ("all kernels", "outside the kernels",
+                                                   "of which rank 0 waited in barriers",
+                                                   "(rank 1 waited)", "the forward")),
+                   key=lambda r: -med(next(iter(rows[r].values()))))
+    order += ["all kernels", "outside the kernels", "of which rank 0 waited in barriers",
+              "(rank 1 waited)", "the forward"]
+    print("where one more forward 4 x 512's time goes (ms; kernels' wall time, at tp = 2 rank "
+          "0's on its one thread; medians over rounds):\n")
+    print("| | " + " | ".join(profiles) + " |")
+    print("|---" * (len(profiles) + 1) + "|")
+    for row in order:
+        cells = [f"{med(rows[row][layout]):.1f}" if layout in rows[row] else "-"
+                 for layout in profiles]
+        print(f"| {row} | " + " | ".join(cells) + " |")
+    print()
 
 
 if __name__ == "__main__":

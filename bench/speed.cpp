@@ -1,11 +1,14 @@
 // One side of the CPU speed suite (bench/bench_speed.py starts it, alternating with HF): loads a
 // checkpoint through the host's plugins the way a host job does, then times forward passes and
 // greedy decoding and prints one JSON line per measurement (median of --repeats after a warm-up).
+// --kernel-times adds one more forward per shape, timed kernel by kernel (kernel_timing.h), with
+// each tp rank's wait in shared-memory barriers: where a forward's time goes.
 // --device cuda times the same on a GPU (tools/gpu_check.py), each call ending in a sync.
 #include "jobs.h"
 #include "plugin_registry.h"
 #include "shardformer/distributed/process_mesh.h"
 #include "shardformer/dtype.h"
+#include "shardformer/kernels/kernel_timing.h"
 #include "shardformer/runtime/cuda_support.h"
 #include "shardformer/runtime/session.h"
 
@@ -69,6 +72,35 @@ std::vector<std::vector<int64_t>> prompts(int64_t batch, int64_t length, int64_t
   return rows;
 }
 
+// One forward with kernel timing on: rank 0 prints each kernel call's total (its own rank's),
+// the forward's wall time, and every tp rank's seconds waiting in shared-memory barriers.
+void print_kernel_times(Session& session, const ForwardInputs& inputs,
+                        const distributed::ProcessMesh* mesh, int rank) {
+  kernels::reset_kernel_times();
+  if (mesh != nullptr) mesh->tp().reset_stats();
+  kernels::set_kernel_timing(true);
+  const auto start = Clock::now();
+  session.forward(inputs);
+  const double seconds = seconds_since(start);
+  kernels::set_kernel_timing(false);
+  at::Tensor waits;  // [tp]
+  if (mesh != nullptr) {
+    waits = mesh->tp().all_gather(
+        at::full({1}, mesh->tp().stats().shared_memory_wait_seconds, at::kDouble), 0);
+  }
+  if (rank != 0) return;
+  for (const kernels::KernelTime& t : kernels::kernel_times()) {
+    std::printf(
+        "{\"kind\": \"kernel_time\", \"call\": \"%s\", \"calls\": %ld, \"seconds\": %.6f}\n",
+        t.call.c_str(), t.calls, t.seconds);
+  }
+  for (int64_t r = 0; waits.defined() && r < waits.size(0); ++r) {
+    std::printf("{\"kind\": \"tp_wait\", \"rank\": %ld, \"seconds\": %.6f}\n", r,
+                waits[r].item<double>());
+  }
+  std::printf("{\"kind\": \"profiled_forward\", \"seconds\": %.5f}\n", seconds);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -77,7 +109,7 @@ int main(int argc, char** argv) {
   std::string model, plugins, forward, decode, device = "cpu", dtype = "float32";
   int rank = 0, tp = 1, port = 29500, threads = 1, repeats = 3;
   int64_t prompt_length = 32;
-  bool sequence_parallel = false;
+  bool sequence_parallel = false, kernel_times = false;
   options.add_options()("help", "this text")("model", po::value(&model)->required(),
                                              "checkpoint folder")(
       "plugins", po::value(&plugins)->required(), "plugin folder")(
@@ -91,6 +123,8 @@ int main(int argc, char** argv) {
       "port", po::value(&port), "rendezvous port")(
       "sequence-parallel", po::bool_switch(&sequence_parallel),
       "forward passes with sequence parallelism (split_gather)")(
+      "kernel-times", po::bool_switch(&kernel_times),
+      "one more forward per shape, timed kernel by kernel")(
       "device", po::value(&device), "cpu or cuda")("dtype", po::value(&dtype),
                                                    "float32, bfloat16, float16");
   po::variables_map vm;
@@ -144,6 +178,7 @@ int main(int argc, char** argv) {
         std::printf("{\"kind\": \"forward\", \"batch\": %ld, \"seq\": %ld, \"seconds\": %.5f}\n",
                     batch, seq, s);
       }
+      if (kernel_times) print_kernel_times(session, inputs, mesh.get(), rank);
     }
     for (const auto& [batch, new_tokens] : parse_shapes(decode)) {
       const auto rows = prompts(batch, prompt_length, vocab);

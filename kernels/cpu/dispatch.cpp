@@ -1,6 +1,7 @@
 // The kernels' tensor entry points (cpu_kernels.h): shape checks, output allocation, and the
 // instruction-set table chosen once from LibTorch's CPU capability.
 #include "kernel_table.h"
+#include "kernel_time_scope.h"
 #include "shardformer/kernels/cpu_kernels.h"
 
 #include <ATen/ATen.h>
@@ -84,6 +85,10 @@ void gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias, bool
   const int64_t m = a.size(0), k = a.size(1), n = b.size(1);
   check_vector(bias, n, "gemm: bias");
   if (m == 0 || n == 0) return;
+  const KernelTimeScope timed([&] {
+    return kernel_call(k > 1 && a.stride(1) != 1 ? "gemm_a_transposed" : "gemm",
+                       {{"m", m}, {"k", k}, {"n", n}});
+  });
   const KernelTable& t = active_table();
   const int64_t threads = at::get_num_threads();
   const at::Tensor work = at::empty({t.gemm_workspace(m, n, k, b.stride(1), threads)}, a.options());
@@ -125,6 +130,10 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
   const auto strides = [](const at::Tensor& t) {
     return AttentionStrides{t.stride(0), t.stride(1), t.stride(2)};
   };
+  const KernelTimeScope timed([&] {
+    return kernel_call("causal_attention",
+                       {{"batch", batch}, {"heads", heads}, {"seq", seq}, {"dim", dim}});
+  });
   const AttentionShape shape{batch,      heads,      seq,        dim,
                              strides(q), strides(k), strides(v), strides(out)};
   active_table().causal_attention(q.data_ptr<float>(), k.data_ptr<float>(), v.data_ptr<float>(),
@@ -150,6 +159,10 @@ at::Tensor skinny_linear(const at::Tensor& x, const at::Tensor& weight, const at
   auto shape = x.sizes().vec();
   shape.back() = n;
   at::Tensor y = at::empty(shape, x.options());
+  const int64_t rows = x.numel() / std::max<int64_t>(k, 1);
+  const KernelTimeScope timed([&] {
+    return kernel_call("skinny_linear", {{"rows", rows}, {"k", k}, {"n", n}});
+  });
   active_table().skinny_linear(x.data_ptr<float>(), x.numel() / std::max<int64_t>(k, 1), k,
                                weight.data_ptr<float>(), n, k_major, data_or_null(bias),
                                y.data_ptr<float>());
@@ -179,6 +192,11 @@ void sum_terms(const std::vector<at::Tensor>& terms, const at::Tensor& bias,
   const std::vector<const float*> data = term_pointers(terms, out, "sum_terms");
   const int64_t cols = out.size(-1);
   check_vector(bias, cols, "sum_terms: bias");
+  const KernelTimeScope timed([&] {
+    return kernel_call("sum_terms", {{"terms", static_cast<int64_t>(data.size())},
+                                     {"rows", out.numel() / std::max<int64_t>(cols, 1)},
+                                     {"cols", cols}});
+  });
   active_table().sum_terms(data.data(), static_cast<int64_t>(data.size()), data_or_null(bias),
                            out.data_ptr<float>(), out.numel() / std::max<int64_t>(cols, 1), cols);
 }
@@ -202,6 +220,11 @@ void sum_add_norm(const std::vector<at::Tensor>& terms, const at::Tensor& bias,
               "sum_add_norm: an RMSNorm has no bias");
   TORCH_CHECK(!y.defined() || (cpu_float_contiguous(y) && y.sizes() == sum.sizes()),
               "sum_add_norm: y must be a contiguous fp32 CPU tensor of the sum's shape");
+  const KernelTimeScope timed([&] {
+    return kernel_call("sum_add_norm", {{"terms", static_cast<int64_t>(data.size())},
+                                        {"rows", sum.numel() / std::max<int64_t>(cols, 1)},
+                                        {"cols", cols}});
+  });
   active_table().sum_add_norm(
       data.data(), static_cast<int64_t>(data.size()), data_or_null(bias),
       residual.data_ptr<float>(), kind == NormKind::kRMSNorm, data_or_null(weight),
@@ -215,6 +238,10 @@ at::Tensor bias_gelu_tanh(const at::Tensor& x, const at::Tensor& bias) {
   const int64_t cols = x.size(-1);
   check_vector(bias, cols, "bias_gelu_tanh: bias");
   at::Tensor y = at::empty_like(x);
+  const KernelTimeScope timed([&] {
+    return kernel_call("bias_gelu_tanh",
+                       {{"rows", x.numel() / std::max<int64_t>(cols, 1)}, {"cols", cols}});
+  });
   active_table().bias_gelu_tanh(x.data_ptr<float>(), data_or_null(bias), y.data_ptr<float>(),
                                 x.numel() / std::max<int64_t>(cols, 1), cols);
   return y;
@@ -225,6 +252,9 @@ at::Tensor gelu_tanh_backward(const at::Tensor& x, const at::Tensor& grad) {
               "gelu_tanh_backward: x ", x.sizes(), " and grad ", grad.sizes(),
               " must be contiguous fp32 CPU tensors of one shape");
   at::Tensor dx = at::empty_like(x);
+  const KernelTimeScope timed([&] {
+    return kernel_call("gelu_tanh_backward", {{"elements", x.numel()}});
+  });
   active_table().gelu_tanh_backward(x.data_ptr<float>(), grad.data_ptr<float>(),
                                     dx.data_ptr<float>(), x.numel());
   return dx;
@@ -242,6 +272,10 @@ std::pair<at::Tensor, at::Tensor> add_layer_norm(const at::Tensor& x, const at::
   TORCH_CHECK(weight.defined(), "add_layer_norm: weight is required");
   check_vector(bias, cols, "add_layer_norm: bias");
   at::Tensor sum = at::empty_like(x), y = at::empty_like(x);
+  const KernelTimeScope timed([&] {
+    return kernel_call("add_layer_norm",
+                       {{"rows", x.numel() / std::max<int64_t>(cols, 1)}, {"cols", cols}});
+  });
   active_table().add_layer_norm(x.data_ptr<float>(), residual.data_ptr<float>(),
                                 weight.data_ptr<float>(), data_or_null(bias), sum.data_ptr<float>(),
                                 y.data_ptr<float>(), x.numel() / std::max<int64_t>(cols, 1), cols,
@@ -256,6 +290,10 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
   TORCH_CHECK(weight.defined(), "rms_norm: weight is required");
   check_vector(weight, cols, "rms_norm: weight");
   at::Tensor y = at::empty_like(x);
+  const KernelTimeScope timed([&] {
+    return kernel_call("rms_norm",
+                       {{"rows", x.numel() / std::max<int64_t>(cols, 1)}, {"cols", cols}});
+  });
   active_table().rms_norm(x.data_ptr<float>(), weight.data_ptr<float>(), y.data_ptr<float>(),
                           x.numel() / std::max<int64_t>(cols, 1), cols, static_cast<float>(eps));
   return y;
@@ -273,9 +311,14 @@ at::Tensor rotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& 
               " (same tokens, an even rotary_dim of at most head_dim)");
   at::Tensor y = at::empty_like(x);
   const int64_t heads = x.size(-2);
+  const int64_t tokens = x.numel() / std::max<int64_t>(heads * head_dim, 1);
+  const KernelTimeScope timed([&] {
+    return kernel_call(
+        "rotary",
+        {{"tokens", tokens}, {"heads", heads}, {"head_dim", head_dim}, {"rotary_dim", rotary_dim}});
+  });
   active_table().rotary(x.data_ptr<float>(), cos.data_ptr<float>(), sin.data_ptr<float>(),
-                        y.data_ptr<float>(), x.numel() / std::max<int64_t>(heads * head_dim, 1),
-                        heads, head_dim, rotary_dim);
+                        y.data_ptr<float>(), tokens, heads, head_dim, rotary_dim);
   return y;
 }
 
@@ -288,6 +331,9 @@ std::pair<at::Tensor, at::Tensor> softmax_stats(const at::Tensor& logits) {
               " must be a contiguous fp32 CPU matrix with at least one column");
   const int64_t rows = logits.size(0);
   at::Tensor max = at::empty({rows}, logits.options()), sum = at::empty({rows}, logits.options());
+  const KernelTimeScope timed([&] {
+    return kernel_call("softmax_stats", {{"rows", rows}, {"cols", logits.size(1)}});
+  });
   active_table().softmax_stats(logits.data_ptr<float>(), rows, logits.size(1),
                                max.data_ptr<float>(), sum.data_ptr<float>());
   return {max, sum};
@@ -311,6 +357,9 @@ at::Tensor softmax_cross_entropy_grad(const at::Tensor& logits, const at::Tensor
   TORCH_CHECK(rows == 0 || target.max().item<int64_t>() < cols,
               "softmax_cross_entropy_grad: a target is past the ", cols, " columns");
   at::Tensor grad = at::empty_like(logits);
+  const KernelTimeScope timed([&] {
+    return kernel_call("softmax_cross_entropy_grad", {{"rows", rows}, {"cols", cols}});
+  });
   active_table().softmax_xent_grad(logits.data_ptr<float>(), max.data_ptr<float>(),
                                    sum.data_ptr<float>(), target.data_ptr<int64_t>(),
                                    scale.data_ptr<float>(), grad.data_ptr<float>(), rows, cols);

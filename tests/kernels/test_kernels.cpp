@@ -2,6 +2,7 @@
 // this CPU runs (DEFAULT, AVX2, AVX-512), over shapes with and without vector tails.
 #include "kernel_table.h"
 #include "shardformer/kernels/cpu_kernels.h"
+#include "shardformer/kernels/kernel_timing.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -553,3 +554,34 @@ TEST(KernelEntryPoints, CapabilityIsOneOfTheCompiledSets) {
 }
 
 }  // namespace
+
+// Kernel timing: nothing is recorded while it is off; on, each call adds to its kernel-and-shape
+// entry (a transposed A named apart), and a reset empties the table.
+TEST(KernelTiming, RecordsEachCallByKernelAndShapeOnlyWhileOn) {
+  kernels::reset_kernel_times();
+  const at::Tensor a = at::randn({5, 7}), b = at::randn({7, 3});
+  at::Tensor out = at::empty({5, 3});
+  kernels::gemm(a, b, {}, false, out);
+  EXPECT_TRUE(kernels::kernel_times().empty());
+
+  kernels::set_kernel_timing(true);
+  kernels::gemm(a, b, {}, false, out);
+  kernels::gemm(a, b, {}, true, out);
+  kernels::gemm(at::randn({7, 5}).t(), b, {}, false, out);
+  kernels::bias_gelu_tanh(at::randn({4, 6}), {});
+  kernels::set_kernel_timing(false);
+  kernels::gemm(a, b, {}, false, out);
+
+  const std::vector<kernels::KernelTime> times = kernels::kernel_times();
+  ASSERT_EQ(times.size(), 3u);
+  EXPECT_EQ(times[0].call, "bias_gelu_tanh rows=4 cols=6");
+  EXPECT_EQ(times[0].calls, 1);
+  EXPECT_EQ(times[1].call, "gemm m=5 k=7 n=3");
+  EXPECT_EQ(times[1].calls, 2);
+  EXPECT_EQ(times[2].call, "gemm_a_transposed m=5 k=7 n=3");
+  EXPECT_EQ(times[2].calls, 1);
+  for (const kernels::KernelTime& t : times) EXPECT_GT(t.seconds, 0.0) << t.call;
+
+  kernels::reset_kernel_times();
+  EXPECT_TRUE(kernels::kernel_times().empty());
+}

@@ -419,6 +419,31 @@ TEST_P(CommOps, SharedMemoryAllGatherAndAllReduceEqualTheirDefinitions) {
   }));
 }
 
+// A rank that reaches a shared-memory collective late shows in the others' wait: rank 0
+// arrives 150 ms before the rest and waits about that long; they wait next to nothing.
+TEST_P(CommOps, SharedMemoryWaitCountsTheTimeBehindTheLastRank) {
+  const int world = GetParam();
+  expect_all_ranks_passed(run_ranks(world, [&](int rank, int port) {
+    const ProcessMesh mesh(rank, {.tp = world}, small_slots(port));
+    ASSERT_TRUE(mesh.tp().shared_memory());
+    at::Tensor x = at::ones({100});
+    mesh.tp().all_reduce_(x);  // every rank connected and in step
+    mesh.tp().reset_stats();
+    EXPECT_EQ(mesh.tp().stats().shared_memory_wait_seconds, 0.0);
+    if (rank != 0) std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    mesh.tp().all_reduce_(x);
+    const double waited = mesh.tp().stats().shared_memory_wait_seconds;
+    if (rank == 0) {
+      EXPECT_GT(waited, 0.1);
+      EXPECT_LT(waited, 5.0);
+    } else {
+      EXPECT_LT(waited, 0.1);
+    }
+    mesh.tp().reset_stats();
+    EXPECT_EQ(mesh.tp().stats().shared_memory_wait_seconds, 0.0);
+  }));
+}
+
 INSTANTIATE_TEST_SUITE_P(Ranks, CommOps, ::testing::Values(2, 4),
                          [](const auto& info) { return "tp" + std::to_string(info.param); });
 

@@ -478,7 +478,16 @@ void ProcessGroup::barrier() const {
   wait_for(*impl_, "barrier", issue(*impl_, "barrier", [&] { return impl_->backend->barrier(); }));
 }
 
-CommStats ProcessGroup::stats() const { return impl_->stats; }
-void ProcessGroup::reset_stats() const { impl_->stats = CommStats{}; }
+CommStats ProcessGroup::stats() const {
+  CommStats stats = impl_->stats;
+  if (impl_->shared_memory)
+    stats.shared_memory_wait_seconds = impl_->shared_memory->waited_seconds();
+  return stats;
+}
+
+void ProcessGroup::reset_stats() const {
+  impl_->stats = CommStats{};
+  if (impl_->shared_memory) impl_->shared_memory->reset_waited();
+}
 
 }  // namespace shardformer::distributed

@@ -209,17 +209,25 @@ void SharedMemoryTransport::barrier() const {
     futex(&c.generation, FUTEX_WAKE, INT_MAX, nullptr);
     return;
   }
+  const auto arrived = std::chrono::steady_clock::now();
+  const auto done = [&] {
+    if (c.generation.load(std::memory_order_acquire) == generation) return false;
+    waited_ns_ += std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::steady_clock::now() - arrived)
+                      .count();
+    return true;
+  };
   // A short spin (the ranks usually arrive together), then futex waits of at most 10 ms, after
   // each of which the peers' processes and the deadline are checked.
   for (int spin = 0; spin < 2000; ++spin) {
-    if (c.generation.load(std::memory_order_acquire) != generation) return;
+    if (done()) return;
     cpu_relax();
   }
-  const auto deadline = std::chrono::steady_clock::now() + timeout_;
-  while (c.generation.load(std::memory_order_acquire) == generation) {
+  const auto deadline = arrived + timeout_;
+  while (!done()) {
     const timespec wait{0, 10'000'000};
     futex(&c.generation, FUTEX_WAIT, generation, &wait);
-    if (c.generation.load(std::memory_order_acquire) != generation) return;
+    if (done()) return;
     check_peers();
     if (std::chrono::steady_clock::now() > deadline) {
       // Worded as Gloo's timeout, which the same job over sockets would give.

@@ -75,6 +75,10 @@ class SharedMemoryTransport {
   // gone; otherwise the blocks go through the slots. Other ranks return an undefined tensor.
   at::Tensor gather_produced_to_first(int64_t rows, int64_t cols, const at::TensorOptions& options,
                                       const BlockProducer& produce);
+  // Seconds this rank spent in barriers waiting for the others to arrive, since the last reset:
+  // what the ranks' drift (unequal speed between collectives) costs it.
+  double waited_seconds() const { return static_cast<double>(waited_ns_) * 1e-9; }
+  void reset_waited() { waited_ns_ = 0; }
 
  private:
   struct Control;
@@ -98,10 +102,11 @@ class SharedMemoryTransport {
   std::chrono::milliseconds timeout_;
   std::byte* base_;
   size_t length_;
-  int bank_ = 0;                  // the bank of slots this round uses (next_round)
-  std::string label_;             // the group's label (the arena's name and messages)
-  std::shared_ptr<Arena> arena_;  // held also by rank 0's outputs that live in it
-  size_t arena_failed_ = 0;       // rank 0: the smallest arena size that could not be made
+  int bank_ = 0;                   // the bank of slots this round uses (next_round)
+  std::string label_;              // the group's label (the arena's name and messages)
+  std::shared_ptr<Arena> arena_;   // held also by rank 0's outputs that live in it
+  size_t arena_failed_ = 0;        // rank 0: the smallest arena size that could not be made
+  mutable int64_t waited_ns_ = 0;  // in barriers, behind the last rank to arrive
 };
 
 }  // namespace shardformer::distributed

@@ -21,6 +21,9 @@ struct CommStats {
   int64_t all_to_alls = 0, all_to_all_elements = 0;          // elements of the local input
   int64_t broadcasts = 0, barriers = 0;
   int64_t sends = 0, send_elements = 0, recvs = 0;
+  // Seconds spent in shared-memory barriers waiting for the group's other ranks (ranks on one
+  // host): the cost of their drifting apart between collectives.
+  double shared_memory_wait_seconds = 0;
 };
 
 enum class ReduceOp { kSum, kMax };
