@@ -419,6 +419,33 @@ TEST_P(CommOps, SharedMemoryAllGatherAndAllReduceEqualTheirDefinitions) {
   }));
 }
 
+// The reduce-scatter's rounds hold whole batch entries where a slot can (1024 floats: 20 rows
+// of 50, so two entries of 8 rows a round), so every rank sums the same number of rows in each
+// round; the result is the sum's slice all the same.
+TEST_P(CommOps, ReduceScatterRoundsHoldWholeBatchEntries) {
+  const int world = GetParam();
+  expect_all_ranks_passed(run_ranks(world, [&](int rank, int port) {
+    const ProcessMesh mesh(rank, {.tp = world}, small_slots(port));
+    ASSERT_TRUE(mesh.tp().shared_memory());
+    const int64_t outer = 5, length = 8, cols = 50;
+    std::vector<at::Tensor> terms;  // [outer, length, cols] per rank
+    for (int r = 0; r < world; ++r) terms.push_back(seeded(40 + r, {outer, length, cols}));
+    std::vector<int64_t> blocks;
+    const at::Tensor mine = mesh.tp().reduce_scatter_produced(
+        outer, length, cols, at::kFloat,
+        [&](int64_t first, at::Tensor& block) {
+          blocks.push_back(block.size(0));
+          block.copy_(terms[rank].view({-1, cols}).narrow(0, first, block.size(0)));
+        },
+        {});
+    EXPECT_EQ(blocks, (std::vector<int64_t>{16, 16, 8}));
+    at::Tensor want = terms[0];
+    for (int r = 1; r < world; ++r) want = want + terms[r];
+    const int64_t local = length / world;
+    EXPECT_TRUE(at::equal(mine, want.narrow(1, rank * local, local)));
+  }));
+}
+
 // A rank that reaches a shared-memory collective late shows in the others' wait: rank 0
 // arrives 150 ms before the rest and waits about that long; they wait next to nothing.
 TEST_P(CommOps, SharedMemoryWaitCountsTheTimeBehindTheLastRank) {

@@ -294,10 +294,12 @@ void SharedMemoryTransport::all_reduce_sum_(at::Tensor& tensor) {
 
 void SharedMemoryTransport::produce_in_rounds(int64_t rows, int64_t cols,
                                               const at::TensorOptions& options,
-                                              const Producer& produce, const TermsReader& read) {
+                                              const Producer& produce, const TermsReader& read,
+                                              int64_t align) {
   const at::NoGradGuard no_grad;
-  const int64_t block = chunk_bytes_ / 4 / cols;  // rows per round
-  if (block < 1) throw std::invalid_argument("sum_produced: a row is larger than a slot");
+  const int64_t fit = chunk_bytes_ / 4 / cols;  // rows a slot holds
+  if (fit < 1) throw std::invalid_argument("sum_produced: a row is larger than a slot");
+  const int64_t block = fit >= align ? fit / align * align : fit;  // rows per round
   for (int64_t first = 0; first < rows; first += block) {
     const int64_t n = std::min(block, rows - first);
     at::Tensor mine = view_of(slot(rank_), {n, cols}, options);
@@ -338,7 +340,7 @@ void SharedMemoryTransport::produce_scattered(int64_t outer, int64_t local, int6
     };
     rows_of_rank(first, terms.front().size(0), length, local, rank_, run);
   };
-  produce_in_rounds(outer * length, cols, at::kFloat, produce, read_slice);
+  produce_in_rounds(outer * length, cols, at::kFloat, produce, read_slice, length);
 }
 
 void SharedMemoryTransport::all_gather_consumed(const at::Tensor& input, const Consumer& consume) {

@@ -47,16 +47,19 @@ class SharedMemoryTransport {
   // Reads rows [first, first + n) of every rank's term, in its slot ([n, cols] each).
   using TermsReader = std::function<void(int64_t first, const std::vector<at::Tensor>& terms)>;
   // The rounds of the producing sums: each rank produces a block of its [rows, cols] fp32 term
-  // into its slot (cols * 4 <= chunk_bytes), then every rank reads the block's slots.
+  // into its slot (cols * 4 <= chunk_bytes), then every rank reads the block's slots. Where a
+  // slot holds `align` rows or more, a block is a multiple of `align` rows.
   void produce_in_rounds(int64_t rows, int64_t cols, const at::TensorOptions& options,
-                         const Producer& produce, const TermsReader& read);
+                         const Producer& produce, const TermsReader& read, int64_t align = 1);
   // Reads rows [at, at + n) of batch entry `outer` of this rank's slice of every rank's term,
   // in its slot ([n, cols] each).
   using SliceReader =
       std::function<void(int64_t outer, int64_t at, const std::vector<at::Tensor>& terms)>;
   // The reduce-scatter of produce_in_rounds: each rank's term is [outer, size * local, cols]
   // fp32 (its rows flattened, produced in blocks as above), and each rank reads only the rows of
-  // its slice along dim 1, [outer, local, cols].
+  // its slice along dim 1, [outer, local, cols]. Blocks hold whole batch entries where a slot
+  // can, so that every rank sums as many rows in each round as the others (no rank waits at
+  // the next barrier for another's larger share).
   void produce_scattered(int64_t outer, int64_t local, int64_t cols, const Producer& produce,
                          const SliceReader& read);
   // Reads rows [first, first + block.size(0)) of a gathered matrix from `block`.
