@@ -419,6 +419,72 @@ TEST_P(CommOps, SharedMemoryAllGatherAndAllReduceEqualTheirDefinitions) {
   }));
 }
 
+namespace {
+
+// sum_produced_shared of [250, 10] terms into two outputs (the sum, and the sum plus 1) on
+// `group`, checked on every rank against the rank-order sum (bit for bit where `exact`: Gloo
+// adds in its own order); returns them and how many rows this rank finished.
+std::pair<std::vector<at::Tensor>, int64_t> check_shared_sum(const ProcessGroup& group,
+                                                             int64_t seed, bool exact = true) {
+  const int64_t rows = 250, cols = 10;
+  const at::Tensor term = seeded(seed + group.rank(), {rows, cols});
+  at::Tensor want = seeded(seed, {rows, cols});
+  for (int r = 1; r < group.size(); ++r) want = want + seeded(seed + r, {rows, cols});
+  int64_t finished = 0;
+  std::vector<at::Tensor> outs = group.sum_produced_shared(
+      rows, cols, at::kFloat, 2,
+      [&](int64_t first, at::Tensor& block) { block.copy_(term.narrow(0, first, block.size(0))); },
+      [&](int64_t first, const std::vector<at::Tensor>& terms, const std::vector<at::Tensor>& o) {
+        const int64_t n = terms.front().size(0);
+        EXPECT_EQ(o[0].size(0), n);
+        at::Tensor sum = terms[0].clone();  // rank order, as `want`
+        for (size_t r = 1; r < terms.size(); ++r) sum += terms[r];
+        o[0].copy_(sum);
+        o[1].copy_(sum + 1);
+        finished += n;
+        EXPECT_GE(first, 0);
+      });
+  EXPECT_EQ(outs.size(), 2u);
+  const auto same = [exact](const at::Tensor& a, const at::Tensor& b) {
+    return exact ? at::equal(a, b) : at::allclose(a, b, 1e-6, 1e-5);
+  };
+  EXPECT_TRUE(same(outs[0], want)) << "seed " << seed;
+  EXPECT_TRUE(same(outs[1], want + 1)) << "seed " << seed;
+  return {outs, finished};
+}
+
+}  // namespace
+
+// The shared sums: through shared memory every rank finishes its share of the rows (slots of
+// 1024 floats: rounds of 102, 102 and 46 rows) and reads all of them; outputs held by a rank
+// keep their values while later calls take other buffers (and the held ones again once freed).
+// Over Gloo every rank finishes all rows, with the same results.
+TEST_P(CommOps, SharedSumsAreFinishedOnceAndReadByEveryRank) {
+  const int world = GetParam();
+  expect_all_ranks_passed(run_ranks(world, [&](int rank, int port) {
+    const ProcessMesh mesh(rank, {.tp = world}, small_slots(port));
+    ASSERT_TRUE(mesh.tp().shared_memory());
+    std::vector<std::vector<at::Tensor>> held;
+    for (int call = 0; call < 12; ++call) {
+      auto [outs, finished] = check_shared_sum(mesh.tp(), 100 * call);
+      EXPECT_LT(finished, 250 / world + 3) << "call " << call;
+      if (call % 3 == 0) held.push_back(outs);  // the others are freed at once
+    }
+    for (size_t i = 0; i < held.size(); ++i) {
+      at::Tensor want = seeded(300 * i, {250, 10});
+      for (int r = 1; r < world; ++r) want = want + seeded(300 * i + r, {250, 10});
+      EXPECT_TRUE(at::equal(held[i][0], want)) << "held output " << i << " was overwritten";
+    }
+  }));
+  expect_all_ranks_passed(run_ranks(world, [&](int rank, int port) {
+    MeshOptions options = local(port);
+    options.shared_memory_min_bytes = -1;
+    const ProcessMesh mesh(rank, {.tp = world}, options);
+    ASSERT_FALSE(mesh.tp().shared_memory());
+    EXPECT_EQ(check_shared_sum(mesh.tp(), 7, /*exact=*/false).second, 250);
+  }));
+}
+
 // The reduce-scatter's rounds hold whole batch entries where a slot can (1024 floats: 20 rows
 // of 50, so two entries of 8 rows a round), so every rank sums the same number of rows in each
 // round; the result is the sum's slice all the same.

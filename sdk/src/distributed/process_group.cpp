@@ -188,6 +188,37 @@ void ProcessGroup::sum_produced_finished_by(
   });
 }
 
+std::vector<at::Tensor> ProcessGroup::sum_produced_shared(
+    int64_t rows, int64_t cols, const at::TensorOptions& options, int outputs,
+    const std::function<void(int64_t first, at::Tensor& block)>& produce,
+    const std::function<void(int64_t first, const std::vector<at::Tensor>& terms,
+                             const std::vector<at::Tensor>& outs)>& finish) const {
+  const bool shared = impl_->size > 1 && options.dtype() == at::kFloat &&
+                      impl_->shared_memory != nullptr && options.device().is_cpu() &&
+                      rows * cols * 4 >= impl_->shared_memory_min_bytes &&
+                      cols * 4 <= impl_->shared_memory->chunk_bytes();
+  if (!shared) {
+    std::vector<at::Tensor> outs;
+    for (int o = 0; o < outputs; ++o) outs.push_back(at::empty({rows, cols}, options));
+    sum_produced_finished_by(rows, cols, options, produce,
+                             [&](int64_t first, const std::vector<at::Tensor>& terms) {
+                               std::vector<at::Tensor> parts;
+                               for (const at::Tensor& o : outs) {
+                                 parts.push_back(o.narrow(0, first, terms.front().size(0)));
+                               }
+                               finish(first, terms, parts);
+                             });
+    return outs;
+  }
+  impl_->stats.all_reduces += 1;
+  impl_->stats.all_reduce_elements += rows * cols;
+  std::vector<at::Tensor> outs;
+  run_shared(*impl_, "all_reduce", [&] {
+    outs = impl_->shared_memory->produce_shared(rows, cols, outputs, produce, finish);
+  });
+  return outs;
+}
+
 at::Tensor ProcessGroup::reduce_scatter_produced(
     int64_t outer, int64_t length, int64_t cols, const at::TensorOptions& options,
     const std::function<void(int64_t first, at::Tensor& block)>& produce,

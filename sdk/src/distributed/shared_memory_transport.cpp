@@ -69,9 +69,14 @@ at::Tensor view_of(std::byte* base, at::IntArrayRef sizes, const at::TensorOptio
   return at::from_blob(base, sizes, options);
 }
 
-// The first page of the segment: the barrier's state and each rank's process id.
-constexpr size_t kControlBytes = 4096;
+// The first pages of the segment: the barrier's state, each rank's process id, and the words of
+// the output arena and the pool.
+constexpr size_t kControlBytes = 16384;
 constexpr int kMaxRanks = 512;
+// The pool of shared outputs: at most this many buffers (a mask's bits), made at most this many
+// at a time (the outputs of one call).
+constexpr size_t kMaxPoolBuffers = 32;
+constexpr int kMaxPoolOutputs = 4;
 
 // Whether process `pid` has exited (gone, or a zombie not yet reaped).
 bool process_gone(pid_t pid) {
@@ -105,6 +110,12 @@ struct SharedMemoryTransport::Control {
   uint64_t arena_length;
   char arena_name[128];
   uint8_t arena_mapped[kMaxRanks];
+  // Each rank's free pool buffers (bits by index) before a call's first barrier, per bank of
+  // that round; rank 0's count of new buffers and their names; each rank's 1 (mapped) or 2.
+  uint32_t pool_masks[2][kMaxRanks];
+  uint32_t pool_plan;
+  char pool_names[kMaxPoolOutputs][128];
+  uint8_t pool_mapped[kMaxRanks];
 };
 
 // A mapping of a shared-memory object: unmapped when the last holder (the transport, a tensor
@@ -445,6 +456,138 @@ at::Tensor SharedMemoryTransport::gather_produced_to_first(int64_t rows, int64_t
   produce(mine);
   all_gather_into(mine, whole, 1, /*own_in_place=*/true, /*to_first=*/true);
   return whole;
+}
+
+uint32_t SharedMemoryTransport::pool_free(size_t bytes) const {
+  uint32_t mask = 0;
+  for (size_t i = 0; i < pool_.size(); ++i) {
+    if (pool_[i].use_count() == 1 && pool_[i]->length >= bytes) mask |= 1u << i;
+  }
+  return mask;
+}
+
+bool SharedMemoryTransport::pool_grow(size_t bytes, int count) {
+  Control& c = control();
+  const size_t before = pool_.size();
+  if (rank_ == 0) {
+    uint32_t made = 0;
+    for (int k = 0; k < count; ++k) {
+      const std::string name = segment_name(label_ + "-pool");
+      std::string why = name.size() < sizeof c.pool_names[k] ? "" : "name too long";
+      auto buffer = std::make_shared<Arena>();
+      if (why.empty()) buffer->base = create_segment(name, bytes, why);
+      if (buffer->base == nullptr) {
+        log::warn(str("group '", label_, "' shares no more outputs between its ranks (each rank ",
+                      "computes them all): ", why));
+        break;
+      }
+      buffer->length = bytes;
+      pool_.push_back(std::move(buffer));
+      std::snprintf(c.pool_names[k], sizeof c.pool_names[k], "%s", name.c_str());
+      ++made;
+    }
+    c.pool_plan = made;
+  }
+  barrier();
+  const uint32_t made = c.pool_plan;
+  if (rank_ != 0) {
+    bool mapped = true;
+    for (uint32_t k = 0; k < made && mapped; ++k) {
+      auto buffer = std::make_shared<Arena>();
+      const int fd = ::shm_open(c.pool_names[k], O_RDWR, 0);
+      if (fd >= 0) {
+        buffer->base = map_segment(fd, bytes);
+        ::close(fd);
+      }
+      mapped = buffer->base != nullptr;
+      if (mapped) {
+        buffer->length = bytes;
+        pool_.push_back(std::move(buffer));
+      }
+    }
+    c.pool_mapped[rank_] = mapped ? 1 : 2;
+  }
+  barrier();
+  if (rank_ == 0) {
+    for (uint32_t k = 0; k < made; ++k) ::shm_unlink(c.pool_names[k]);
+  }
+  bool ok = made == static_cast<uint32_t>(count);
+  for (int r = 1; r < size_; ++r) ok = ok && c.pool_mapped[r] == 1;
+  if (!ok) {  // every rank reads the same words: all drop what they added, and stop growing
+    pool_.resize(before);
+    pool_failed_ = true;
+  }
+  return ok;
+}
+
+std::vector<int> SharedMemoryTransport::pool_take(size_t bytes, int outputs, int bank) {
+  const Control& c = control();
+  uint32_t free_everywhere = ~0u;
+  for (int r = 0; r < size_; ++r) free_everywhere &= c.pool_masks[bank][r];
+  std::vector<int> picks;
+  for (size_t i = 0; i < pool_.size() && static_cast<int>(picks.size()) < outputs; ++i) {
+    if ((free_everywhere >> i) & 1u) picks.push_back(static_cast<int>(i));
+  }
+  const int missing = outputs - static_cast<int>(picks.size());
+  if (missing == 0) return picks;
+  const size_t first_new = pool_.size();
+  if (pool_failed_ || first_new + static_cast<size_t>(missing) > kMaxPoolBuffers ||
+      !pool_grow(bytes, missing)) {
+    return {};
+  }
+  for (int k = 0; k < missing; ++k) picks.push_back(static_cast<int>(first_new) + k);
+  return picks;
+}
+
+std::vector<at::Tensor> SharedMemoryTransport::produce_shared(int64_t rows, int64_t cols,
+                                                              int outputs, const Producer& produce,
+                                                              const ShareFinisher& finish) {
+  const at::NoGradGuard no_grad;
+  const at::TensorOptions options = at::TensorOptions().dtype(at::kFloat);
+  const int64_t block = chunk_bytes_ / 4 / std::max<int64_t>(cols, 1);  // rows per round
+  if (block < 1) throw std::invalid_argument("sum_produced: a row is larger than a slot");
+  if (outputs < 1 || outputs > kMaxPoolOutputs) {
+    throw std::invalid_argument(str("produce_shared: 1 to ", kMaxPoolOutputs, " outputs"));
+  }
+  std::vector<at::Tensor> outs;
+  if (rows == 0) {
+    for (int o = 0; o < outputs; ++o) outs.push_back(at::empty({0, cols}, options));
+    return outs;
+  }
+  const size_t bytes = static_cast<size_t>(rows * cols) * sizeof(float);
+  bool shared = false;
+  for (int64_t first = 0; first < rows; first += block) {
+    const int64_t n = std::min(block, rows - first);
+    at::Tensor mine = view_of(slot(rank_), {n, cols}, options);
+    produce(first, mine);
+    const int bank = bank_;
+    if (first == 0) control().pool_masks[bank][rank_] = pool_free(bytes);
+    barrier();
+    if (first == 0) {
+      const std::vector<int> picks = pool_take(bytes, outputs, bank);
+      shared = !picks.empty();
+      for (const int i : picks) {
+        const std::shared_ptr<Arena> buffer = pool_[static_cast<size_t>(i)];
+        outs.push_back(at::from_blob(
+            buffer->base, {rows, cols}, [buffer](void*) {}, options));
+      }
+      for (int o = 0; !shared && o < outputs; ++o) outs.push_back(at::empty({rows, cols}, options));
+    }
+    // Shared: this rank's equal share of the round's rows; otherwise all of them.
+    const int64_t lo = shared ? n * rank_ / size_ : 0, hi = shared ? n * (rank_ + 1) / size_ : n;
+    if (hi > lo) {
+      std::vector<at::Tensor> terms, parts;
+      for (const at::Tensor& t : slot_views({n, cols}, options))
+        terms.push_back(t.narrow(0, lo, hi - lo));
+      for (const at::Tensor& o : outs) parts.push_back(o.narrow(0, first + lo, hi - lo));
+      finish(first + lo, terms, parts);
+    }
+    next_round();
+  }
+  // Every rank's rows are in the outputs, and every rank has read this call's masks (the next
+  // call writes them again).
+  barrier();
+  return outs;
 }
 
 int remove_shared_memory_left_by(int pid) {

@@ -62,6 +62,18 @@ class SharedMemoryTransport {
   // the next barrier for another's larger share).
   void produce_scattered(int64_t outer, int64_t local, int64_t cols, const Producer& produce,
                          const SliceReader& read);
+  // Finishes rows [first, first + n) from every rank's terms for them ([n, cols] each, in rank
+  // order) into `outs` ([n, cols] views of the outputs' same rows).
+  using ShareFinisher = std::function<void(int64_t first, const std::vector<at::Tensor>& terms,
+                                           const std::vector<at::Tensor>& outs)>;
+  // produce_in_rounds whose results the ranks share instead of each computing them all:
+  // `outputs` fp32 matrices [rows, cols] in shared memory that every rank maps (a pool of
+  // buffers, one reused once no rank holds a tensor living in it), each rank finishing an equal
+  // share of every round's rows into them, and a last barrier after which every rank reads all
+  // rows. Where the pool cannot serve (/dev/shm full, kMaxPoolBuffers held) the outputs are this
+  // rank's own and it finishes every row. Every rank of the group calls it with the same sizes.
+  std::vector<at::Tensor> produce_shared(int64_t rows, int64_t cols, int outputs,
+                                         const Producer& produce, const ShareFinisher& finish);
   // Reads rows [first, first + block.size(0)) of a gathered matrix from `block`.
   using Consumer = std::function<void(int64_t first, const at::Tensor& block)>;
   // The all-gather along dim 1 of every rank's `input` [outer, local, cols] (contiguous, one
@@ -89,6 +101,15 @@ class SharedMemoryTransport {
   // Whether this gather's output fits an arena every rank has mapped; rank 0 makes a new one
   // when the old is too small and no output holds it. Collective: every rank gets one answer.
   bool arena_ready(size_t bytes);
+  // This rank's pool buffers of `bytes` or more that no tensor here holds, as bits by index.
+  uint32_t pool_free(size_t bytes) const;
+  // `outputs` pool buffers of `bytes` or more that no rank holds (indices), chosen alike by
+  // every rank from the masks all wrote into bank `bank` before the barrier just passed, and
+  // made where too few are free; empty where the pool cannot serve. Collective.
+  std::vector<int> pool_take(size_t bytes, int outputs, int bank);
+  // Appends `count` new buffers of `bytes` to every rank's pool. Collective; false where rank 0
+  // could not make them or a rank could not map them (the pool then stops growing).
+  bool pool_grow(size_t bytes, int count);
   SharedMemoryTransport(int rank, int size, int64_t chunk_bytes, std::chrono::milliseconds timeout,
                         std::byte* base, size_t length);
   Control& control() const;
@@ -110,6 +131,8 @@ class SharedMemoryTransport {
   std::shared_ptr<Arena> arena_;   // held also by rank 0's outputs that live in it
   size_t arena_failed_ = 0;        // rank 0: the smallest arena size that could not be made
   mutable int64_t waited_ns_ = 0;  // in barriers, behind the last rank to arrive
+  std::vector<std::shared_ptr<Arena>> pool_;  // also held by the tensors living in them
+  bool pool_failed_ = false;                  // a buffer could not be made or mapped
 };
 
 }  // namespace shardformer::distributed

@@ -280,23 +280,24 @@ ResidualSum Linear1D_Row::forward_residual(const at::Tensor& input, const at::Te
   // Inference: the products go into the group's shared slots, and one pass over them adds the
   // ranks' terms, the bias and the residual (and takes the norm), as the separate ops would.
   const at::Tensor rows = input.reshape({-1, input.size(-1)});  // [tokens, in/tp]
-  ResidualSum out{at::empty_like(residual),
-                  norm != nullptr ? at::empty_like(residual) : at::Tensor()};
   if (!sequence_split_) {
+    // The sum and its norm are the ranks' shared results: each rank computes its share of the
+    // tokens (through shared memory) and reads the others' where they wrote them.
     const at::Tensor stream = residual.view({-1, local_out_});  // [tokens, out]
-    const at::Tensor sums = out.sum.view({-1, local_out_});
-    const at::Tensor norms = norm != nullptr ? out.normed.view({-1, local_out_}) : at::Tensor();
-    group_->sum_produced_finished_by(
-        rows.size(0), local_out_, input.options(), slot_producer(rows),
-        [&](int64_t first, const std::vector<at::Tensor>& terms) {
+    const std::vector<at::Tensor> shared = group_->sum_produced_shared(
+        rows.size(0), local_out_, input.options(), norm != nullptr ? 2 : 1, slot_producer(rows),
+        [&](int64_t first, const std::vector<at::Tensor>& terms,
+            const std::vector<at::Tensor>& outs) {  // [n, out] each
           const int64_t n = terms.front().size(0);
-          sum_add_norm_rows(terms, bias_, stream.narrow(0, first, n), norm,
-                            sums.narrow(0, first, n),
-                            norms.defined() ? norms.narrow(0, first, n) : at::Tensor());
+          sum_add_norm_rows(terms, bias_, stream.narrow(0, first, n), norm, outs[0],
+                            norm != nullptr ? outs[1] : at::Tensor());
         });
-    return out;
+    return {shared[0].view(residual.sizes()),
+            norm != nullptr ? shared[1].view(residual.sizes()) : at::Tensor()};
   }
   // split_gather: each rank sums its own tokens [batch, seq/tp, out].
+  ResidualSum out{at::empty_like(residual),
+                  norm != nullptr ? at::empty_like(residual) : at::Tensor()};
   group_->reduce_scatter_produced_finished_by(
       input.size(0), input.size(1), local_out_, input.options(), slot_producer(rows),
       [&](int64_t o, int64_t at, const std::vector<at::Tensor>& terms) {

@@ -75,6 +75,17 @@ class ProcessGroup {
       int64_t rows, int64_t cols, const at::TensorOptions& options,
       const std::function<void(int64_t first, at::Tensor& block)>& produce,
       const std::function<void(int64_t first, const std::vector<at::Tensor>& terms)>& finish) const;
+  // sum_produced_finished_by whose results the ranks share: `finish` writes the results for
+  // rows [first, first + n) of the sum into `outs` ([n, cols] views of `outputs` result
+  // matrices, which this returns). Through shared memory the results live in memory every rank
+  // maps and each rank finishes only its share of the rows (half the work at tp = 2, and half
+  // the memory written), every rank reading all of them once this returns; otherwise each rank
+  // finishes all rows into its own (terms then: the one all-reduced sum).
+  std::vector<at::Tensor> sum_produced_shared(
+      int64_t rows, int64_t cols, const at::TensorOptions& options, int outputs,
+      const std::function<void(int64_t first, at::Tensor& block)>& produce,
+      const std::function<void(int64_t first, const std::vector<at::Tensor>& terms,
+                               const std::vector<at::Tensor>& outs)>& finish) const;
   // The reduce-scatter of sum_produced (sequence parallelism): the ranks' terms are [outer,
   // length, cols] matrices (rows flattened, produced in blocks as above) and this rank returns
   // its slice of the sum along dim 1, [outer, length / size, cols], + bias. Through shared
