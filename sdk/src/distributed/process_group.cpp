@@ -166,15 +166,23 @@ at::Tensor ProcessGroup::sum_produced(
   return out;
 }
 
+namespace {
+
+// Whether a producing sum of a [rows, cols] matrix goes through the group's shared memory.
+bool sums_through_shared_memory(const ProcessGroup::Impl& impl, int64_t rows, int64_t cols,
+                                const at::TensorOptions& options) {
+  return impl.size > 1 && options.dtype() == at::kFloat && impl.shared_memory != nullptr &&
+         options.device().is_cpu() && rows * cols * 4 >= impl.shared_memory_min_bytes &&
+         cols * 4 <= impl.shared_memory->chunk_bytes();
+}
+
+}  // namespace
+
 void ProcessGroup::sum_produced_finished_by(
     int64_t rows, int64_t cols, const at::TensorOptions& options,
     const std::function<void(int64_t first, at::Tensor& block)>& produce,
     const std::function<void(int64_t first, const std::vector<at::Tensor>& terms)>& finish) const {
-  const bool shared = impl_->size > 1 && options.dtype() == at::kFloat &&
-                      impl_->shared_memory != nullptr && options.device().is_cpu() &&
-                      rows * cols * 4 >= impl_->shared_memory_min_bytes &&
-                      cols * 4 <= impl_->shared_memory->chunk_bytes();
-  if (!shared) {
+  if (!sums_through_shared_memory(*impl_, rows, cols, options)) {
     at::Tensor whole = at::empty({rows, cols}, options);  // [rows, cols]
     produce(0, whole);
     all_reduce_(whole);
@@ -193,11 +201,7 @@ std::vector<at::Tensor> ProcessGroup::sum_produced_shared(
     const std::function<void(int64_t first, at::Tensor& block)>& produce,
     const std::function<void(int64_t first, const std::vector<at::Tensor>& terms,
                              const std::vector<at::Tensor>& outs)>& finish) const {
-  const bool shared = impl_->size > 1 && options.dtype() == at::kFloat &&
-                      impl_->shared_memory != nullptr && options.device().is_cpu() &&
-                      rows * cols * 4 >= impl_->shared_memory_min_bytes &&
-                      cols * 4 <= impl_->shared_memory->chunk_bytes();
-  if (!shared) {
+  if (!sums_through_shared_memory(*impl_, rows, cols, options)) {
     std::vector<at::Tensor> outs;
     for (int o = 0; o < outputs; ++o) outs.push_back(at::empty({rows, cols}, options));
     sum_produced_finished_by(rows, cols, options, produce,

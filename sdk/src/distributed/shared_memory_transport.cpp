@@ -542,48 +542,44 @@ std::vector<int> SharedMemoryTransport::pool_take(size_t bytes, int outputs, int
 std::vector<at::Tensor> SharedMemoryTransport::produce_shared(int64_t rows, int64_t cols,
                                                               int outputs, const Producer& produce,
                                                               const ShareFinisher& finish) {
-  const at::NoGradGuard no_grad;
-  const at::TensorOptions options = at::TensorOptions().dtype(at::kFloat);
-  const int64_t block = chunk_bytes_ / 4 / std::max<int64_t>(cols, 1);  // rows per round
-  if (block < 1) throw std::invalid_argument("sum_produced: a row is larger than a slot");
   if (outputs < 1 || outputs > kMaxPoolOutputs) {
     throw std::invalid_argument(str("produce_shared: 1 to ", kMaxPoolOutputs, " outputs"));
   }
+  const at::TensorOptions options = at::TensorOptions().dtype(at::kFloat);
   std::vector<at::Tensor> outs;
   if (rows == 0) {
     for (int o = 0; o < outputs; ++o) outs.push_back(at::empty({0, cols}, options));
     return outs;
   }
   const size_t bytes = static_cast<size_t>(rows * cols) * sizeof(float);
+  // The masks go with the first round's bank: written before its barrier, read after it.
+  const int bank = bank_;
+  control().pool_masks[bank][rank_] = pool_free(bytes);
   bool shared = false;
-  for (int64_t first = 0; first < rows; first += block) {
-    const int64_t n = std::min(block, rows - first);
-    at::Tensor mine = view_of(slot(rank_), {n, cols}, options);
-    produce(first, mine);
-    const int bank = bank_;
-    if (first == 0) control().pool_masks[bank][rank_] = pool_free(bytes);
-    barrier();
-    if (first == 0) {
-      const std::vector<int> picks = pool_take(bytes, outputs, bank);
-      shared = !picks.empty();
-      for (const int i : picks) {
-        const std::shared_ptr<Arena> buffer = pool_[static_cast<size_t>(i)];
-        outs.push_back(at::from_blob(
-            buffer->base, {rows, cols}, [buffer](void*) {}, options));
-      }
-      for (int o = 0; !shared && o < outputs; ++o) outs.push_back(at::empty({rows, cols}, options));
-    }
-    // Shared: this rank's equal share of the round's rows; otherwise all of them.
-    const int64_t lo = shared ? n * rank_ / size_ : 0, hi = shared ? n * (rank_ + 1) / size_ : n;
-    if (hi > lo) {
-      std::vector<at::Tensor> terms, parts;
-      for (const at::Tensor& t : slot_views({n, cols}, options))
-        terms.push_back(t.narrow(0, lo, hi - lo));
-      for (const at::Tensor& o : outs) parts.push_back(o.narrow(0, first + lo, hi - lo));
-      finish(first + lo, terms, parts);
-    }
-    next_round();
-  }
+  produce_in_rounds(rows, cols, options, produce,
+                    [&](int64_t first, const std::vector<at::Tensor>& terms) {
+                      if (first == 0) {
+                        for (const int i : pool_take(bytes, outputs, bank)) {
+                          const std::shared_ptr<Arena> buffer = pool_[static_cast<size_t>(i)];
+                          outs.push_back(at::from_blob(
+                              buffer->base, {rows, cols}, [buffer](void*) {}, options));
+                        }
+                        shared = !outs.empty();
+                        for (int o = 0; !shared && o < outputs; ++o) {
+                          outs.push_back(at::empty({rows, cols}, options));
+                        }
+                      }
+                      // Shared: this rank's equal share of the round's rows; else all of them.
+                      const int64_t n = terms.front().size(0);
+                      const int64_t lo = shared ? n * rank_ / size_ : 0;
+                      const int64_t hi = shared ? n * (rank_ + 1) / size_ : n;
+                      if (hi == lo) return;
+                      std::vector<at::Tensor> parts, rows_of;
+                      for (const at::Tensor& t : terms) parts.push_back(t.narrow(0, lo, hi - lo));
+                      for (const at::Tensor& o : outs)
+                        rows_of.push_back(o.narrow(0, first + lo, hi - lo));
+                      finish(first + lo, parts, rows_of);
+                    });
   // Every rank's rows are in the outputs, and every rank has read this call's masks (the next
   // call writes them again).
   barrier();
