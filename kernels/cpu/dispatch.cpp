@@ -192,13 +192,14 @@ void sum_terms(const std::vector<at::Tensor>& terms, const at::Tensor& bias,
   const std::vector<const float*> data = term_pointers(terms, out, "sum_terms");
   const int64_t cols = out.size(-1);
   check_vector(bias, cols, "sum_terms: bias");
+  const int64_t rows = out.numel() / std::max<int64_t>(cols, 1);
   const KernelTimeScope timed([&] {
-    return kernel_call("sum_terms", {{"terms", static_cast<int64_t>(data.size())},
-                                     {"rows", out.numel() / std::max<int64_t>(cols, 1)},
-                                     {"cols", cols}});
+    return kernel_call(
+        "sum_terms",
+        {{"terms", static_cast<int64_t>(data.size())}, {"rows", rows}, {"cols", cols}});
   });
   active_table().sum_terms(data.data(), static_cast<int64_t>(data.size()), data_or_null(bias),
-                           out.data_ptr<float>(), out.numel() / std::max<int64_t>(cols, 1), cols);
+                           out.data_ptr<float>(), rows, cols);
 }
 
 void sum_add_norm(const std::vector<at::Tensor>& terms, const at::Tensor& bias,
@@ -220,16 +221,17 @@ void sum_add_norm(const std::vector<at::Tensor>& terms, const at::Tensor& bias,
               "sum_add_norm: an RMSNorm has no bias");
   TORCH_CHECK(!y.defined() || (cpu_float_contiguous(y) && y.sizes() == sum.sizes()),
               "sum_add_norm: y must be a contiguous fp32 CPU tensor of the sum's shape");
+  const int64_t rows = sum.numel() / std::max<int64_t>(cols, 1);
   const KernelTimeScope timed([&] {
-    return kernel_call("sum_add_norm", {{"terms", static_cast<int64_t>(data.size())},
-                                        {"rows", sum.numel() / std::max<int64_t>(cols, 1)},
-                                        {"cols", cols}});
+    return kernel_call(
+        "sum_add_norm",
+        {{"terms", static_cast<int64_t>(data.size())}, {"rows", rows}, {"cols", cols}});
   });
-  active_table().sum_add_norm(
-      data.data(), static_cast<int64_t>(data.size()), data_or_null(bias),
-      residual.data_ptr<float>(), kind == NormKind::kRMSNorm, data_or_null(weight),
-      data_or_null(norm_bias), sum.data_ptr<float>(), y.defined() ? y.data_ptr<float>() : nullptr,
-      sum.numel() / std::max<int64_t>(cols, 1), cols, static_cast<float>(eps));
+  active_table().sum_add_norm(data.data(), static_cast<int64_t>(data.size()), data_or_null(bias),
+                              residual.data_ptr<float>(), kind == NormKind::kRMSNorm,
+                              data_or_null(weight), data_or_null(norm_bias), sum.data_ptr<float>(),
+                              y.defined() ? y.data_ptr<float>() : nullptr, rows, cols,
+                              static_cast<float>(eps));
 }
 
 at::Tensor bias_gelu_tanh(const at::Tensor& x, const at::Tensor& bias) {
@@ -238,12 +240,12 @@ at::Tensor bias_gelu_tanh(const at::Tensor& x, const at::Tensor& bias) {
   const int64_t cols = x.size(-1);
   check_vector(bias, cols, "bias_gelu_tanh: bias");
   at::Tensor y = at::empty_like(x);
+  const int64_t rows = x.numel() / std::max<int64_t>(cols, 1);
   const KernelTimeScope timed([&] {
-    return kernel_call("bias_gelu_tanh",
-                       {{"rows", x.numel() / std::max<int64_t>(cols, 1)}, {"cols", cols}});
+    return kernel_call("bias_gelu_tanh", {{"rows", rows}, {"cols", cols}});
   });
-  active_table().bias_gelu_tanh(x.data_ptr<float>(), data_or_null(bias), y.data_ptr<float>(),
-                                x.numel() / std::max<int64_t>(cols, 1), cols);
+  active_table().bias_gelu_tanh(x.data_ptr<float>(), data_or_null(bias), y.data_ptr<float>(), rows,
+                                cols);
   return y;
 }
 
@@ -272,14 +274,13 @@ std::pair<at::Tensor, at::Tensor> add_layer_norm(const at::Tensor& x, const at::
   TORCH_CHECK(weight.defined(), "add_layer_norm: weight is required");
   check_vector(bias, cols, "add_layer_norm: bias");
   at::Tensor sum = at::empty_like(x), y = at::empty_like(x);
+  const int64_t rows = x.numel() / std::max<int64_t>(cols, 1);
   const KernelTimeScope timed([&] {
-    return kernel_call("add_layer_norm",
-                       {{"rows", x.numel() / std::max<int64_t>(cols, 1)}, {"cols", cols}});
+    return kernel_call("add_layer_norm", {{"rows", rows}, {"cols", cols}});
   });
   active_table().add_layer_norm(x.data_ptr<float>(), residual.data_ptr<float>(),
                                 weight.data_ptr<float>(), data_or_null(bias), sum.data_ptr<float>(),
-                                y.data_ptr<float>(), x.numel() / std::max<int64_t>(cols, 1), cols,
-                                static_cast<float>(eps));
+                                y.data_ptr<float>(), rows, cols, static_cast<float>(eps));
   return {sum, y};
 }
 
@@ -290,12 +291,12 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
   TORCH_CHECK(weight.defined(), "rms_norm: weight is required");
   check_vector(weight, cols, "rms_norm: weight");
   at::Tensor y = at::empty_like(x);
+  const int64_t rows = x.numel() / std::max<int64_t>(cols, 1);
   const KernelTimeScope timed([&] {
-    return kernel_call("rms_norm",
-                       {{"rows", x.numel() / std::max<int64_t>(cols, 1)}, {"cols", cols}});
+    return kernel_call("rms_norm", {{"rows", rows}, {"cols", cols}});
   });
-  active_table().rms_norm(x.data_ptr<float>(), weight.data_ptr<float>(), y.data_ptr<float>(),
-                          x.numel() / std::max<int64_t>(cols, 1), cols, static_cast<float>(eps));
+  active_table().rms_norm(x.data_ptr<float>(), weight.data_ptr<float>(), y.data_ptr<float>(), rows,
+                          cols, static_cast<float>(eps));
   return y;
 }
 
