@@ -16,6 +16,7 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <thread>
 
@@ -423,17 +424,22 @@ namespace {
 
 // sum_produced_shared of [250, 10] terms into two outputs (the sum, and the sum plus 1) on
 // `group`, checked on every rank against the rank-order sum (bit for bit where `exact`: Gloo
-// adds in its own order); returns them and how many rows this rank finished.
-std::pair<std::vector<at::Tensor>, int64_t> check_shared_sum(const ProcessGroup& group,
-                                                             int64_t seed, bool exact = true) {
+// adds in its own order); returns them and the rows this rank finished (1 each, by index).
+// `delay` runs before this rank produces the block starting at `delayed_row`.
+std::pair<std::vector<at::Tensor>, at::Tensor> check_shared_sum(
+    const ProcessGroup& group, int64_t seed, bool exact = true,
+    const std::function<void()>& delay = {}, int64_t delayed_row = -1) {
   const int64_t rows = 250, cols = 10;
   const at::Tensor term = seeded(seed + group.rank(), {rows, cols});
   at::Tensor want = seeded(seed, {rows, cols});
   for (int r = 1; r < group.size(); ++r) want = want + seeded(seed + r, {rows, cols});
-  int64_t finished = 0;
+  at::Tensor finished = at::zeros({rows});
   std::vector<at::Tensor> outs = group.sum_produced_shared(
       rows, cols, at::kFloat, 2,
-      [&](int64_t first, at::Tensor& block) { block.copy_(term.narrow(0, first, block.size(0))); },
+      [&](int64_t first, at::Tensor& block) {
+        if (first == delayed_row && delay) delay();
+        block.copy_(term.narrow(0, first, block.size(0)));
+      },
       [&](int64_t first, const std::vector<at::Tensor>& terms, const std::vector<at::Tensor>& o) {
         const int64_t n = terms.front().size(0);
         EXPECT_EQ(o[0].size(0), n);
@@ -441,8 +447,9 @@ std::pair<std::vector<at::Tensor>, int64_t> check_shared_sum(const ProcessGroup&
         for (size_t r = 1; r < terms.size(); ++r) sum += terms[r];
         o[0].copy_(sum);
         o[1].copy_(sum + 1);
-        finished += n;
-        EXPECT_GE(first, 0);
+        ASSERT_GE(first, 0);
+        ASSERT_LE(first + n, rows);
+        finished.narrow(0, first, n).add_(1);
       });
   EXPECT_EQ(outs.size(), 2u);
   const auto same = [exact](const at::Tensor& a, const at::Tensor& b) {
@@ -455,10 +462,11 @@ std::pair<std::vector<at::Tensor>, int64_t> check_shared_sum(const ProcessGroup&
 
 }  // namespace
 
-// The shared sums: through shared memory every rank finishes its share of the rows (slots of
-// 1024 floats: rounds of 102, 102 and 46 rows) and reads all of them; outputs held by a rank
-// keep their values while later calls take other buffers (and the held ones again once freed).
-// Over Gloo every rank finishes all rows, with the same results.
+// The shared sums: through shared memory each row is finished by one rank (slots of 1024
+// floats: rounds of 102, 102 and 46 rows, the third reusing the first's bank) and every rank
+// reads all of them; outputs held by a rank keep their values while later calls take other
+// buffers (and the held ones again once freed). Over Gloo every rank finishes all rows, with
+// the same results.
 TEST_P(CommOps, SharedSumsAreFinishedOnceAndReadByEveryRank) {
   const int world = GetParam();
   expect_all_ranks_passed(run_ranks(world, [&](int rank, int port) {
@@ -467,7 +475,8 @@ TEST_P(CommOps, SharedSumsAreFinishedOnceAndReadByEveryRank) {
     std::vector<std::vector<at::Tensor>> held;
     for (int call = 0; call < 12; ++call) {
       auto [outs, finished] = check_shared_sum(mesh.tp(), 100 * call);
-      EXPECT_LT(finished, 250 / world + 3) << "call " << call;
+      mesh.tp().all_reduce_(finished);  // the ranks' counts per row, summed
+      EXPECT_TRUE(at::equal(finished, at::ones({250}))) << "call " << call;
       if (call % 3 == 0) held.push_back(outs);  // the others are freed at once
     }
     for (size_t i = 0; i < held.size(); ++i) {
@@ -481,7 +490,30 @@ TEST_P(CommOps, SharedSumsAreFinishedOnceAndReadByEveryRank) {
     options.shared_memory_min_bytes = -1;
     const ProcessMesh mesh(rank, {.tp = world}, options);
     ASSERT_FALSE(mesh.tp().shared_memory());
-    EXPECT_EQ(check_shared_sum(mesh.tp(), 7, /*exact=*/false).second, 250);
+    EXPECT_TRUE(at::equal(check_shared_sum(mesh.tp(), 7, /*exact=*/false).second, at::ones({250})));
+  }));
+}
+
+// A rank that falls behind is not waited for while there are rows to finish: rank 1 produces
+// the second round (rows 102-203) 150 ms late, and the others finish all of the first round's
+// rows meanwhile; the results are the same bits.
+TEST_P(CommOps, SharedSumsGoToTheRanksAhead) {
+  const int world = GetParam();
+  expect_all_ranks_passed(run_ranks(world, [&](int rank, int port) {
+    const ProcessMesh mesh(rank, {.tp = world}, small_slots(port));
+    ASSERT_TRUE(mesh.tp().shared_memory());
+    check_shared_sum(mesh.tp(), 1);  // the pool's buffers made, every rank in step
+    const auto late = [] { std::this_thread::sleep_for(std::chrono::milliseconds(150)); };
+    const at::Tensor finished =
+        check_shared_sum(mesh.tp(), 2, true, rank == 1 ? late : std::function<void()>(), 102)
+            .second;
+    if (rank == 1) {
+      EXPECT_EQ(finished.narrow(0, 0, 102).sum().item<double>(), 0.0)
+          << "the late rank finished rows of the first round";
+    }
+    at::Tensor all = finished.clone();
+    mesh.tp().all_reduce_(all);
+    EXPECT_TRUE(at::equal(all, at::ones({250})));
   }));
 }
 

@@ -116,6 +116,14 @@ struct SharedMemoryTransport::Control {
   uint32_t pool_plan;
   char pool_names[kMaxPoolOutputs][128];
   uint8_t pool_mapped[kMaxRanks];
+  // produce_shared's split-phase rounds, per bank: ranks that have written their slot, ranks
+  // done with the round's rows (both futex words), and rows claimed for finishing. All three
+  // only grow (modulo 2^32 for the first two); each rank keeps the values a round ends at.
+  struct alignas(64) RoundWords {
+    std::atomic<uint32_t> written;
+    std::atomic<uint32_t> done;
+    std::atomic<int64_t> claimed;
+  } rounds[2];
 };
 
 // A mapping of a shared-memory object: unmapped when the last holder (the transport, a tensor
@@ -146,15 +154,20 @@ SharedMemoryTransport::Control& SharedMemoryTransport::control() const {
   return *reinterpret_cast<Control*>(base_);
 }
 
-std::byte* SharedMemoryTransport::slot(int r) const {
-  const size_t index = static_cast<size_t>(bank_ * size_ + r);
+std::byte* SharedMemoryTransport::slot(int r) const { return slot_of(bank_, r); }
+
+std::byte* SharedMemoryTransport::slot_of(int bank, int r) const {
+  const size_t index = static_cast<size_t>(bank * size_ + r);
   return base_ + kControlBytes + index * static_cast<size_t>(chunk_bytes_);
 }
 
 // Ends a round (every rank has written its slot in it and read what it needed). A rank writes
 // this bank again two rounds later, after the next round's barrier, which every rank reaches
 // only once it has read this round's slots: so a round needs no barrier of its own at its end.
-void SharedMemoryTransport::next_round() { bank_ ^= 1; }
+void SharedMemoryTransport::next_round() {
+  bank_ ^= 1;
+  settled_ = false;  // this round's slots may still be read by a rank behind
+}
 
 std::unique_ptr<SharedMemoryTransport> SharedMemoryTransport::connect(
     int rank, int size, int64_t chunk_bytes, std::chrono::milliseconds timeout,
@@ -218,27 +231,35 @@ void SharedMemoryTransport::barrier() const {
     c.arrived.store(0, std::memory_order_relaxed);
     c.generation.store(generation + 1, std::memory_order_release);
     futex(&c.generation, FUTEX_WAKE, INT_MAX, nullptr);
-    return;
+  } else {
+    wait_for_count(c.generation, generation + 1);
   }
+  settled_ = true;  // every rank has left whatever it did before
+}
+
+void SharedMemoryTransport::wait_for_count(std::atomic<uint32_t>& word, uint32_t target) const {
+  uint32_t seen = word.load(std::memory_order_acquire);
+  const auto reached = [&] { return static_cast<int32_t>(seen - target) >= 0; };
+  if (reached()) return;
   const auto arrived = std::chrono::steady_clock::now();
-  const auto done = [&] {
-    if (c.generation.load(std::memory_order_acquire) == generation) return false;
+  const auto count_wait = [&] {
     waited_ns_ += std::chrono::duration_cast<std::chrono::nanoseconds>(
                       std::chrono::steady_clock::now() - arrived)
                       .count();
-    return true;
   };
   // A short spin (the ranks usually arrive together), then futex waits of at most 10 ms, after
   // each of which the peers' processes and the deadline are checked.
   for (int spin = 0; spin < 2000; ++spin) {
-    if (done()) return;
     cpu_relax();
+    seen = word.load(std::memory_order_acquire);
+    if (reached()) return count_wait();
   }
   const auto deadline = arrived + timeout_;
-  while (!done()) {
+  for (;;) {
     const timespec wait{0, 10'000'000};
-    futex(&c.generation, FUTEX_WAIT, generation, &wait);
-    if (done()) return;
+    futex(&word, FUTEX_WAIT, seen, &wait);
+    seen = word.load(std::memory_order_acquire);
+    if (reached()) return count_wait();
     check_peers();
     if (std::chrono::steady_clock::now() > deadline) {
       // Worded as Gloo's timeout, which the same job over sockets would give.
@@ -375,10 +396,16 @@ void SharedMemoryTransport::all_gather_consumed(const at::Tensor& input, const C
 }
 
 std::vector<at::Tensor> SharedMemoryTransport::slot_views(at::IntArrayRef sizes,
-                                                          const at::TensorOptions& options) const {
+                                                          const at::TensorOptions& options,
+                                                          int bank) const {
   std::vector<at::Tensor> views;
-  for (int r = 0; r < size_; ++r) views.push_back(view_of(slot(r), sizes, options));
+  for (int r = 0; r < size_; ++r) views.push_back(view_of(slot_of(bank, r), sizes, options));
   return views;
+}
+
+std::vector<at::Tensor> SharedMemoryTransport::slot_views(at::IntArrayRef sizes,
+                                                          const at::TensorOptions& options) const {
+  return slot_views(sizes, options, bank_);
 }
 
 bool SharedMemoryTransport::arena_ready(size_t bytes) {
@@ -539,50 +566,130 @@ std::vector<int> SharedMemoryTransport::pool_take(size_t bytes, int outputs, int
   return picks;
 }
 
+namespace {
+
+// Takes the next block of at most `most` rows below `end` from a shared counter of rows: the
+// block's first row in `at`, its row count returned (0 once none are left).
+int64_t claim_rows(std::atomic<int64_t>& counter, int64_t end, int64_t most, int64_t& at) {
+  int64_t next = counter.load(std::memory_order_relaxed);
+  while (next < end) {
+    const int64_t take = std::min(most, end - next);
+    if (counter.compare_exchange_weak(next, next + take, std::memory_order_acq_rel)) {
+      at = next;
+      return take;
+    }
+  }
+  return 0;
+}
+
+void publish(std::atomic<uint32_t>& word) {
+  word.fetch_add(1, std::memory_order_acq_rel);
+  futex(&word, FUTEX_WAKE, INT_MAX, nullptr);
+}
+
+// Blocks a round's rows are claimed in: enough for a rank ahead to take most of them, few
+// enough that the bookkeeping stays small beside the finishing.
+constexpr int64_t kClaimsPerRound = 8;
+constexpr int64_t kMinClaimRows = 16;
+
+}  // namespace
+
 std::vector<at::Tensor> SharedMemoryTransport::produce_shared(int64_t rows, int64_t cols,
                                                               int outputs, const Producer& produce,
                                                               const ShareFinisher& finish) {
   if (outputs < 1 || outputs > kMaxPoolOutputs) {
     throw std::invalid_argument(str("produce_shared: 1 to ", kMaxPoolOutputs, " outputs"));
   }
+  const at::NoGradGuard no_grad;
   const at::TensorOptions options = at::TensorOptions().dtype(at::kFloat);
   std::vector<at::Tensor> outs;
   if (rows == 0) {
     for (int o = 0; o < outputs; ++o) outs.push_back(at::empty({0, cols}, options));
     return outs;
   }
+  const int64_t block = chunk_bytes_ / 4 / cols;  // rows a slot holds
+  if (block < 1) throw std::invalid_argument("sum_produced: a row is larger than a slot");
   const size_t bytes = static_cast<size_t>(rows * cols) * sizeof(float);
-  // The masks go with the first round's bank: written before its barrier, read after it.
-  const int bank = bank_;
-  control().pool_masks[bank][rank_] = pool_free(bytes);
+  // The rounds alternate between the banks; the words each waits for are the values its bank's
+  // counts reach once every rank has written it, and once every rank is done with it.
+  struct Round {
+    int64_t first, n;
+    int bank;
+    uint32_t written, done;
+  };
+  std::vector<Round> plan;
+  for (int64_t first = 0; first < rows; first += block) {
+    const int bank = bank_ ^ static_cast<int>(plan.size() & 1);
+    written_total_[bank] += static_cast<uint32_t>(size_);
+    done_total_[bank] += static_cast<uint32_t>(size_);
+    plan.push_back(
+        {first, std::min(block, rows - first), bank, written_total_[bank], done_total_[bank]});
+  }
+  Control& c = control();
+  // The masks go with the first round's bank: written before this rank says it wrote the
+  // round, read once every rank has.
+  c.pool_masks[plan[0].bank][rank_] = pool_free(bytes);
+  // The bank other than the first round's is free once every rank has left the collective
+  // before this one: known where a barrier ended it, else once every rank wrote round 0.
+  const bool settled = settled_;
   bool shared = false;
-  produce_in_rounds(rows, cols, options, produce,
-                    [&](int64_t first, const std::vector<at::Tensor>& terms) {
-                      if (first == 0) {
-                        for (const int i : pool_take(bytes, outputs, bank)) {
-                          const std::shared_ptr<Arena> buffer = pool_[static_cast<size_t>(i)];
-                          outs.push_back(at::from_blob(
-                              buffer->base, {rows, cols}, [buffer](void*) {}, options));
-                        }
-                        shared = !outs.empty();
-                        for (int o = 0; !shared && o < outputs; ++o) {
-                          outs.push_back(at::empty({rows, cols}, options));
-                        }
-                      }
-                      // Shared: this rank's equal share of the round's rows; else all of them.
-                      const int64_t n = terms.front().size(0);
-                      const int64_t lo = shared ? n * rank_ / size_ : 0;
-                      const int64_t hi = shared ? n * (rank_ + 1) / size_ : n;
-                      if (hi == lo) return;
-                      std::vector<at::Tensor> parts, rows_of;
-                      for (const at::Tensor& t : terms) parts.push_back(t.narrow(0, lo, hi - lo));
-                      for (const at::Tensor& o : outs)
-                        rows_of.push_back(o.narrow(0, first + lo, hi - lo));
-                      finish(first + lo, parts, rows_of);
-                    });
-  // Every rank's rows are in the outputs, and every rank has read this call's masks (the next
-  // call writes them again).
+  const auto produce_round = [&](size_t k) {
+    const Round& r = plan[k];
+    if (k >= 2) {
+      wait_for_count(c.rounds[r.bank].done, plan[k - 2].done);  // its bank read by every rank
+    } else if (k == 1 && !settled) {
+      wait_for_count(c.rounds[plan[0].bank].written, plan[0].written);
+    }
+    at::Tensor mine = view_of(slot_of(r.bank, rank_), {r.n, cols}, options);
+    produce(r.first, mine);
+    publish(c.rounds[r.bank].written);
+  };
+  const auto finish_round = [&](size_t k) {
+    const Round& r = plan[k];
+    wait_for_count(c.rounds[r.bank].written, r.written);
+    if (k == 0) {
+      for (const int i : pool_take(bytes, outputs, r.bank)) {
+        const std::shared_ptr<Arena> buffer = pool_[static_cast<size_t>(i)];
+        outs.push_back(at::from_blob(
+            buffer->base, {rows, cols}, [buffer](void*) {}, options));
+      }
+      shared = !outs.empty();
+      for (int o = 0; !shared && o < outputs; ++o) outs.push_back(at::empty({rows, cols}, options));
+    }
+    const std::vector<at::Tensor> terms = slot_views({r.n, cols}, options, r.bank);
+    const auto finish_rows = [&](int64_t lo, int64_t n) {  // rows [lo, lo + n) of the round
+      std::vector<at::Tensor> parts, rows_of;
+      for (const at::Tensor& t : terms) parts.push_back(t.narrow(0, lo, n));
+      for (const at::Tensor& o : outs) rows_of.push_back(o.narrow(0, r.first + lo, n));
+      finish(r.first + lo, parts, rows_of);
+    };
+    if (shared) {
+      // Blocks of rows go to whichever rank asks first; every rank's base and end are alike.
+      int64_t& base = claim_base_[r.bank];
+      const int64_t end = base + r.n;
+      const int64_t most = std::max(kMinClaimRows, r.n / kClaimsPerRound);
+      int64_t at = 0;
+      while (const int64_t n = claim_rows(c.rounds[r.bank].claimed, end, most, at)) {
+        finish_rows(at - base, n);
+      }
+      base = end;
+    } else {
+      finish_rows(0, r.n);
+    }
+    publish(c.rounds[r.bank].done);
+  };
+  // Each round is produced before the previous one is finished: a rank waits for the others
+  // only when it has nothing left to produce or claim.
+  produce_round(0);
+  for (size_t k = 1; k < plan.size(); ++k) {
+    produce_round(k);
+    finish_round(k - 1);
+  }
+  finish_round(plan.size() - 1);
+  // Every rank's rows are in the outputs, every rank has read this call's masks (the next call
+  // writes them again) and all slots.
   barrier();
+  bank_ ^= static_cast<int>(plan.size() & 1);
   return outs;
 }
 

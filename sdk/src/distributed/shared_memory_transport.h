@@ -6,6 +6,7 @@
 
 #include <ATen/Tensor.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -66,12 +67,16 @@ class SharedMemoryTransport {
   // order) into `outs` ([n, cols] views of the outputs' same rows).
   using ShareFinisher = std::function<void(int64_t first, const std::vector<at::Tensor>& terms,
                                            const std::vector<at::Tensor>& outs)>;
-  // produce_in_rounds whose results the ranks share instead of each computing them all:
-  // `outputs` fp32 matrices [rows, cols] in shared memory that every rank maps (a pool of
-  // buffers, one reused once no rank holds a tensor living in it), each rank finishing an equal
-  // share of every round's rows into them, and a last barrier after which every rank reads all
-  // rows. Where the pool cannot serve (/dev/shm full, kMaxPoolBuffers held) the outputs are this
-  // rank's own and it finishes every row. Every rank of the group calls it with the same sizes.
+  // Rounds as produce_in_rounds' whose results the ranks share instead of each computing them
+  // all: `outputs` fp32 matrices [rows, cols] in shared memory that every rank maps (a pool of
+  // buffers, one reused once no rank holds a tensor living in it), and a last barrier after
+  // which every rank reads all rows. The rounds are split-phase: a rank produces the next round
+  // as soon as it has written one, then finishes the earlier round's rows once every rank has
+  // written it, claiming blocks of them from a counter the ranks share. So a rank that arrives
+  // early does not wait for a late one: it produces ahead and finishes more of the rows (each
+  // row once, by whichever rank; the bits do not depend on which). Where the pool cannot serve
+  // (/dev/shm full, kMaxPoolBuffers held) the outputs are this rank's own and it finishes every
+  // row. Every rank of the group calls it with the same sizes.
   std::vector<at::Tensor> produce_shared(int64_t rows, int64_t cols, int outputs,
                                          const Producer& produce, const ShareFinisher& finish);
   // Reads rows [first, first + block.size(0)) of a gathered matrix from `block`.
@@ -113,12 +118,18 @@ class SharedMemoryTransport {
   SharedMemoryTransport(int rank, int size, int64_t chunk_bytes, std::chrono::milliseconds timeout,
                         std::byte* base, size_t length);
   Control& control() const;
-  std::byte* slot(int r) const;
+  std::byte* slot(int r) const;  // rank r's slot in this round's bank
+  std::byte* slot_of(int bank, int r) const;
+  std::vector<at::Tensor> slot_views(at::IntArrayRef sizes, const at::TensorOptions& options,
+                                     int bank) const;
   std::vector<at::Tensor> slot_views(at::IntArrayRef sizes, const at::TensorOptions& options) const;
   void next_round();
   // Returns once every rank has arrived; throws std::runtime_error when a peer's process is
   // gone (checked every 10 ms while waiting) or after the timeout.
   void barrier() const;
+  // Returns once `word` (a count the ranks add to) has reached `target` (modulo 2^32), with the
+  // barrier's checks; the time waited counts in waited_seconds.
+  void wait_for_count(std::atomic<uint32_t>& word, uint32_t target) const;
   void check_peers() const;
 
   int rank_, size_;
@@ -133,6 +144,14 @@ class SharedMemoryTransport {
   mutable int64_t waited_ns_ = 0;  // in barriers, behind the last rank to arrive
   std::vector<std::shared_ptr<Arena>> pool_;  // also held by the tensors living in them
   bool pool_failed_ = false;                  // a buffer could not be made or mapped
+  // Whether every rank has read all slots of the collectives so far (a barrier has passed
+  // since the last round whose slots are read after its barrier): then both banks are free.
+  mutable bool settled_ = true;
+  // produce_shared's counts per bank, alike on every rank: the shared words' values once every
+  // rank has written (and finished with) a round in the bank, and the rows claimed before it.
+  uint32_t written_total_[2] = {0, 0};
+  uint32_t done_total_[2] = {0, 0};
+  int64_t claim_base_[2] = {0, 0};
 };
 
 }  // namespace shardformer::distributed
