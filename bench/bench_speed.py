@@ -20,7 +20,9 @@ weights made locally).
   * tp: the host's forward 4 x 512 and greedy decode 1 x 64 at tp = 2 (two ranks, one thread
     each) against tp = 1, and the forward at tp = 2 with sequence parallelism (split_gather);
     then where one more forward's time goes in each layout (bench/speed --kernel-times): its
-    kernels' wall time (rank 0's at tp = 2), each rank's wait in barriers, and the rest.
+    kernels' wall time (rank 0's at tp = 2), each rank's wait in barriers, and the rest. The
+    three layouts run back to back in each round, in reversed order every other round; the
+    tp2 / tp1 ratios are per round, with their geometric mean and its 95% interval.
 The checkpoint is evicted from the page cache once at the start (--page-cache keep leaves it), so
 the host's first load reads it from disk, as after a download or a reboot, and its mapping gets
 2 MiB pages (a file just written sits in the cache in 4 KiB pages). Rounds alternate the host
@@ -31,6 +33,7 @@ peak; memory read bandwidth by summing 1 GiB) and each result is printed as a ra
 faster of the two GEMMs, and at the FMA peak."""
 import argparse
 import json
+import math
 import os
 import pathlib
 import re
@@ -259,18 +262,17 @@ def main():
                 start_hf.append(r["seconds"])
                 imports.append(r["import_seconds"])
             if "tp" in parts:
-                for forwards, decodes, tp in ((tp1, decode_tp1, 1), (tp2, decode_tp2, 2)):
-                    records = host_speed(args, "4x512", "1x64", tp=tp, extra=["--kernel-times"])
-                    profiles[f"tp = {tp}"].append(records)
+                layouts = [(tp1, decode_tp1, 1, False), (tp2, decode_tp2, 2, False),
+                           (tp2_sp, None, 2, True)]
+                # The order reversed every other round: no layout always runs first.
+                for forwards, decodes, tp, sp in layouts[::1 if len(tp1) % 2 == 0 else -1]:
+                    extra = ["--sequence-parallel"] if sp else []
+                    records = host_speed(args, "4x512", "" if sp else "1x64", tp=tp,
+                                         extra=extra + ["--kernel-times"])
+                    profiles["tp = 2, sequence parallel" if sp else f"tp = {tp}"].append(records)
                     for r in records:
                         if r["kind"] in ("forward", "decode"):
                             (forwards if r["kind"] == "forward" else decodes).append(r["seconds"])
-                records = host_speed(args, "4x512", "", tp=2,
-                                     extra=["--sequence-parallel", "--kernel-times"])
-                profiles["tp = 2, sequence parallel"].append(records)
-                for r in records:
-                    if r["kind"] == "forward":
-                        tp2_sp.append(r["seconds"])
     med = statistics.median
     aten_gemm = med(r["gemm_gflops"] for r in limits)
     packed_gemm = med(r["packed_gemm_gflops"] for r in limits)
@@ -323,7 +325,8 @@ def main():
         def paired(times):
             ratios = sorted(t / base for t, base in zip(times, tp1))
             return (f"tp2 / tp1 time {med(times) / med(tp1):.3f}; per round {med(ratios):.3f} "
-                    f"(from {ratios[0]:.3f} to {ratios[-1]:.3f} over {len(ratios)} rounds)")
+                    f"(from {ratios[0]:.3f} to {ratios[-1]:.3f} over {len(ratios)} rounds)"
+                    f"{geometric_interval(ratios)}")
         print(f"forward 4 x 512 at tp = 2 (1 thread per rank) against tp = 1 ({args.threads} "
               f"threads): {med(tp2):.3f} s vs {med(tp1):.3f} s, {paired(tp2)}")
         print(f"the same with sequence parallelism (split_gather): {med(tp2_sp):.3f} s, "
@@ -332,6 +335,19 @@ def main():
               f"{64 / med(decode_tp1):.1f} tokens/s, tp2 / tp1 time "
               f"{med(decode_tp2) / med(decode_tp1):.2f}\n")
         print_tp_accounting(profiles)
+
+
+def geometric_interval(ratios):
+    """The geometric mean of per-round ratios and its 95% interval (Student's t on the logs)."""
+    if len(ratios) < 2:
+        return ""
+    logs = [math.log(r) for r in ratios]
+    mean, sd = statistics.mean(logs), statistics.stdev(logs)
+    # t quantiles (0.975) for 1 to 14 degrees of freedom; 2.0 is close enough beyond.
+    t = [12.71, 4.30, 3.18, 2.78, 2.57, 2.45, 2.36, 2.31, 2.26, 2.23, 2.20, 2.18, 2.16, 2.14]
+    half = (t[len(logs) - 2] if len(logs) - 2 < len(t) else 2.0) * sd / math.sqrt(len(logs))
+    return (f"; geometric mean {math.exp(mean):.3f} (95% interval {math.exp(mean - half):.3f}"
+            f"-{math.exp(mean + half):.3f})")
 
 
 def print_tp_accounting(profiles):
