@@ -60,7 +60,7 @@ void attend_one(const float* q, const float* k, const float* v, float* out, cons
     const int64_t rows = std::min(kBlock, s.seq - i0), keys = i0 + rows;
     // scores [rows, keys] = q[i0 : i0 + rows] . k[0 : keys]^T, unscaled
     gemm(rows, keys, s.dim, q + i0 * s.q.row, s.q.row, 1, k, 1, s.k.row, nullptr, false, scores,
-         keys, 1, work);
+         keys, 1, work, nullptr);
     for (int64_t r = 0; r < rows; ++r) {
       float* row = scores + r * keys;
       const int64_t seen = i0 + r + 1;  // query i0 + r sees keys 0 .. i0 + r
@@ -70,7 +70,7 @@ void attend_one(const float* q, const float* k, const float* v, float* out, cons
     }
     // out[i0 : i0 + rows] = probabilities [rows, keys] . v[0 : keys]
     gemm(rows, s.dim, keys, scores, keys, 1, v, s.v.row, 1, nullptr, false, out + i0 * s.out.row,
-         s.out.row, 1, work);
+         s.out.row, 1, work, nullptr);
   }
 }
 
@@ -81,8 +81,8 @@ void causal_attention(const float* q, const float* k, const float* v, float* out
   const int64_t tasks = s.batch * s.heads;
   const int64_t block = std::min(kBlock, s.seq);
   // Workspace for the larger of the two products of a block.
-  const int64_t work_floats = std::max(gemm_workspace(block, s.seq, s.dim, s.k.row, 1),
-                                       gemm_workspace(block, s.dim, s.seq, 1, 1));
+  const int64_t work_floats = std::max(gemm_workspace(block, s.seq, s.dim, s.k.row, 1, false),
+                                       gemm_workspace(block, s.dim, s.seq, 1, 1, false));
   at::parallel_for(0, tasks, 1, [&](int64_t begin, int64_t end) {
     std::vector<float> scores(static_cast<size_t>(block * s.seq));
     std::vector<float> work(static_cast<size_t>(work_floats));

@@ -71,18 +71,15 @@ bool gemm_enabled() {
   return enabled;
 }
 
-void gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias, bool accumulate,
-          const at::Tensor& out) {
-  const auto cpu_float = [](const at::Tensor& t) {
-    return t.device().is_cpu() && t.scalar_type() == at::kFloat;
-  };
-  TORCH_CHECK(cpu_float(a) && cpu_float(b) && cpu_float(out) && a.dim() == 2 && b.dim() == 2 &&
-                  out.dim() == 2 && a.size(1) == b.size(0) && out.size(0) == a.size(0) &&
-                  out.size(1) == b.size(1),
-              "gemm: a ", a.sizes(), " . b ", b.sizes(), " into out ", out.sizes(),
-              " must be fp32 CPU matrices [m, k] . [k, n] -> [m, n]");
+namespace {
+
+bool cpu_float(const at::Tensor& t) { return t.device().is_cpu() && t.scalar_type() == at::kFloat; }
+
+// gemm and gemm_packed: out [m, n] (=|+=) a [m, k] . B (+ bias), B as b or packed whole.
+void run_gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& packed,
+              const at::Tensor& bias, bool accumulate, const at::Tensor& out) {
   TORCH_CHECK(out.size(1) <= 1 || out.stride(1) == 1, "gemm: out's rows must be contiguous");
-  const int64_t m = a.size(0), k = a.size(1), n = b.size(1);
+  const int64_t m = a.size(0), k = a.size(1), n = out.size(1);
   check_vector(bias, n, "gemm: bias");
   if (m == 0 || n == 0) return;
   const KernelTimeScope timed([&] {
@@ -91,10 +88,48 @@ void gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias, bool
   });
   const KernelTable& t = active_table();
   const int64_t threads = at::get_num_threads();
-  const at::Tensor work = at::empty({t.gemm_workspace(m, n, k, b.stride(1), threads)}, a.options());
-  t.gemm(m, n, k, a.data_ptr<float>(), a.stride(0), a.stride(1), b.data_ptr<float>(), b.stride(0),
-         b.stride(1), data_or_null(bias), accumulate, out.data_ptr<float>(), out.stride(0), threads,
-         work.data_ptr<float>());
+  const int64_t bcs = b.defined() ? b.stride(1) : 1;
+  const at::Tensor work =
+      at::empty({t.gemm_workspace(m, n, k, bcs, threads, packed.defined())}, a.options());
+  t.gemm(m, n, k, a.data_ptr<float>(), a.stride(0), a.stride(1), data_or_null(b),
+         b.defined() ? b.stride(0) : 0, bcs, data_or_null(bias), accumulate, out.data_ptr<float>(),
+         out.stride(0), threads, work.data_ptr<float>(), data_or_null(packed));
+}
+
+}  // namespace
+
+void gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias, bool accumulate,
+          const at::Tensor& out) {
+  TORCH_CHECK(cpu_float(a) && cpu_float(b) && cpu_float(out) && a.dim() == 2 && b.dim() == 2 &&
+                  out.dim() == 2 && a.size(1) == b.size(0) && out.size(0) == a.size(0) &&
+                  out.size(1) == b.size(1),
+              "gemm: a ", a.sizes(), " . b ", b.sizes(), " into out ", out.sizes(),
+              " must be fp32 CPU matrices [m, k] . [k, n] -> [m, n]");
+  run_gemm(a, b, {}, bias, accumulate, out);
+}
+
+PackedB pack_gemm_b(const at::Tensor& b) {
+  TORCH_CHECK(cpu_float(b) && b.dim() == 2, "pack_gemm_b: b ", b.sizes(),
+              " must be an fp32 CPU matrix [k, n]");
+  const int64_t k = b.size(0), n = b.size(1);
+  const KernelTable& t = active_table();
+  PackedB packed{at::empty({t.packed_b_size(k, n)}, b.options()), k, n};
+  if (packed.data.numel() == 0) return packed;
+  const KernelTimeScope timed([&] { return kernel_call("pack_gemm_b", {{"k", k}, {"n", n}}); });
+  t.pack_b_whole(k, n, b.data_ptr<float>(), b.stride(0), b.stride(1),
+                 packed.data.data_ptr<float>());
+  return packed;
+}
+
+void gemm_packed(const at::Tensor& a, const PackedB& b, const at::Tensor& bias, bool accumulate,
+                 const at::Tensor& out) {
+  TORCH_CHECK(cpu_float(a) && cpu_float(out) && a.dim() == 2 && out.dim() == 2 &&
+                  out.size(0) == a.size(0) && a.size(1) == b.k && out.size(1) == b.n &&
+                  cpu_float_contiguous(b.data) &&
+                  b.data.numel() == active_table().packed_b_size(b.k, b.n),
+              "gemm_packed: a ", a.sizes(), " . B [", b.k, ", ", b.n, "] (packed) into out ",
+              out.sizes(), " must be fp32 CPU matrices [m, k] . [k, n] -> [m, n]");
+  run_gemm(a, {}, b.data, bias, accumulate, out);
 }
 
 at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,

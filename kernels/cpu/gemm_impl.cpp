@@ -163,8 +163,8 @@ struct Split {
   bool along_m;
 };
 
-Split split_of(int64_t m, int64_t n, int64_t k, int64_t threads) {
-  const bool along_m = m >= n;
+Split split_of(int64_t m, int64_t n, int64_t k, int64_t threads, bool rows_only = false) {
+  const bool along_m = rows_only || m >= n;
   const int64_t unit = along_m ? kMr : kNr, extent = along_m ? m : n;
   // At least one tile of rows or columns and about 2^20 multiply-adds per part.
   const int64_t by_work = std::max<int64_t>(1, m * n * std::max<int64_t>(k, 1) >> 20);
@@ -174,9 +174,18 @@ Split split_of(int64_t m, int64_t n, int64_t k, int64_t threads) {
   return {(extent + step - 1) / step, step, along_m};
 }
 
+// Where block (jc, pc) of B (columns jc .. jc + nc, depths pc .. pc + kc) lies in B packed
+// whole (pack_b_whole): blocks of columns one after the other, each k deep, its depths one
+// after the other, each as pack_b lays it out over nc rounded up to whole panels.
+int64_t packed_offset(int64_t k, int64_t jc, int64_t pc, int64_t nc) {
+  return jc * k + pc * round_up(nc, kNr);
+}
+
+// One part of the product. packed: B packed whole (pack_b_whole), read instead of B; null to
+// pack each block of B here (or read B's full panels where they are).
 void gemm_part(int64_t m, int64_t n, int64_t k, const float* a, int64_t ars, int64_t acs,
                const float* b, int64_t brs, int64_t bcs, const float* bias, bool accumulate,
-               float* c, int64_t ldc, float* work) {
+               float* c, int64_t ldc, float* work, const float* packed = nullptr) {
   if (k == 0) {  // an empty sum: C keeps its values or becomes the bias
     for (int64_t i = 0; i < m && !accumulate; ++i) {
       for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = bias != nullptr ? bias[j] : 0.f;
@@ -185,13 +194,17 @@ void gemm_part(int64_t m, int64_t n, int64_t k, const float* a, int64_t ars, int
   }
   float* abuf = work;
   float* bbuf = work + std::min(kMc, round_up(m, kMr)) * std::min(kKc, k);
-  const bool in_place = b_in_place(m, bcs);
+  const bool in_place = packed == nullptr && b_in_place(m, bcs);
   for (int64_t jc = 0; jc < n; jc += kNc) {
     const int64_t nc = std::min(kNc, n - jc);
     for (int64_t pc = 0; pc < k; pc += kKc) {
       const int64_t kc = std::min(kKc, k - pc);
-      const float* b_block = b + pc * brs + jc * bcs;
-      if (!in_place) pack_b(b_block, brs, bcs, kc, nc, bbuf);
+      const float* b_block = packed == nullptr ? b + pc * brs + jc * bcs : nullptr;
+      if (packed != nullptr) {
+        bbuf = const_cast<float*>(packed) + packed_offset(k, jc, pc, nc);
+      } else if (!in_place) {
+        pack_b(b_block, brs, bcs, kc, nc, bbuf);
+      }
       const bool load_c = accumulate || pc > 0;
       const float* tile_bias = pc == 0 && bias != nullptr ? bias + jc : nullptr;
       for (int64_t ic = 0; ic < m; ic += kMc) {
@@ -231,16 +244,29 @@ void gemm_part(int64_t m, int64_t n, int64_t k, const float* a, int64_t ars, int
 
 }  // namespace
 
-int64_t gemm_workspace(int64_t m, int64_t n, int64_t k, int64_t bcs, int64_t threads) {
-  const Split s = split_of(m, n, k, threads);
+int64_t gemm_workspace(int64_t m, int64_t n, int64_t k, int64_t bcs, int64_t threads, bool packed) {
+  const Split s = split_of(m, n, k, threads, packed);
   return s.parts *
          (s.along_m ? part_workspace(s.step, n, k, bcs) : part_workspace(m, s.step, k, bcs));
 }
 
+int64_t packed_b_size(int64_t k, int64_t n) { return k * round_up(n, kNr); }
+
+void pack_b_whole(int64_t k, int64_t n, const float* b, int64_t brs, int64_t bcs, float* packed) {
+  for (int64_t jc = 0; jc < n; jc += kNc) {
+    const int64_t nc = std::min(kNc, n - jc);
+    for (int64_t pc = 0; pc < k; pc += kKc) {
+      pack_b(b + pc * brs + jc * bcs, brs, bcs, std::min(kKc, k - pc), nc,
+             packed + packed_offset(k, jc, pc, nc));
+    }
+  }
+}
+
 void gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t ars, int64_t acs, const float* b,
           int64_t brs, int64_t bcs, const float* bias, bool accumulate, float* c, int64_t ldc,
-          int64_t threads, float* workspace) {
-  const Split s = split_of(m, n, k, threads);
+          int64_t threads, float* workspace, const float* packed) {
+  // B packed whole is laid out by whole blocks of columns: its parts split the rows only.
+  const Split s = split_of(m, n, k, threads, packed != nullptr);
   const int64_t per_part =
       s.along_m ? part_workspace(s.step, n, k, bcs) : part_workspace(m, s.step, k, bcs);
   at::parallel_for(0, s.parts, 1, [&](int64_t begin, int64_t end) {
@@ -249,7 +275,7 @@ void gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t ars, int64_t 
       float* work = workspace + t * per_part;
       if (s.along_m) {
         gemm_part(std::min(s.step, m - lo), n, k, a + lo * ars, ars, acs, b, brs, bcs, bias,
-                  accumulate, c + lo * ldc, ldc, work);
+                  accumulate, c + lo * ldc, ldc, work, packed);
       } else {
         gemm_part(m, std::min(s.step, n - lo), k, a, ars, acs, b + lo * bcs, brs, bcs,
                   bias != nullptr ? bias + lo : nullptr, accumulate, c + lo, ldc, work);

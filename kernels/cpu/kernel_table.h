@@ -54,16 +54,23 @@ struct KernelTable {
   void (*sum_add_norm)(const float* const* terms, int64_t n, const float* bias,
                        const float* residual, bool rms, const float* weight, const float* norm_bias,
                        float* sum, float* y, int64_t rows, int64_t cols, float eps);
-  // Floats of workspace `gemm` needs for m x n x k, B's columns bcs apart, on `threads` threads.
-  int64_t (*gemm_workspace)(int64_t m, int64_t n, int64_t k, int64_t bcs, int64_t threads);
+  // Floats of workspace `gemm` needs for m x n x k, B's columns bcs apart, on `threads` threads,
+  // with B packed whole or not.
+  int64_t (*gemm_workspace)(int64_t m, int64_t n, int64_t k, int64_t bcs, int64_t threads,
+                            bool packed);
   // out = softmax(q k^T * scale, query i seeing keys 0..i) v for every (batch, head).
   void (*causal_attention)(const float* q, const float* k, const float* v, float* out,
                            const AttentionShape& shape, float scale);
   // c[i * ldc + j] (=|+=) sum_p a[i * ars + p * acs] * b[p * brs + j * bcs] (+ bias[j]):
-  // the packed GEMM of gemm_impl.cpp.
+  // the packed GEMM of gemm_impl.cpp; with `packed` (B packed whole, b null) the same bits.
   void (*gemm)(int64_t m, int64_t n, int64_t k, const float* a, int64_t ars, int64_t acs,
                const float* b, int64_t brs, int64_t bcs, const float* bias, bool accumulate,
-               float* c, int64_t ldc, int64_t threads, float* workspace);
+               float* c, int64_t ldc, int64_t threads, float* workspace, const float* packed);
+  // Floats of B [k, n] packed whole, and the packing (element (p, j) at b[p * brs + j * bcs]):
+  // for products that share B, which each pack it otherwise.
+  int64_t (*packed_b_size)(int64_t k, int64_t n);
+  void (*pack_b_whole)(int64_t k, int64_t n, const float* b, int64_t brs, int64_t bcs,
+                       float* packed);
 };
 
 namespace DEFAULT {

@@ -113,10 +113,10 @@ TEST_P(Kernels, GemmMatchesFp64Product) {
       const at::Tensor out = wide.narrow(1, 1, c.n);  // rows strided by n + 5
       const at::Tensor before = out.to(at::kDouble);
       const at::Tensor work =
-          at::empty({t.gemm_workspace(c.m, c.n, c.k, b.stride(1), use_threads)});
+          at::empty({t.gemm_workspace(c.m, c.n, c.k, b.stride(1), use_threads, false)});
       t.gemm(c.m, c.n, c.k, a.data_ptr<float>(), a.stride(0), a.stride(1), b.data_ptr<float>(),
              b.stride(0), b.stride(1), c.bias ? bias.data_ptr<float>() : nullptr, c.accumulate,
-             out.data_ptr<float>(), out.stride(0), use_threads, work.data_ptr<float>());
+             out.data_ptr<float>(), out.stride(0), use_threads, work.data_ptr<float>(), nullptr);
       const at::Tensor a64 = a.to(at::kDouble), b64 = b.to(at::kDouble);
       at::Tensor want = at::mm(a64, b64);
       at::Tensor scale = at::mm(a64.abs(), b64.abs());
@@ -134,6 +134,18 @@ TEST_P(Kernels, GemmMatchesFp64Product) {
       // The columns beside the slice are untouched.
       EXPECT_TRUE(at::equal(wide.narrow(1, 0, 1), wide_before.narrow(1, 0, 1))) << what;
       EXPECT_TRUE(at::equal(wide.narrow(1, c.n + 1, 4), wide_before.narrow(1, c.n + 1, 4))) << what;
+      // B packed whole once: the same bits, into the same columns only.
+      const at::Tensor packed = at::empty({t.packed_b_size(c.k, c.n)});
+      t.pack_b_whole(c.k, c.n, b.data_ptr<float>(), b.stride(0), b.stride(1),
+                     packed.data_ptr<float>());
+      const at::Tensor again_wide = wide_before.clone();
+      const at::Tensor again = again_wide.narrow(1, 1, c.n);
+      const at::Tensor packed_work =
+          at::empty({t.gemm_workspace(c.m, c.n, c.k, 1, use_threads, true)});
+      t.gemm(c.m, c.n, c.k, a.data_ptr<float>(), a.stride(0), a.stride(1), nullptr, 0, 1,
+             c.bias ? bias.data_ptr<float>() : nullptr, c.accumulate, again.data_ptr<float>(),
+             again.stride(0), use_threads, packed_work.data_ptr<float>(), packed.data_ptr<float>());
+      EXPECT_TRUE(at::equal(again_wide, wide)) << what << ", B packed whole";
     }
   }
 }
@@ -147,9 +159,9 @@ TEST_P(Kernels, GemmRoundingStaysFlatOverLongSums) {
   // Positive terms: nothing cancels, and a single chain's rounding would grow with k.
   const at::Tensor a = at::rand({m, k}), b = at::rand({k, n});
   at::Tensor c = at::empty({m, n});
-  const at::Tensor work = at::empty({t.gemm_workspace(m, n, k, 1, 2)});
+  const at::Tensor work = at::empty({t.gemm_workspace(m, n, k, 1, 2, false)});
   t.gemm(m, n, k, a.data_ptr<float>(), k, 1, b.data_ptr<float>(), n, 1, nullptr, false,
-         c.data_ptr<float>(), n, 2, work.data_ptr<float>());
+         c.data_ptr<float>(), n, 2, work.data_ptr<float>(), nullptr);
   const at::Tensor a64 = a.to(at::kDouble), b64 = b.to(at::kDouble);
   EXPECT_LT(worst(c, at::mm(a64, b64), at::mm(a64.abs(), b64.abs()), 1e-30), 4e-7);
 }
@@ -469,6 +481,24 @@ TEST(KernelEntryPoints, GemmAndLinearKeepLeadingDimsWriteSlicesAndRefuseWhatThey
                c10::Error);                                                     // fp64
   EXPECT_THROW(kernels::linear(x, w, at::randn({69}), false), c10::Error);      // bias size
   EXPECT_THROW(kernels::linear(x, at::randn({70, 41}), b, false), c10::Error);  // k differs
+}
+
+// B packed once serves several products, row blocks of one here, with the bits of `gemm`.
+TEST(KernelEntryPoints, GemmPackedEqualsGemmAndRefusesAPackingOfAnotherShape) {
+  const at::Tensor a = at::randn({300, 130}), b = at::randn({70, 130}).t();  // b [130, 70]
+  const at::Tensor bias = at::randn({70});
+  const at::Tensor want = at::empty({300, 70});
+  kernels::gemm(a, b, bias, false, want);
+  const kernels::PackedB packed = kernels::pack_gemm_b(b);
+  const at::Tensor got = at::empty({300, 70});
+  for (const int64_t first : {0, 200}) {
+    kernels::gemm_packed(a.narrow(0, first, first == 0 ? 200 : 100), packed, bias, false,
+                         got.narrow(0, first, first == 0 ? 200 : 100));
+  }
+  EXPECT_TRUE(at::equal(got, want));
+  EXPECT_THROW(kernels::gemm_packed(a, packed, {}, false, at::empty({300, 71})), c10::Error);
+  EXPECT_THROW(kernels::gemm_packed(a.narrow(1, 0, 129), packed, {}, false, got), c10::Error);
+  EXPECT_THROW(kernels::pack_gemm_b(b.to(at::kDouble)), c10::Error);
 }
 
 TEST(KernelEntryPoints, CausalAttentionMatchesSdpaAndRefusesWhatItCannotServe) {

@@ -38,6 +38,20 @@ bool gemm_enabled();
 void gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias, bool accumulate,
           const at::Tensor& out);
 
+// A matrix B [k, n] packed whole as `gemm` reads it (in the layout of this CPU's kernels).
+struct PackedB {
+  at::Tensor data;  // [floats], 1-D
+  int64_t k = 0, n = 0;
+};
+
+// b [k, n] (any strides, fp32 CPU) packed for several products that share it, each of which
+// packs it again otherwise (a row-parallel layer's rounds).
+PackedB pack_gemm_b(const at::Tensor& b);
+
+// `gemm` with B packed by pack_gemm_b: the same bits.
+void gemm_packed(const at::Tensor& a, const PackedB& b, const at::Tensor& bias, bool accumulate,
+                 const at::Tensor& out);
+
 // y [..., n] = x [..., k] W^T + bias for weight [n, k] (k_major = false, nn.Linear), or
 // x W + bias for weight [k, n] (k_major = true, HF's Conv1D), by `gemm`.
 at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
