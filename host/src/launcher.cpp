@@ -407,6 +407,7 @@ class RankGroup {
   void stop(int signal) {
     if (!stopping_) kill_deadline_ = Clock::now() + grace_;
     stopping_ = true;
+    if (sent_signal_ == 0) sent_signal_ = signal;
     send_running(signal);
     send_running(SIGCONT);  // a stopped rank acts on the signal only once continued
   }
@@ -456,10 +457,21 @@ class RankGroup {
 
   void on_exit(int rank, int status) {
     auto [code, message] = describe_status(rank, status);
+    if (stopping_ && result_.failed_rank >= 0 && !rank_signaled_ && WIFSIGNALED(status) &&
+        WTERMSIG(status) != sent_signal_ && !killed_) {
+      // Killed by a signal the launcher did not send, after another rank failed: that failure
+      // followed from this death. A peer can see a killed process as gone (its main thread
+      // ended) before the launcher can wait for it (its other threads still ending).
+      log::error(str(message, "; the failure of rank ", result_.failed_rank, " followed from it"));
+      result_ = {code, rank, message};
+      rank_signaled_ = true;
+      return;
+    }
     if (code == 0 || stopping_) {
       log::info(message);
       return;
     }
+    rank_signaled_ = WIFSIGNALED(status);
     fail(rank, code, message);
   }
 
@@ -467,6 +479,8 @@ class RankGroup {
   std::vector<Rank> ranks_;
   LaunchResult result_;
   bool stopping_ = false, killed_ = false;
+  bool rank_signaled_ = false;  // result_ is a rank killed by a signal the launcher did not send
+  int sent_signal_ = 0;         // the first signal the launcher sent to stop the ranks
   Clock::time_point kill_deadline_;
 };
 

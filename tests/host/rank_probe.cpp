@@ -4,6 +4,8 @@
 //                          failing, wait until every rank has written its file
 //   --fail-rank R          rank R exits with --exit-code (default 1)
 //   --kill-rank R          rank R raises SIGKILL
+//   --kill-after-ms MS     ... after ignoring SIGTERM for MS (a rank already dying, which its
+//                          peers can see as gone before the launcher can wait for it)
 //   --sleep-others-ms MS   the other ranks sleep MS before exiting 0
 //   --ignore-sigterm       the other ranks ignore SIGTERM
 #include <unistd.h>
@@ -21,7 +23,7 @@ namespace {
 
 struct Options {
   std::string print_env;
-  int fail_rank = -1, exit_code = 1, kill_rank = -1, sleep_others_ms = 0;
+  int fail_rank = -1, exit_code = 1, kill_rank = -1, kill_after_ms = 0, sleep_others_ms = 0;
   bool ignore_sigterm = false;
 };
 
@@ -43,6 +45,8 @@ Options parse(int argc, char** argv) {
       options.exit_code = std::atoi(value);
     else if (arg == "--kill-rank")
       options.kill_rank = std::atoi(value);
+    else if (arg == "--kill-after-ms")
+      options.kill_after_ms = std::atoi(value);
     else if (arg == "--sleep-others-ms")
       options.sleep_others_ms = std::atoi(value);
     else {
@@ -95,7 +99,13 @@ int main(int argc, char** argv) {
     print_env(options.print_env, rank);
     if (failing) wait_for_peers(options.print_env, std::atoi(env("WORLD_SIZE").c_str()));
   }
-  if (rank == options.kill_rank) raise(SIGKILL);
+  if (rank == options.kill_rank) {
+    if (options.kill_after_ms > 0) {
+      std::signal(SIGTERM, SIG_IGN);
+      std::this_thread::sleep_for(std::chrono::milliseconds(options.kill_after_ms));
+    }
+    raise(SIGKILL);
+  }
   if (rank == options.fail_rank) return options.exit_code;
   std::this_thread::sleep_for(std::chrono::milliseconds(options.sleep_others_ms));
   return 0;

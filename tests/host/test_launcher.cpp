@@ -155,6 +155,21 @@ TEST_F(LauncherTest, KilledRankNamesTheSignal) {
   expect_no_rank_alive(3);
 }
 
+// A rank killed by a signal the launcher did not send is the cause of a peer's failure seen
+// before it (the peer saw it gone while the launcher could not yet wait for it): rank 0 exits
+// with 1 first, rank 1 dies by SIGKILL 200 ms later, and the job's result is rank 1's.
+TEST_F(LauncherTest, RankKilledAfterAPeerFailedIsTheCause) {
+  const LaunchResult result = launch(3,
+                                     {"--fail-rank", "0", "--kill-rank", "1", "--kill-after-ms",
+                                      "200", "--sleep-others-ms", "60000"},
+                                     kLongGrace);
+  EXPECT_LT(elapsed_, kQuickly);
+  EXPECT_EQ(result.exit_code, 128 + SIGKILL);
+  EXPECT_EQ(result.failed_rank, 1);
+  EXPECT_EQ(result.message, "rank 1 was killed by signal 9 (Killed)");
+  expect_no_rank_alive(3);
+}
+
 TEST_F(LauncherTest, RankIgnoringSigtermIsKilledAfterGrace) {
   const auto grace = std::chrono::milliseconds(300);
   const LaunchResult result =
