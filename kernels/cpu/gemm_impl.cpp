@@ -200,11 +200,9 @@ void gemm_part(int64_t m, int64_t n, int64_t k, const float* a, int64_t ars, int
     for (int64_t pc = 0; pc < k; pc += kKc) {
       const int64_t kc = std::min(kKc, k - pc);
       const float* b_block = packed == nullptr ? b + pc * brs + jc * bcs : nullptr;
-      if (packed != nullptr) {
-        bbuf = const_cast<float*>(packed) + packed_offset(k, jc, pc, nc);
-      } else if (!in_place) {
-        pack_b(b_block, brs, bcs, kc, nc, bbuf);
-      }
+      // This block's packed panels: B packed whole, or packed here.
+      const float* panels = packed != nullptr ? packed + packed_offset(k, jc, pc, nc) : bbuf;
+      if (packed == nullptr && !in_place) pack_b(b_block, brs, bcs, kc, nc, bbuf);
       const bool load_c = accumulate || pc > 0;
       const float* tile_bias = pc == 0 && bias != nullptr ? bias + jc : nullptr;
       for (int64_t ic = 0; ic < m; ic += kMc) {
@@ -218,7 +216,7 @@ void gemm_part(int64_t m, int64_t n, int64_t k, const float* a, int64_t ars, int
         }
         for (int64_t jr = 0; jr < nc; jr += kNr) {
           const int64_t nr = std::min(kNr, nc - jr);
-          const float* bp = bbuf + jr * kc;
+          const float* bp = panels + jr * kc;
           int64_t ldb = kNr;
           if (in_place && nr == kNr) {
             bp = b_block + jr, ldb = brs;
