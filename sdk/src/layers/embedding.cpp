@@ -124,6 +124,10 @@ VocabLogits VocabParallelEmbedding1D::lm_logits(const at::Tensor& hidden, Logits
   }
   if (gather == LogitsGather::kNone) return {local, true, vocab_start_, num_embeddings_, group_};
   const at::Tensor full = distributed::gather_from_parallel_region(local, *group_);
+  // kFirstRank's contract holds on this path too: the others gathered, but keep nothing.
+  if (gather == LogitsGather::kFirstRank && group_->rank() != 0) {
+    return {at::Tensor(), false, 0, num_embeddings_, nullptr};
+  }
   return {full.narrow(-1, 0, num_embeddings_), false, 0, num_embeddings_, nullptr};
 }
 
