@@ -7,6 +7,7 @@
 
 #include "shardformer/error.h"
 #include "shardformer/log.h"
+#include "shardformer/runtime/cpu_products.h"
 #include "shardformer/strings.h"
 #include "shardformer/version.h"
 
@@ -71,7 +72,7 @@ constexpr const char* kUsage =
     "  inspect CHECKPOINT   describe a HuggingFace checkpoint folder\n"
     "\n"
     "  shardformer-host <verb> --help   options of a verb\n"
-    "  shardformer-host --version       versions of the host, SDK ABI and LibTorch\n";
+    "  shardformer-host --version       versions of the host, SDK ABI and LibTorch; the CPU GEMM\n";
 
 struct Parsed {
   po::variables_map vars;
@@ -230,7 +231,8 @@ int main(int argc, char** argv) {
     if (verb == "--version") {
       std::cout << "shardformer-host " << SHARDFORMER_VERSION_STRING << " (SDK ABI "
                 << SHARDFORMER_ABI_MAJOR << "." << SHARDFORMER_ABI_MINOR << ", LibTorch "
-                << TORCH_VERSION << ")\n";
+                << TORCH_VERSION << ")\n"
+                << "CPU products: " << runtime::cpu_products() << "\n";
       return 0;
     }
     if (verb == "--help" || verb == "-h" || verb == "help") {
