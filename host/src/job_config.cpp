@@ -354,15 +354,6 @@ void check_sequence(const Sections& sections, const JobConfig& config) {
   }
 }
 
-// Pipelines pair their messages by tag, which NCCL does not honour: refused before any rank
-// starts.
-void check_device(const SectionReader& reader, const ModelSection& model, int64_t pp_size) {
-  if (model.device == "cuda" && pp_size > 1) {
-    reader.fail_at("device", str("\"cuda\" with parallel.pp_size = ", pp_size,
-                                 ": pipelines run on CPU ranks (Gloo) only in this version"));
-  }
-}
-
 // Training keys that contradict each other or the layout: refused at the key.
 void check_training(const Sections& sections, const JobConfig& config) {
   const int64_t dp = config.parallel.dp_size;
@@ -477,7 +468,6 @@ JobConfig parse_job_config(const std::string& text, const std::filesystem::path&
   check_world_size(sections.parallel, config.parallel);
   config.pipeline = read_pipeline(sections.pipeline);
   check_pipeline(sections.pipeline, config.pipeline, config.parallel.pp_size);
-  check_device(sections.model, config.model, config.parallel.pp_size);
   config.shard = read_shard(sections.shard);
   config.mode = read_mode(sections.job);
   config.forward = read_forward(sections.forward);

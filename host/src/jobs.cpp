@@ -106,9 +106,12 @@ SessionOptions session_options(const JobConfig& config, c10::ScalarType dtype, c
   return options;
 }
 
-// CPU, or the GPU of this rank on its machine: local rank i takes device i. NCCL cannot put two
-// ranks of a communicator on one GPU, so a machine with fewer GPUs than ranks is refused.
-c10::Device job_device(const JobConfig& config, int local_rank, int local_world_size) {
+// CPU, or the GPU of this rank on its machine: local rank i takes device i, or device i mod the
+// GPU count where the machine has fewer GPUs than ranks (NCCL cannot put two ranks on one GPU,
+// so those ranks' collectives are staged through host memory over Gloo: shares_gpu).
+c10::Device job_device(const JobConfig& config, int local_rank, int local_world_size,
+                       bool& shares_gpu) {
+  shares_gpu = false;
   if (config.model.device == "cuda") {
     try {
       runtime::load_cuda_support();
@@ -120,14 +123,13 @@ c10::Device job_device(const JobConfig& config, int local_rank, int local_world_
           str(config.source.string(), ": model.device = \"cuda\" but no CUDA device is visible"));
     }
     const auto count = static_cast<int>(torch::cuda::device_count());
-    if (local_world_size > count) {
-      throw ConfigError(str(config.source.string(), ": model.device = \"cuda\" with ",
-                            local_world_size, " ranks on this machine but ", count,
-                            " CUDA device(s) visible: each rank needs a GPU of its own (NCCL "
-                            "cannot put two ranks on one GPU); lower the parallel sizes or run "
-                            "on more GPUs"));
+    shares_gpu = local_world_size > count;
+    if (shares_gpu && local_rank == 0) {
+      log::warn(str(local_world_size, " ranks on this machine share ", count,
+                    " GPU(s): their collectives go through host memory over Gloo (NCCL needs a "
+                    "GPU per rank); for speed, run a rank per GPU"));
     }
-    return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(local_rank));
+    return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(local_rank % count));
   }
   return c10::Device(c10::kCPU);
 }
@@ -239,8 +241,9 @@ void run_job(const JobConfig& config, const PluginRegistry& registry,
   // connections close, so the launcher can tell the cause from its peers' broken collectives.
   std::unique_ptr<distributed::ProcessMesh> mesh;
   try {
+    bool shares_gpu = false;
     const c10::Device device = job_device(config, rank_env ? rank_env->local_rank : 0,
-                                          rank_env ? rank_env->local_world_size : 1);
+                                          rank_env ? rank_env->local_world_size : 1, shares_gpu);
     const c10::ScalarType dtype =
         parse_model_dtype(config.model.dtype, config.source.string() + ": model.dtype");
     if (device.is_cpu()) {
@@ -261,6 +264,7 @@ void run_job(const JobConfig& config, const PluginRegistry& registry,
       options.master_port = rank_env->master_port;
       options.timeout = std::chrono::seconds(config.parallel.timeout_seconds);
       options.cuda = device.is_cuda();
+      if (shares_gpu) options.host_staging = distributed::MeshOptions::HostStaging::kCudaTensors;
       options.launcher_store = rank_env->launcher_store;
       mesh = std::make_unique<distributed::ProcessMesh>(
           rank,

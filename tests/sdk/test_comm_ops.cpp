@@ -569,6 +569,73 @@ TEST_P(CommOps, SharedMemoryWaitCountsTheTimeBehindTheLastRank) {
   }));
 }
 
+// The path of ranks that share a GPU (MeshOptions::host_staging), on its CPU stand-in: every
+// tensor travels as a host copy over Gloo and the results come back into the caller's tensors,
+// for each collective, the asynchronous ones included, and for the pipeline's sends.
+TEST_P(CommOps, HostStagedCollectivesEqualTheirDefinitions) {
+  const int world = GetParam();
+  expect_all_ranks_passed(run_ranks(world, [&](int rank, int port) {
+    MeshOptions options = local(port);
+    options.host_staging = MeshOptions::HostStaging::kEveryTensor;
+    const ProcessMesh mesh(rank, {.tp = world}, options);
+    const ProcessGroup& tp = mesh.tp();
+    ASSERT_FALSE(tp.shared_memory());
+    std::vector<at::Tensor> mine;  // [4, 6] per rank
+    for (int r = 0; r < world; ++r) mine.push_back(seeded(100 + r, {4 * world, 6}));
+    const at::Tensor sum = at::stack(mine).sum(0);  // [4 * world, 6]
+
+    at::Tensor t = mine[rank].clone();
+    tp.all_reduce_(t);
+    expect_equal(t, sum, "all_reduce_");
+    t = mine[rank].clone();
+    tp.all_reduce_(t, ReduceOp::kMax);
+    expect_equal(t, std::get<0>(at::stack(mine).max(0)), "all_reduce_ max");
+    t = mine[rank].clone();
+    PendingWork pending = tp.all_reduce_async(t);
+    pending.wait();
+    expect_equal(t, sum, "all_reduce_async");
+
+    expect_equal(tp.all_gather(mine[rank], 1), at::cat(mine, 1), "all_gather");
+    at::Tensor gathered = at::zeros({4 * world * world, 6});
+    gathered.narrow(0, rank * 4 * world, 4 * world).copy_(mine[rank]);
+    tp.all_gather_in_place(gathered, 0);
+    expect_equal(gathered, at::cat(mine, 0), "all_gather_in_place");
+    at::Tensor into = at::zeros({4 * world * world, 6});
+    tp.all_gather_into_async(mine[rank], into).wait();
+    expect_equal(into, at::cat(mine, 0), "all_gather_into_async");
+
+    const int64_t n = 4;
+    expect_equal(tp.reduce_scatter(mine[rank], 0), sum.narrow(0, rank * n, n), "reduce_scatter");
+    at::Tensor scattered = at::zeros({n, 6});
+    tp.reduce_scatter_async(mine[rank], scattered).wait();
+    expect_equal(scattered, sum.narrow(0, rank * n, n), "reduce_scatter_async");
+
+    std::vector<at::Tensor> to_me;
+    for (int r = 0; r < world; ++r) to_me.push_back(mine[r].narrow(0, rank * n, n));
+    expect_equal(tp.all_to_all(mine[rank]), at::cat(to_me, 0), "all_to_all");
+
+    t = rank == 1 ? mine[1].clone() : at::zeros({4 * world, 6});
+    tp.broadcast_(t, 1);
+    expect_equal(t, mine[1], "broadcast_");
+
+    const at::Tensor produced = tp.sum_produced(
+        4 * world, 6, at::kFloat,
+        [&](int64_t first, at::Tensor& block) {
+          block.copy_(mine[rank].narrow(0, first, block.size(0)));
+        },
+        at::Tensor());
+    expect_equal(produced, sum, "sum_produced");
+    check_sequence_collectives(tp, 50, /*exact=*/false);
+
+    const int next = (rank + 1) % world, previous = (rank + world - 1) % world;
+    PendingWork sent = tp.isend(mine[rank], next, 7);
+    at::Tensor received = at::zeros({4 * world, 6});
+    tp.recv_(received, previous, 7);
+    sent.wait();
+    expect_equal(received, mine[previous], "isend / recv_");
+  }));
+}
+
 INSTANTIATE_TEST_SUITE_P(Ranks, CommOps, ::testing::Values(2, 4),
                          [](const auto& info) { return "tp" + std::to_string(info.param); });
 

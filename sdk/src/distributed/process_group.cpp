@@ -100,6 +100,28 @@ void wait_for(const ProcessGroup::Impl& impl, const char* op,
   }
 }
 
+// Whether `tensor` travels as a host copy (MeshOptions::host_staging): a CUDA tensor of ranks
+// whose group runs over Gloo, or any tensor in the CPU stand-in of that path.
+bool staged(const ProcessGroup::Impl& impl, const at::Tensor& tensor) {
+  using enum MeshOptions::HostStaging;
+  return impl.host_staging == kEveryTensor ||
+         (impl.host_staging == kCudaTensors && !tensor.device().is_cpu());
+}
+
+// A contiguous host copy of `tensor`, in pinned memory where it comes from a GPU (so that the
+// copies out and back run at the bus's speed).
+at::Tensor host_copy(const at::Tensor& tensor) {
+  at::Tensor host = at::empty(
+      tensor.sizes(), tensor.options().device(at::kCPU).pinned_memory(!tensor.device().is_cpu()));
+  host.copy_(tensor);
+  return host;
+}
+
+// What the backend receives for `tensor`: its host copy when staged, else the tensor itself.
+at::Tensor on_wire(const ProcessGroup::Impl& impl, const at::Tensor& tensor) {
+  return staged(impl, tensor) ? host_copy(tensor) : tensor;
+}
+
 // Whether a collective on `tensor` goes through the group's shared memory.
 bool through_shared_memory(const ProcessGroup::Impl& impl, const at::Tensor& tensor) {
   return impl.shared_memory != nullptr && tensor.device().is_cpu() &&
@@ -139,12 +161,14 @@ void ProcessGroup::all_reduce_(at::Tensor& tensor, ReduceOp op) const {
     run_shared(*impl_, "all_reduce", [&] { impl_->shared_memory->all_reduce_sum_(tensor); });
     return;
   }
-  std::vector<at::Tensor> tensors{tensor};
+  const at::Tensor wire = on_wire(*impl_, tensor);
+  std::vector<at::Tensor> tensors{wire};
   c10d::AllreduceOptions options;
   options.reduceOp = op == ReduceOp::kMax ? c10d::ReduceOp::MAX : c10d::ReduceOp::SUM;
   wait_for(*impl_, "all_reduce", issue(*impl_, "all_reduce", [&] {
     return impl_->backend->allreduce(tensors, options);
   }));
+  if (!wire.is_same(tensor)) tensor.copy_(wire);
 }
 
 at::Tensor ProcessGroup::sum_produced(
@@ -259,7 +283,8 @@ void ProcessGroup::reduce_scatter_produced_finished_by(
   if (!shared) {
     at::Tensor whole = at::empty({outer * length, cols}, options);  // [outer * length, cols]
     produce(0, whole);
-    const at::Tensor mine = reduce_scatter(whole.view({outer, length, cols}), 1);  // [o, local, c]
+    // [outer, local, cols], contiguous: each batch entry's rows are one block for `finish`
+    const at::Tensor mine = reduce_scatter(whole.view({outer, length, cols}), 1).contiguous();
     for (int64_t o = 0; o < outer; ++o) finish(o, 0, {mine.select(0, o)});
     return;
   }
@@ -299,8 +324,11 @@ PendingWork ProcessGroup::all_reduce_async(const at::Tensor& tensor) const {
   }
   impl_->stats.all_reduces += 1;
   impl_->stats.all_reduce_elements += tensor.numel();
-  state->tensor = tensor;
-  std::vector<at::Tensor> tensors{tensor};
+  state->tensor = on_wire(*impl_, tensor);
+  if (!state->tensor.is_same(tensor)) {
+    state->finish = [target = tensor, wire = state->tensor]() mutable { target.copy_(wire); };
+  }
+  std::vector<at::Tensor> tensors{state->tensor};
   state->work = issue(*impl_, "all_reduce", [&] { return impl_->backend->allreduce(tensors); });
   return PendingWork(std::move(state));
 }
@@ -309,7 +337,7 @@ at::Tensor ProcessGroup::all_gather(const at::Tensor& tensor, int64_t dim) const
   if (impl_->size == 1) return tensor;
   impl_->stats.all_gathers += 1;
   impl_->stats.all_gather_elements += tensor.numel();
-  const at::Tensor input = tensor.contiguous();
+  const at::Tensor input = staged(*impl_, tensor) ? host_copy(tensor) : tensor.contiguous();
   if (through_shared_memory(*impl_, input)) {
     dim = dim < 0 ? dim + input.dim() : dim;
     auto shape = input.sizes().vec();
@@ -324,7 +352,7 @@ at::Tensor ProcessGroup::all_gather(const at::Tensor& tensor, int64_t dim) const
   std::vector<at::Tensor> inputs{input};
   wait_for(*impl_, "all_gather",
            issue(*impl_, "all_gather", [&] { return impl_->backend->allgather(outputs, inputs); }));
-  return at::cat(outputs[0], dim);
+  return at::cat(outputs[0], dim).to(tensor.device());
 }
 
 void ProcessGroup::all_gather_in_place(at::Tensor& output, int64_t dim) const {
@@ -393,10 +421,14 @@ PendingWork start_single(const std::shared_ptr<ProcessGroup::Impl>& impl, const 
     throw Error(str(op, " on group '", impl->name, "': contiguous tensors with the ",
                     output_is_larger ? "output" : "input", " group-size times the other"));
   }
-  state->tensor = input;
-  state->keep = output;
-  at::Tensor in = input;
-  state->work = issue(*impl, op, [&] { return start(output, in); });
+  at::Tensor in = on_wire(*impl, input);
+  at::Tensor out = in.is_same(input) ? output : at::empty(output.sizes(), in.options());
+  state->tensor = in;
+  state->keep = out;
+  if (!out.is_same(output)) {
+    state->finish = [target = output, out]() mutable { target.copy_(out); };
+  }
+  state->work = issue(*impl, op, [&] { return start(out, in); });
   return PendingWork(std::move(state));
 }
 
@@ -440,7 +472,7 @@ PendingWork ProcessGroup::reduce_scatter_async(const at::Tensor& input, at::Tens
 
 at::Tensor ProcessGroup::all_to_all(const at::Tensor& tensor) const {
   if (impl_->size == 1) return tensor;
-  at::Tensor input = tensor.contiguous();
+  at::Tensor input = staged(*impl_, tensor) ? host_copy(tensor) : tensor.contiguous();
   if (input.size(0) % impl_->size != 0) {
     throw Error(str("all_to_all on group '", impl_->name, "': dimension 0 of size ", input.size(0),
                     " does not divide by ", impl_->size));
@@ -452,17 +484,19 @@ at::Tensor ProcessGroup::all_to_all(const at::Tensor& tensor) const {
   wait_for(*impl_, "all_to_all", issue(*impl_, "all_to_all", [&] {
     return all_to_all_single(*impl_->backend, output, input, counts);
   }));
-  return output;
+  return output.to(tensor.device());
 }
 
 void ProcessGroup::broadcast_(at::Tensor& tensor, int root) const {
   if (impl_->size == 1) return;
   impl_->stats.broadcasts += 1;
-  std::vector<at::Tensor> tensors{tensor};
+  const at::Tensor wire = on_wire(*impl_, tensor);
+  std::vector<at::Tensor> tensors{wire};
   c10d::BroadcastOptions options;
   options.rootRank = root;
   wait_for(*impl_, "broadcast",
            issue(*impl_, "broadcast", [&] { return impl_->backend->broadcast(tensors, options); }));
+  if (!wire.is_same(tensor)) tensor.copy_(wire);
 }
 
 void ProcessGroup::send(const at::Tensor& tensor, int dst, int tag) const {
@@ -478,7 +512,7 @@ PendingWork ProcessGroup::isend(const at::Tensor& tensor, int dst, int tag) cons
   impl_->stats.send_elements += tensor.numel();
   auto state = std::make_shared<PendingWork::State>();
   state->group = impl_;
-  state->tensor = tensor.contiguous();
+  state->tensor = staged(*impl_, tensor) ? host_copy(tensor) : tensor.contiguous();
   std::vector<at::Tensor> tensors{state->tensor};
   state->detail = str("to rank ", dst, ", tag ", tag);
   state->work = issue(
@@ -490,6 +524,7 @@ void PendingWork::wait() {
   if (state_ == nullptr || state_->done) return;
   state_->done = true;
   wait_for(*state_->group, state_->op, state_->work, state_->detail);
+  if (state_->finish) state_->finish();
   state_->tensor = at::Tensor();
 }
 
@@ -499,12 +534,18 @@ void ProcessGroup::recv_(at::Tensor& tensor, int src, int tag) const {
                     " into a ", tensor.is_contiguous() ? "" : "non-", "contiguous tensor"));
   }
   impl_->stats.recvs += 1;
-  std::vector<at::Tensor> tensors{tensor};
+  const at::Tensor wire =
+      staged(*impl_, tensor)
+          ? at::empty(tensor.sizes(),
+                      tensor.options().device(at::kCPU).pinned_memory(!tensor.device().is_cpu()))
+          : tensor;
+  std::vector<at::Tensor> tensors{wire};
   const std::string detail = str("from rank ", src, ", tag ", tag);
   wait_for(*impl_, "recv",
            issue(
                *impl_, "recv", [&] { return impl_->backend->recv(tensors, src, tag); }, detail),
            detail);
+  if (!wire.is_same(tensor)) tensor.copy_(wire);
 }
 
 void ProcessGroup::barrier() const {

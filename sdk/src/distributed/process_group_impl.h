@@ -4,9 +4,12 @@
 #pragma once
 
 #include "shardformer/distributed/process_group.h"
+#include "shardformer/distributed/process_mesh.h"
 #include "shared_memory_transport.h"
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
+
+#include <functional>
 
 namespace shardformer::distributed {
 
@@ -20,6 +23,9 @@ struct ProcessGroup::Impl {
   // Ranks on one host: large CPU all-gathers and all-reduces go through shared memory.
   std::unique_ptr<SharedMemoryTransport> shared_memory;
   int64_t shared_memory_min_bytes = -1;
+  // Which tensors the Gloo backend receives as host copies (MeshOptions::host_staging): CUDA
+  // tensors, or every tensor (the CPU stand-in); kOff: the tensors themselves.
+  MeshOptions::HostStaging host_staging = MeshOptions::HostStaging::kOff;
 };
 
 struct PendingWork::State {
@@ -30,6 +36,7 @@ struct PendingWork::State {
   const char* op = "send";
   std::string detail;  // "to rank 1, tag 0"
   bool done = false;
+  std::function<void()> finish;  // after the work completed: host-staged results copied back
 };
 
 }  // namespace shardformer::distributed

@@ -64,7 +64,8 @@ struct Rendezvous {
   void attach_shared_memory(ProcessGroup::Impl& impl, const std::vector<int64_t>& members,
                             const c10::intrusive_ptr<c10d::Store>& prefixed) const {
     // tp and sp carry the large synchronous collectives (activations); world, pp and dp do not.
-    if (options.cuda || options.shared_memory_min_bytes < 0 || !on_one_host(members) ||
+    if (options.cuda || options.host_staging != MeshOptions::HostStaging::kOff ||
+        options.shared_memory_min_bytes < 0 || !on_one_host(members) ||
         (impl.name != "tp" && impl.name != "sp")) {
       return;
     }
@@ -103,8 +104,10 @@ struct Rendezvous {
       auto prefixed =
           c10::make_intrusive<c10d::PrefixStore>(str(name, "/", join(members, "_")), store);
       try {
-        impl->backend = options.cuda ? nccl_backend(prefixed, impl->rank, impl->size)
-                                     : gloo_backend(prefixed, impl->rank, impl->size);
+        impl->host_staging = host_staging(name);
+        impl->backend = options.cuda && impl->host_staging == MeshOptions::HostStaging::kOff
+                            ? nccl_backend(prefixed, impl->rank, impl->size)
+                            : gloo_backend(prefixed, impl->rank, impl->size);
         attach_shared_memory(*impl, members, prefixed);
       } catch (const Error&) {
         throw;
@@ -117,6 +120,13 @@ struct Rendezvous {
       }
     }
     return ProcessGroup(impl);
+  }
+
+  // What group `name`'s Gloo backend receives as host copies (kOff on CUDA: NCCL carries it).
+  MeshOptions::HostStaging host_staging(const std::string& name) const {
+    using enum MeshOptions::HostStaging;
+    if (options.host_staging != kOff) return options.host_staging;
+    return options.cuda && (name == "pp" || name == "world") ? kCudaTensors : kOff;
   }
 
   c10::intrusive_ptr<c10d::Backend> gloo_backend(const c10::intrusive_ptr<c10d::Store>& prefixed,

@@ -65,10 +65,6 @@ Session::Session(SessionOptions options, const ModelFactory& factory,
   }
   const int64_t pp = mesh_ ? mesh_->shape().pp : 1;
   if (pp > 1) {
-    if (options_.device.is_cuda()) {
-      fail_config(str("pipeline parallelism (pp_size = ", pp,
-                      ") runs on CPU ranks only in this version; use device = \"cpu\""));
-    }
     const std::optional<int64_t> layers = checkpoint_->config().num_hidden_layers();
     if (!layers) {
       throw ConfigError(str(checkpoint_->config().path().string(),

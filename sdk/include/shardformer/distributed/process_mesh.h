@@ -23,7 +23,15 @@ struct MeshOptions {
   int master_port = 29500;
   // Limit for rendezvous and for every collective: a peer that is gone fails the job.
   std::chrono::milliseconds timeout{std::chrono::seconds(120)};
-  bool cuda = false;  // NCCL when true (needs a build with NCCL), Gloo otherwise
+  // CUDA ranks: tp, sp and dp over NCCL (needs a build with NCCL and a GPU per rank); pp and
+  // world over Gloo with each CUDA tensor staged through host memory (pipeline sends pair by
+  // tag, which NCCL does not honour; world carries bookkeeping on CPU tensors).
+  bool cuda = false;
+  // Every group over Gloo, CUDA tensors staged through host memory: ranks that share a GPU,
+  // where NCCL refuses two ranks on one device. kEveryTensor stages CPU tensors the same way
+  // (copied out and back): the CPU stand-in that tests that path without a GPU.
+  enum class HostStaging { kOff, kCudaTensors, kEveryTensor };
+  HostStaging host_staging = HostStaging::kOff;
   // The launcher already serves the store at master_addr:master_port (torchrun sets
   // TORCHELASTIC_USE_AGENT_STORE=True): every rank connects to it, none serves one.
   bool launcher_store = false;
