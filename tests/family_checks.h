@@ -10,7 +10,12 @@
 #include "shardformer/training/gradients.h"
 
 #include <ATen/Parallel.h>
+#include <unistd.h>
+#include <nlohmann/json.hpp>
 
+#include <filesystem>
+#include <fstream>
+#include <functional>
 #include <set>
 #include <string>
 
@@ -23,6 +28,8 @@ struct Layout {
   int sp = 1;
   std::string sequence_mode = "";
   bool sequence_overlap = false;
+  // Collectives as ranks sharing a GPU run them (MeshOptions::host_staging), on the CPU stand-in.
+  bool host_staged = false;
   int world() const { return tp * pp * sp; }
 };
 
@@ -41,9 +48,12 @@ void on_ranks(const std::string& model, const Layout& layout, Body body) {
     const ModelFixture f(model, "families");
     std::unique_ptr<distributed::ProcessMesh> mesh;
     if (layout.world() > 1) {
+      distributed::MeshOptions options = local_mesh_options(port);
+      if (layout.host_staged) {
+        options.host_staging = distributed::MeshOptions::HostStaging::kEveryTensor;
+      }
       mesh = std::make_unique<distributed::ProcessMesh>(
-          rank, distributed::MeshShape{.pp = layout.pp, .sp = layout.sp, .tp = layout.tp},
-          local_mesh_options(port));
+          rank, distributed::MeshShape{.pp = layout.pp, .sp = layout.sp, .tp = layout.tp}, options);
     }
     body(f, mesh.get(), rank);
   }));
@@ -194,6 +204,69 @@ inline std::vector<Layout> sequence_parallel_layouts() {
       {.tp = 2, .name = "ring_sp2_tp2", .sp = 2, .sequence_mode = "ring_attn"},
       {.pp = 2, .name = "ring_sp2_pp2", .sp = 2, .sequence_mode = "ring_attn"},
   };
+}
+
+// A copy of checkpoint `model` in a folder of its own whose config.json `edit` changed; the
+// other files link to the original's.
+inline std::filesystem::path edited_checkpoint(const std::string& model, const std::string& tag,
+                                               const std::function<void(nlohmann::json&)>& edit) {
+  namespace fs = std::filesystem;
+  const fs::path from = models_dir() / model;
+  const fs::path to = fs::temp_directory_path() / (std::string("shardformer-") + model + "-" + tag +
+                                                   "-" + std::to_string(::getpid()));
+  fs::remove_all(to);
+  fs::create_directories(to);
+  for (const auto& entry : fs::directory_iterator(from)) {
+    if (entry.path().filename() != "config.json") {
+      fs::create_symlink(entry.path(), to / entry.path().filename());
+    }
+  }
+  nlohmann::json config = nlohmann::json::parse(std::ifstream(from / "config.json"));
+  edit(config);
+  std::ofstream(to / "config.json") << config.dump(2);
+  return to;
+}
+
+// config.json as checkpoints in the wild carry it (as HF's save_pretrained and the tools that
+// export models write it): keys that change no math (the SDK's list, checkpoint_usage.cpp) load,
+// and `architecture` still gives HF's `logits_key`; keys that change the math are refused, each
+// named.
+inline void check_config_keys_that_change_no_math(const std::string& model,
+                                                  const std::string& reference_dir,
+                                                  const std::string& architecture,
+                                                  const std::string& logits_key) {
+  const ModelFixture f(model, reference_dir);
+  const std::filesystem::path harmless = edited_checkpoint(model, "harmless", [](auto& c) {
+    c["_model_name_or_path"] = "HuggingFaceTB/SmolLM2-135M-Instruct";
+    c["_commit_hash"] = "0123456789abcdef0123456789abcdef01234567";
+    c["unk_token_id"] = 0;
+    c["mask_token_id"] = 3;
+    c["transformers.js_config"] = {{"kv_cache_dtype", {{"q4f16", "float16"}}}};
+    c["is_llama_config"] = true;
+    c["rope_interleaved"] = false;
+    c["max_new_tokens"] = 20;
+    c["use_return_dict"] = true;
+    c["output_past"] = true;
+    c["auto_map"] = {{"AutoConfig", "configuration_custom.CustomConfig"}};
+  });
+  SessionOptions options{.checkpoint = harmless, .architecture = architecture};
+  expect_close(f.session(options)->forward(f.forward_inputs()), f.ref(logits_key), kOutputAtol, 0.0,
+               "logits with harmless config.json keys");
+  const std::filesystem::path changed = edited_checkpoint(model, "changed", [](auto& c) {
+    c["quantization_config"] = {{"quant_method", "bitsandbytes"}, {"load_in_4bit", true}};
+    c["rope_interleaved"] = true;
+  });
+  options.checkpoint = changed;
+  try {
+    f.session(options);
+    ADD_FAILURE() << model << ": keys that change the model were accepted";
+  } catch (const CheckpointError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("'quantization_config'"), std::string::npos) << what;
+    EXPECT_NE(what.find("'rope_interleaved'"), std::string::npos) << what;
+  }
+  std::filesystem::remove_all(harmless);
+  std::filesystem::remove_all(changed);
 }
 
 // The string a parameterised test's name ends with: "tiny_opt_pp2".

@@ -168,4 +168,11 @@ CHECKPOINTS = {
         config=dict(vocab_size=1013, hidden_size=64, num_hidden_layers=5, num_attention_heads=8,
                     intermediate_size=96, max_position_embeddings=64, type_vocab_size=2,
                     initializer_range=0.1, num_labels=3)),
+    # BertForMaskedLM with its own decoder weight and bias (HF then leaves cls.predictions.bias
+    # unused).
+    "tiny-bert-untied": dict(
+        arch="BertForMaskedLM", base="BertModel", kind="bert",
+        config=dict(vocab_size=1013, hidden_size=64, num_hidden_layers=2, num_attention_heads=8,
+                    intermediate_size=96, max_position_embeddings=64, type_vocab_size=2,
+                    initializer_range=0.1, num_labels=3, tie_word_embeddings=False)),
 }

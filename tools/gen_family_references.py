@@ -132,7 +132,10 @@ def load(cls_name, folder, report, key, dtype=torch.float32, **kwargs):
 
 
 def grads(model, prefix):
-    return {prefix + n: p.grad.detach().clone() for n, p in model.named_parameters()}
+    """Every parameter's gradient; a parameter HF's forward never reads (an untied BERT's
+    cls.predictions.bias) has none and is left out."""
+    return {prefix + n: p.grad.detach().clone() for n, p in model.named_parameters()
+            if p.grad is not None}
 
 
 def longest_run(tokens):

@@ -1,4 +1,5 @@
-// BERT's task heads: masked-LM (tied decoder with its own bias) and sequence classification.
+// BERT's task heads: masked-LM (the decoder tied to the word embeddings, or untied) and sequence
+// classification.
 #include "bert_model.h"
 
 #include "shardformer/error.h"
@@ -13,7 +14,8 @@ BertForMaskedLM::BertForMaskedLM(const BuildContext& ctx, const BertConfig& c)
     : act_(c.hidden_act),
       parallel_output_(ctx.tensor_parallel() && ctx.parallel()->config.parallel_output) {
   bind(ctx);
-  bert_ = register_module("bert", std::make_shared<BertModel>(ctx.child("bert"), c, false, true));
+  bert_ = register_module(
+      "bert", std::make_shared<BertModel>(ctx.child("bert"), c, false, c.tie_word_embeddings));
   ctx.skip_module("classifier", "BertForMaskedLM has no classifier");
   ctx.child("cls").skip_module("seq_relationship", "the next-sentence head of pre-training");
   if (!ctx.builds_last_piece()) return;
@@ -27,10 +29,21 @@ BertForMaskedLM::BertForMaskedLM(const BuildContext& ctx, const BertConfig& c)
   transform_norm_ = t->register_module(
       "LayerNorm", std::make_shared<layers::LayerNorm>(transform.child("LayerNorm"), c.hidden_size,
                                                        c.layer_norm_eps));
-  decoder_ = layers::tied_lm_head(predictions.child("decoder"), bert_->word_embeddings());
-  predictions.child("decoder").skip("bias", "the same tensor as cls.predictions.bias");
-  bias_ = p->register_parameter("bias",
-                                predictions.load("bias", {c.vocab_size}, decoder_->bias_shard()));
+  const BuildContext decoder = predictions.child("decoder");
+  if (c.tie_word_embeddings) {
+    decoder_ = layers::tied_lm_head(decoder, bert_->word_embeddings());
+    decoder.skip("bias", "the same tensor as cls.predictions.bias");
+    bias_ = p->register_parameter("bias",
+                                  predictions.load("bias", {c.vocab_size}, decoder_->bias_shard()));
+    return;
+  }
+  // Untied (tie_word_embeddings = false): the decoder's own weight and bias, as HF computes it;
+  // HF's forward then never reads cls.predictions.bias.
+  decoder_ =
+      p->register_module("decoder", layers::make_lm_head(decoder, c.vocab_size, c.hidden_size));
+  bias_ = decoder_->register_parameter(
+      "bias", decoder.load("bias", {c.vocab_size}, decoder_->bias_shard()));
+  predictions.skip("bias", "HF's untied decoder adds cls.predictions.decoder.bias instead");
 }
 
 layers::VocabLogits BertForMaskedLM::logits(const ForwardInputs& inputs,

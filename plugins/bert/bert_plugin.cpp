@@ -8,14 +8,15 @@
 namespace shardformer::bert {
 
 // Megatron's split: query / key / value and intermediate column-parallel, the attention output
-// and output dense row-parallel (two all-reduces per layer); the word embeddings (and the tied
-// MLM decoder with its bias) vocab-parallel. Position and type embeddings, norms, the pooler,
-// the MLM transform and the classifier stay replicated.
-Policy bert_policy() {
+// and output dense row-parallel (two all-reduces per layer); the word embeddings and the MLM
+// decoder (tied to them or not) with its bias vocab-parallel. Position and type embeddings,
+// norms, the pooler, the MLM transform and the classifier stay replicated.
+Policy bert_policy(bool tied) {
   using namespace styles;
   return Policy(
       {
           {"embeddings.word_embeddings", vocab},
+          {"cls.predictions.decoder", vocab},  // the untied decoder
           {"encoder.layer.*.attention.self.query", column},
           {"encoder.layer.*.attention.self.key", column},
           {"encoder.layer.*.attention.self.value", column},
@@ -23,7 +24,9 @@ Policy bert_policy() {
           {"encoder.layer.*.intermediate.dense", column},
           {"encoder.layer.*.output.dense", row},
       },
-      {"embeddings.word_embeddings.weight"});
+      // when tied, held by the first pipeline stage (embedding) and the last (MLM decoder)
+      tied ? std::vector<std::string>{"embeddings.word_embeddings.weight"}
+           : std::vector<std::string>{});
 }
 
 class BertFamily : public ModelFamily {
@@ -37,7 +40,7 @@ class BertFamily : public ModelFamily {
 
   std::shared_ptr<Model> create(const ModelArgs& args) const override {
     const BertConfig config = BertConfig::from(args.checkpoint->config());
-    const ModelBuilder builder(args, bert_policy(), "bert");
+    const ModelBuilder builder(args, bert_policy(config.tie_word_embeddings), "bert");
     const BuildContext& ctx = builder.context();
     if (args.architecture == "BertForMaskedLM") {
       return builder.finish(std::make_shared<BertForMaskedLM>(ctx, config));

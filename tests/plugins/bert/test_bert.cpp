@@ -2,8 +2,9 @@
 // checkpoint: BertForMaskedLM (the tied decoder with its bias, vocab-parallel; MLM loss and every
 // gradient), BertForSequenceClassification (pooler and a 3-label classifier, which divides by no
 // tp; classification loss and gradients) and BertModel (last hidden state and pooler output),
-// with token type ids and padding masks. Also the real all-MiniLM-L6-v2 through the host's
-// embed job: sentence-transformers' embeddings at tp 1 and 2.
+// with token type ids and padding masks; an untied MLM decoder (tie_word_embeddings = false). Also
+// the real all-MiniLM-L6-v2 through the host's embed job: sentence-transformers' embeddings at tp 1
+// and 2.
 #include "family_checks.h"
 
 #include "shardformer/checkpoint_io/safetensors.h"
@@ -55,6 +56,25 @@ INSTANTIATE_TEST_SUITE_P(Layouts, BertFamily,
                          ::testing::ValuesIn(shardformer::testing::standard_layouts()),
                          [](const auto& info) { return info.param.name; });
 
+// tie_word_embeddings = false: the MLM decoder's own weight and bias (vocab-parallel), as HF
+// computes it; HF's unused cls.predictions.bias is left unread.
+class BertUntied : public ::testing::TestWithParam<Layout> {};
+
+TEST_P(BertUntied, MaskedLMMatchesHF) {
+  shardformer::testing::on_ranks(
+      "tiny-bert-untied", GetParam(),
+      [&](const ModelFixture& f, const distributed::ProcessMesh* mesh, int) {
+        const auto mlm = layout_session(f, mesh, "BertForMaskedLM");
+        check_output_loss_and_grads(f, *mlm, mesh, "forward_logits", "train_labels", "train_loss",
+                                    "grad.");
+      });
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, BertUntied,
+                         ::testing::Values(Layout{1, 1, "tp1"}, Layout{2, 1, "tp2"},
+                                           Layout{1, 2, "pp2"}),
+                         [](const auto& info) { return info.param.name; });
+
 // The embed job on the real all-MiniLM-L6-v2, through shardformer-host as users run it, against
 // sentence-transformers' embeddings of 24 varied texts (one truncated at 256 tokens), at the
 // model's max_seq_length and at 16 tokens.
@@ -91,5 +111,12 @@ TEST_P(MiniLMEmbeddings, EqualSentenceTransformers) {
 
 INSTANTIATE_TEST_SUITE_P(Ranks, MiniLMEmbeddings, ::testing::Values(1, 2),
                          [](const auto& info) { return "tp" + std::to_string(info.param); });
+
+// config.json keys that change no math (bookkeeping, token ids, generation defaults, export
+// tools' leftovers) load and the logits still equal HF's; keys that change the math are refused.
+TEST(BertConfigKeys, ThoseThatChangeNoMathLoadAndOthersAreRefused) {
+  shardformer::testing::check_config_keys_that_change_no_math("tiny-bert", "families",
+                                                              "BertForMaskedLM", "forward_logits");
+}
 
 }  // namespace

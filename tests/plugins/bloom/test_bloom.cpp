@@ -23,4 +23,11 @@ INSTANTIATE_TEST_SUITE_P(
       return shardformer::testing::case_name(std::get<0>(info.param), std::get<1>(info.param));
     });
 
+// config.json keys that change no math (bookkeeping, token ids, generation defaults, export
+// tools' leftovers) load and the logits still equal HF's; keys that change the math are refused.
+TEST(BloomConfigKeys, ThoseThatChangeNoMathLoadAndOthersAreRefused) {
+  shardformer::testing::check_config_keys_that_change_no_math("tiny-bloom", "families",
+                                                              "BloomForCausalLM", "forward_logits");
+}
+
 }  // namespace

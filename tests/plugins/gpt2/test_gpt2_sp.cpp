@@ -121,4 +121,11 @@ TEST(Gpt2SequenceRefusals, FamiliesWithoutSupportRefuse) {
   });
 }
 
+// config.json keys that change no math (bookkeeping, token ids, generation defaults, export
+// tools' leftovers) load and the logits still equal HF's; keys that change the math are refused.
+TEST(Gpt2ConfigKeys, ThoseThatChangeNoMathLoadAndOthersAreRefused) {
+  shardformer::testing::check_config_keys_that_change_no_math("tiny-gpt2-sp", "families",
+                                                              "GPT2LMHeadModel", "forward_logits");
+}
+
 }  // namespace

@@ -105,4 +105,80 @@ INSTANTIATE_TEST_SUITE_P(
       return shardformer::testing::case_name(std::get<0>(info.param), std::get<1>(info.param));
     });
 
+// Mistral (a sliding window), Qwen2 (QKV bias) and Qwen3 (per-head q / k norms) under each
+// sequence-parallel mode; ring attention has no sliding window and refuses Mistral by name.
+class FamilySequenceParallel : public ::testing::TestWithParam<std::tuple<Case, Layout>> {};
+
+TEST_P(FamilySequenceParallel, MatchesHF) {
+  const auto& [c, layout] = GetParam();
+  shardformer::testing::check_sequence_parallel_against_hf(c.model, c.architecture, c.base, layout);
+}
+
+const Layout kSplitGatherTp2{.tp = 2, .name = "sg_tp2", .sequence_mode = "split_gather"};
+const Layout kAllToAllSp2{.name = "a2a_sp2", .sp = 2, .sequence_mode = "all_to_all"};
+const Layout kRingSp2{.name = "ring_sp2", .sp = 2, .sequence_mode = "ring_attn"};
+const Case kMistral{"tiny-mistral", "MistralForCausalLM", "MistralModel"};
+
+INSTANTIATE_TEST_SUITE_P(
+    Checkpoints, FamilySequenceParallel,
+    ::testing::Values(
+        std::tuple{kMistral, kSplitGatherTp2}, std::tuple{kMistral, kAllToAllSp2},
+        std::tuple{Case{"tiny-qwen2", "Qwen2ForCausalLM", "Qwen2Model"}, kSplitGatherTp2},
+        std::tuple{Case{"tiny-qwen2", "Qwen2ForCausalLM", "Qwen2Model"}, kAllToAllSp2},
+        std::tuple{Case{"tiny-qwen2", "Qwen2ForCausalLM", "Qwen2Model"}, kRingSp2},
+        std::tuple{Case{"tiny-qwen3", "Qwen3ForCausalLM", "Qwen3Model"}, kSplitGatherTp2},
+        std::tuple{Case{"tiny-qwen3", "Qwen3ForCausalLM", "Qwen3Model"}, kAllToAllSp2},
+        std::tuple{Case{"tiny-qwen3", "Qwen3ForCausalLM", "Qwen3Model"}, kRingSp2}),
+    [](const auto& info) {
+      return shardformer::testing::case_name(std::get<0>(info.param).model,
+                                             std::get<1>(info.param));
+    });
+
+TEST(FamilySequenceParallelRefusal, RingAttentionRefusesASlidingWindow) {
+  shardformer::testing::on_ranks(
+      kMistral.model, kRingSp2,
+      [&](const shardformer::testing::ModelFixture& f, const distributed::ProcessMesh* mesh, int) {
+        const auto session =
+            shardformer::testing::layout_session(f, mesh, kMistral.architecture, kRingSp2);
+        try {
+          session->forward(f.forward_inputs());
+          ADD_FAILURE() << "ring attention ran Mistral's sliding window";
+        } catch (const ModelError& e) {
+          EXPECT_NE(std::string(e.what()).find("sliding-window"), std::string::npos) << e.what();
+        }
+      });
+}
+
+// Ranks that share a GPU stage their collectives through host memory over Gloo; the CPU
+// stand-in of that path (every tensor staged) at pp 2 x tp 2 and under each sequence-parallel
+// mode equals HF as the plain path does.
+TEST(LlamaHostStaged, MatchesHFAtPp2Tp2) {
+  check_decoder_against_hf("tiny-llama", "LlamaForCausalLM", "LlamaModel",
+                           {.tp = 2, .pp = 2, .name = "pp2_tp2_staged", .host_staged = true});
+}
+
+TEST(LlamaHostStaged, MatchesHFUnderSequenceParallelism) {
+  for (const char* mode : {"all_to_all", "ring_attn"}) {
+    shardformer::testing::check_sequence_parallel_against_hf(
+        "tiny-llama", "LlamaForCausalLM", "LlamaModel",
+        {.name = mode, .sp = 2, .sequence_mode = mode, .host_staged = true});
+  }
+  shardformer::testing::check_sequence_parallel_against_hf(
+      "tiny-llama", "LlamaForCausalLM", "LlamaModel",
+      {.tp = 2, .name = "sg", .sequence_mode = "split_gather", .host_staged = true});
+}
+
+// config.json keys that change no math (bookkeeping, token ids, generation defaults, export
+// tools' leftovers) load and the logits still equal HF's; keys that change the math are refused.
+TEST(LlamaConfigKeys, ThoseThatChangeNoMathLoadAndOthersAreRefused) {
+  shardformer::testing::check_config_keys_that_change_no_math("tiny-llama", "families",
+                                                              "LlamaForCausalLM", "forward_logits");
+  shardformer::testing::check_config_keys_that_change_no_math(
+      "tiny-mistral", "families", "MistralForCausalLM", "forward_logits");
+  shardformer::testing::check_config_keys_that_change_no_math("tiny-qwen2", "families",
+                                                              "Qwen2ForCausalLM", "forward_logits");
+  shardformer::testing::check_config_keys_that_change_no_math("tiny-qwen3", "families",
+                                                              "Qwen3ForCausalLM", "forward_logits");
+}
+
 }  // namespace
