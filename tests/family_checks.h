@@ -85,10 +85,10 @@ inline void check_output_loss_and_grads(const ModelFixture& f, Session& session,
                                         const std::string& grad_prefix) {
   const bool output_here = session.holds_output();
   const at::Tensor logits = session.forward(f.forward_inputs());
-  if (output_here) expect_close(logits, f.ref(logits_key), kOutputAtol, 0.0, logits_key);
+  if (output_here) expect_close_to_hf(f, logits, logits_key, kOutputAtol, 0.0, logits_key);
   const at::Tensor loss = session.train_step(f.forward_inputs(), f.ref(labels_key));
   training::sync_sequence_gradients(session.model());
-  if (output_here) expect_close(loss.reshape({1}), f.ref(loss_key), kOutputAtol, 0.0, loss_key);
+  if (output_here) expect_close_to_hf(f, loss.reshape({1}), loss_key, kOutputAtol, 0.0, loss_key);
   const auto grads =
       gather_parameters(session.model(), mesh ? &mesh->tp() : nullptr, /*grads=*/true);
   const std::vector<std::string> names = f.grad_names(grad_prefix);
@@ -98,7 +98,7 @@ inline void check_output_loss_and_grads(const ModelFixture& f, Session& session,
       ADD_FAILURE() << "parameter " << name << " has no HF gradient";
       continue;
     }
-    expect_close(grad, f.ref(grad_prefix + name), kGradAtol, kGradRtol, "grad of " + name);
+    expect_close_to_hf(f, grad, grad_prefix + name, kGradAtol, kGradRtol, "grad of " + name);
   }
   if (mesh == nullptr || mesh->shape().pp == 1) {
     EXPECT_EQ(grads.size(), expected.size());
@@ -143,8 +143,8 @@ inline void check_decoder_against_hf(const std::string& model, const std::string
              const auto base = layout_session(f, mesh, base_architecture);
              const at::Tensor hidden = base->forward(f.forward_inputs());
              if (base->holds_output()) {
-               expect_close(hidden, f.ref("forward_last_hidden_state"), kOutputAtol, 0.0,
-                            "hidden states");
+               expect_close_to_hf(f, hidden, "forward_last_hidden_state", kOutputAtol, 0.0,
+                                  "hidden states");
              }
 
              check_bfloat16_logits(f, *layout_session(f, mesh, architecture, {}, at::kBFloat16));
@@ -169,7 +169,7 @@ inline void check_sequence_parallel_against_hf(const std::string& model,
     const auto base = layout_session(f, mesh, base_architecture, layout);
     const at::Tensor hidden = base->forward(f.forward_inputs());
     if (base->holds_output()) {
-      expect_close(hidden, f.ref("forward_last_hidden_state"), kOutputAtol, 0.0, "hidden states");
+      expect_close_to_hf(f, hidden, "forward_last_hidden_state", kOutputAtol, 0.0, "hidden states");
     }
     // Without an attention mask: the rows that have no padding equal HF's.
     ForwardInputs unmasked = f.forward_inputs();
@@ -177,9 +177,8 @@ inline void check_sequence_parallel_against_hf(const std::string& model,
     unmasked.attention_mask = at::Tensor();
     const at::Tensor plain = base->forward(unmasked);
     if (base->holds_output()) {
-      expect_close(plain.index_select(0, full_rows),
-                   f.ref("forward_last_hidden_state").index_select(0, full_rows), kOutputAtol, 0.0,
-                   "hidden states without a mask");
+      expect_close_to_hf(f, plain.index_select(0, full_rows), "forward_last_hidden_state",
+                         kOutputAtol, 0.0, "hidden states without a mask", full_rows);
     }
   });
 }
@@ -250,8 +249,8 @@ inline void check_config_keys_that_change_no_math(const std::string& model,
     c["auto_map"] = {{"AutoConfig", "configuration_custom.CustomConfig"}};
   });
   SessionOptions options{.checkpoint = harmless, .architecture = architecture};
-  expect_close(f.session(options)->forward(f.forward_inputs()), f.ref(logits_key), kOutputAtol, 0.0,
-               "logits with harmless config.json keys");
+  expect_close_to_hf(f, f.session(options)->forward(f.forward_inputs()), logits_key, kOutputAtol,
+                     0.0, "logits with harmless config.json keys");
   const std::filesystem::path changed = edited_checkpoint(model, "changed", [](auto& c) {
     c["quantization_config"] = {{"quant_method", "bitsandbytes"}, {"load_in_4bit", true}};
     c["rope_interleaved"] = true;

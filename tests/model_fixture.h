@@ -133,6 +133,32 @@ inline void expect_close(const at::Tensor& actual, const at::Tensor& expected, d
 // 1e-6 with rtol 1e-4.
 inline constexpr double kOutputAtol = 1e-5, kGradAtol = 1e-6, kGradRtol = 1e-4;
 
+// `actual` (an fp32 job's) against reference `key`. Where the reference file holds HF's float64
+// value and, as "hf_fp32.<key>", HF's own fp32 one (tools/gen_family_references.py), each element
+// must lie within atol + rtol |exact| of the exact value, or no further from it than twice HF's
+// fp32 result lies: an fp32 model cannot be held closer to the truth than the oracle's own fp32
+// run is. Otherwise the plain check against `key`. `rows`: compare these rows (dim 0) only.
+inline void expect_close_to_hf(const ModelFixture& f, const at::Tensor& actual,
+                               const std::string& key, double atol, double rtol,
+                               const std::string& what, const at::Tensor& rows = {}) {
+  const auto select = [&](const at::Tensor& t) {
+    return rows.defined() ? t.index_select(0, rows) : t;
+  };
+  const at::Tensor exact = select(f.ref(key));
+  if (!f.reference.contains("hf_fp32." + key)) {
+    expect_close(actual, exact, atol, rtol, what);
+    return;
+  }
+  ASSERT_EQ(actual.sizes(), exact.sizes()) << what;
+  const at::Tensor hf_error = (select(f.ref("hf_fp32." + key)).to(at::kDouble) - exact).abs();
+  const at::Tensor error = (actual.to(at::kDouble) - exact).abs();
+  const at::Tensor allowed = at::maximum(atol + rtol * exact.abs(), 2 * hf_error);
+  const double worst = (error - allowed).max().item<double>();
+  EXPECT_LE(worst, 0.0) << what << ": max |ours - exact| = " << error.max().item<double>()
+                        << ", HF fp32's " << hf_error.max().item<double>() << ", exceeding by "
+                        << worst;
+}
+
 // The loss and every gradient after one backward pass against the reference's; `tp` gathers
 // split gradients (null: one rank).
 inline void expect_loss_and_grads_match(const ModelFixture& f, Model& model,
