@@ -49,6 +49,8 @@ import sys
 import tempfile
 import time
 
+import machine
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
@@ -273,6 +275,7 @@ def main():
         for batch, d in diffs.items():
             d = f"{d:.2e}" if isinstance(d, float) else d
             print(f"  batch {batch}: max |host - ST| embedding difference {d}")
+    print("\n" + machine.describe(args.build, args.threads))
     print(f"\nmachine: {cpu}, {os.cpu_count()} logical CPUs; torch {torch.__version__}; "
           f"load average at start {load_start[0]:.2f}, at end {os.getloadavg()[0]:.2f} "
           f"(other processes on the machine share these cores)")

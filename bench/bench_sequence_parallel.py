@@ -29,6 +29,8 @@ import sys
 import tempfile
 import time
 
+import machine
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 HIDDEN, HEADS, VOCAB = 1024, 16, 50257
 
@@ -126,6 +128,7 @@ def main():
     work = pathlib.Path(tempfile.gettempdir()) / f"sf-bench-sp-{args.layers}-{args.max_seq}"
     make_checkpoint(work, args.layers, args.max_seq)
     print(f"command: {' '.join(shlex.quote(a) for a in sys.argv)}")
+    print(machine.describe(build, os.cpu_count()))
     print(f"machine: {os.cpu_count()} cores; model: GPT-2-medium shape, {args.layers} layers, "
           f"batch {args.batch}\n")
 

@@ -29,8 +29,9 @@ the host's first load reads it from disk, as after a download or a reboot, and i
 and HF; the machine's limits are measured in every round (fp32 GEMM GFLOP/s on 2048^2 with the
 same threads, ATen's and the host's packed GEMM's (bench/kernel_speed --limits); the fp32 FMA
 peak; memory read bandwidth by summing 1 GiB) and each result is printed as a ratio to HF
-(median over rounds) and as a fraction of the roofline: the forward's matrix-product FLOPs at the
-faster of the two GEMMs, and at the FMA peak."""
+(median over rounds) and as a fraction of the machine's limit: the forward's matrix-product FLOPs
+at the FMA peak, decoding's bytes at the read bandwidth. The first line names the CPU
+(bench/machine.py)."""
 import argparse
 import json
 import math
@@ -44,6 +45,7 @@ import sys
 import tempfile
 import time
 
+import machine
 from gpt2_small import HIDDEN, LAYERS, VOCAB, forward_flops, make_checkpoint
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -242,6 +244,7 @@ def main():
     forward = args.forward if "forward" in parts else ""
     decode = args.decode if "decode" in parts else ""
     print(f"command: {shlex.join(sys.argv)}")
+    print(machine.describe(args.build, args.threads))
     print(f"machine: {os.cpu_count()} cores, {args.threads} threads, "
           f"load average {os.getloadavg()[0]:.2f}, checkpoint page cache: {args.page_cache}\n")
     host, hf, limits = {}, {}, []
@@ -279,25 +282,22 @@ def main():
     fma = med(r["fma_gflops"] for r in limits)
     read = med(r["read_gbs"] for r in limits)
     packed_on = limits[0]["packed_gemm_enabled"]
-    gemm = max(aten_gemm, packed_gemm)  # the fastest fp32 GEMM this machine has
     print(f"limits: fp32 GEMM on 2048^2 {aten_gemm:.0f} GFLOP/s with ATen (MKL), {packed_gemm:.0f} "
           f"with the host's packed GEMM ({'on' if packed_on else 'off'} by default here); fp32 "
           f"FMA peak {fma:.0f} GFLOP/s; memory read {read:.1f} GB/s (medians of {len(limits)} "
           f"rounds)\n")
     if forward:
-        print(f"| forward (full logits) | host s | HF s | host / HF speed | host roofline | "
-              f"HF roofline | host of FMA peak | HF of FMA peak | host tokens/s |")
-        print("|---|---|---|---|---|---|---|---|---|")
+        print(f"| forward (full logits) | host s | HF s | host / HF speed | host of FMA peak | "
+              f"HF of FMA peak | host tokens/s |")
+        print("|---|---|---|---|---|---|---|")
         for batch, seq in parse_shapes(forward):
             k = f"forward {batch}x{seq}"
             h, f = med(host[k]), med(hf[k])
-            flops = forward_flops(batch, seq, causal_half=True)
-            ideal, floor = flops / (gemm * 1e9), flops / (fma * 1e9)
-            print(f"| {batch} x {seq} | {h:.3f} | {f:.3f} | {f / h:.2f} x | {ideal / h:.0%} | "
-                  f"{ideal / f:.0%} | {floor / h:.0%} | {floor / f:.0%} | "
-                  f"{batch * seq / h:.0f} |")
-        print(f"(roofline: the matrix products' FLOPs at {gemm:.0f} GFLOP/s, the faster GEMM "
-              f"above)\n")
+            floor = forward_flops(batch, seq, causal_half=True) / (fma * 1e9)
+            print(f"| {batch} x {seq} | {h:.3f} | {f:.3f} | {f / h:.2f} x | {floor / h:.0%} | "
+                  f"{floor / f:.0%} | {batch * seq / h:.0f} |")
+        print(f"(of FMA peak: the forward's matrix-product FLOPs at the measured fp32 FMA peak, "
+              f"{fma:.0f} GFLOP/s)\n")
     if decode:
         print("| greedy decode | host tokens/s | HF tokens/s | host / HF speed | "
               "host bandwidth roofline | HF bandwidth roofline |")

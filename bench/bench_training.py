@@ -33,6 +33,8 @@ import sys
 import tempfile
 import time
 
+import machine
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 from gpt2_small import HIDDEN, VOCAB, forward_flops, make_checkpoint
 
@@ -172,6 +174,7 @@ def main():
     make_tokens(tokens)
     parts = args.only.split(",")
     print(f"command: {' '.join(shlex.quote(a) for a in sys.argv)}")
+    print(machine.describe(args.build, args.threads))
     print(f"machine: {os.cpu_count()} cores, {args.threads} threads, torch {torch.__version__}, "
           f"load average {os.getloadavg()[0]:.2f}\n")
     with tempfile.TemporaryDirectory() as tmp:

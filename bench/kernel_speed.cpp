@@ -1,7 +1,8 @@
 // Micro-benchmark of the CPU kernels (kernels/): the packed GEMM's GFLOP/s against this
 // machine's FMA peak and ATen's GEMM, each fused kernel's GB/s against the memory read bandwidth,
 // all measured in the same run. Prints markdown tables (docs/benchmarks.md); --limits prints the
-// GEMM and FMA rates as one JSON line for bench/bench_speed.py.
+// GEMM and FMA rates as one JSON line for bench/bench_speed.py; --gemm M,K,N[,t] ... times the
+// packed GEMM alone on those shapes, one JSON line each, for bench/gemm_libraries.py.
 #include "fma_peak.h"
 #include "shardformer/kernels/cpu_kernels.h"
 
@@ -15,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -60,6 +62,24 @@ void gemm_row(const char* name, const at::Tensor& a, const at::Tensor& b, const 
               aten / ours);
 }
 
+// A --gemm shape: a [m, k] . b [k, n], b stored as [n, k] and read transposed when `bt` (",t").
+struct GemmShape {
+  long long m, k, n;  // long long for sscanf's and printf's %lld
+  bool bt;
+};
+
+std::optional<GemmShape> parse_gemm_shape(const std::string& arg) {
+  GemmShape s{0, 0, 0, false};
+  int used = 0;
+  if (std::sscanf(arg.c_str(), "%lld,%lld,%lld%n", &s.m, &s.k, &s.n, &used) != 3 || s.m <= 0 ||
+      s.k <= 0 || s.n <= 0)
+    return std::nullopt;
+  const std::string rest = arg.substr(static_cast<size_t>(used));
+  if (!rest.empty() && rest != ",t") return std::nullopt;
+  s.bt = rest == ",t";
+  return s;
+}
+
 void row(const char* name, double bytes, double ours, double aten, double bandwidth) {
   std::printf("| %s | %.2f | %.2f | %.1f | %.0f%% | %.2f x |\n", name, ours * 1e3, aten * 1e3,
               bytes / ours / 1e9, 100.0 * bytes / ours / bandwidth, aten / ours);
@@ -69,22 +89,53 @@ void row(const char* name, double bytes, double ours, double aten, double bandwi
 
 int main(int argc, char** argv) {
   int threads = 2;
-  bool limits = false;
+  bool limits = false, gemm_only = false;
+  std::vector<GemmShape> gemm_shapes;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--limits") {
       limits = true;
+    } else if (arg == "--gemm") {
+      gemm_only = true;
+    } else if (const auto shape = gemm_only ? parse_gemm_shape(arg) : std::nullopt) {
+      gemm_shapes.push_back(*shape);
     } else if (!arg.empty() && arg.size() <= 4 &&
                arg.find_first_not_of("0123456789") == std::string::npos && std::stoi(arg) > 0) {
       threads = std::stoi(arg);
     } else {
-      std::fprintf(stderr, "usage: kernel_speed [threads] [--limits] (got '%s')\n", argv[i]);
+      std::fprintf(stderr,
+                   "usage: kernel_speed [threads] [--limits | --gemm M,K,N[,t] ...] (got '%s')\n",
+                   argv[i]);
       return 2;
     }
   }
   at::set_num_threads(threads);
   at::manual_seed(0);
   const at::AutoGradMode no_grad(false);
+
+  if (gemm_only) {
+    // The packed GEMM alone, into an output made once: best of 5 after 0.3 s of warm-up (after
+    // one call, a process's first product still ran some 10% slow), then the FMA peak.
+    for (const GemmShape& s : gemm_shapes) {
+      const int64_t m = s.m, k = s.k, n = s.n;
+      const at::Tensor a = at::randn({m, k});
+      const at::Tensor b = s.bt ? at::randn({n, k}).t() : at::randn({k, n});
+      at::Tensor out = at::empty({m, n});
+      const auto run = [&] { kernels::gemm(a, b, {}, false, out); };
+      const auto start = std::chrono::steady_clock::now();
+      while (std::chrono::steady_clock::now() - start < std::chrono::milliseconds(300)) run();
+      std::printf(
+          "{\"kind\": \"gemm\", \"m\": %lld, \"k\": %lld, \"n\": %lld, \"bt\": %s, "
+          "\"seconds\": %.6g}\n",
+          s.m, s.k, s.n, s.bt ? "true" : "false", best_seconds(run, 5));
+      std::fflush(stdout);
+    }
+    std::printf(
+        "{\"kind\": \"gemm_info\", \"threads\": %d, \"kernels\": \"%s\", \"fma_gflops\": %.1f, "
+        "\"fma_isa\": \"%s\"}\n",
+        threads, kernels::capability().c_str(), fma_peak_gflops(threads), fma_peak_isa());
+    return 0;
+  }
 
   // The GEMM against the FMA peak and ATen's (MKL's) GEMM, on the square shape of bench_speed's
   // roofline and on GPT-2 small's products at 4 x 512 tokens.
@@ -93,10 +144,14 @@ int main(int argc, char** argv) {
   if (limits) {
     const double flops = gemm_flops(sq, sq);
     at::Tensor out = at::empty({2048, 2048});
+    const at::Tensor big = at::ones({int64_t{1} << 28});  // 1 GiB of fp32, summed: memory read
+    const double read_gbs = big.nbytes() / best_seconds([&] { (void)big.sum(); }, 5) / 1e9;
     std::printf(
         "{\"kind\": \"limits_host\", \"packed_gemm_gflops\": %.1f, \"fma_gflops\": %.1f, "
+        "\"fma_isa\": \"%s\", \"read_gbs\": %.1f, \"kernels\": \"%s\", "
         "\"packed_gemm_enabled\": %s}\n",
         flops / best_seconds([&] { kernels::gemm(sq, sq, {}, false, out); }, 5) / 1e9, peak,
+        fma_peak_isa(), read_gbs, kernels::capability().c_str(),
         kernels::gemm_enabled() ? "true" : "false");
     return 0;
   }

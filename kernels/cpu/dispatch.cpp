@@ -10,6 +10,7 @@
 #include <c10/util/Exception.h>
 
 #include <cstdlib>
+#include <string>
 
 namespace shardformer::kernels {
 namespace {
@@ -60,10 +61,12 @@ bool gemm_enabled() {
                 choice, "': use 'own' or 'aten'");
     if (!choice.empty()) return choice == "own";
 #if defined(__x86_64__)
-    // MKL takes its AVX-512 paths on Intel's CPUs only; elsewhere it runs AVX2 code at about
-    // half of an AVX-512 core's FMA rate.
+    // MKL chooses its code by vendor: on Intel's CPUs its own AVX-512 / AVX2 paths, elsewhere
+    // AVX2 code that reaches 42-46% of an AVX-512 core's FMA peak and trails this GEMM's AVX2
+    // kernels by 6-24% on GPT-2's products (bench/gemm_libraries.py, docs/benchmarks.md).
     __builtin_cpu_init();
-    return capability() == "AVX512" && !__builtin_cpu_is("intel");
+    const std::string isa = capability();
+    return (isa == "AVX512" || isa == "AVX2") && !__builtin_cpu_is("intel");
 #else
     return false;
 #endif

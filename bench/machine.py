@@ -1,0 +1,42 @@
+"""The machine a benchmark ran on, as every benchmark prints it: the CPU (its model name, vendor,
+family and model numbers, and the widest vector instructions it has), the host's CPU product path,
+and the machine's limits measured in the same run (the fp32 FMA peak and the memory read
+bandwidth, from bench/kernel_speed --limits). Ratios to these limits are the rooflines of the
+benchmarks' tables; a GEMM's own rate is never one."""
+import json
+import pathlib
+import subprocess
+
+
+def cpu() -> dict:
+    """Model name, vendor, family / model numbers and the vector ISA, from /proc/cpuinfo."""
+    fields = {}
+    for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
+        key, _, value = line.partition(":")
+        key = key.strip()
+        if key in ("model name", "vendor_id", "cpu family", "model", "flags") and key not in fields:
+            fields[key] = value.strip()
+    flags = set(fields.get("flags", "").split())
+    isa = ("AVX-512" if {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= flags
+           else "AVX2" if {"avx2", "fma"} <= flags else "SSE")
+    return {"model_name": fields.get("model name", "?"), "vendor": fields.get("vendor_id", "?"),
+            "family": int(fields.get("cpu family", "0")), "model": int(fields.get("model", "0")),
+            "isa": isa}
+
+
+def limits(build: pathlib.Path, threads: int) -> dict:
+    """fp32 FMA peak (GFLOP/s), memory read (GB/s), the host's kernels' ISA and whether its
+    packed GEMM is on here, measured now on `threads` threads."""
+    done = subprocess.run([str(build / "bench" / "kernel_speed"), str(threads), "--limits"],
+                          capture_output=True, text=True, check=True)
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def describe(build: pathlib.Path, threads: int) -> str:
+    """One line naming the CPU, the product path and the limits measured now."""
+    c, lim = cpu(), limits(build, threads)
+    gemm = ("the packed GEMM" if lim["packed_gemm_enabled"] else "ATen's GEMM (MKL)")
+    return (f"cpu: {c['model_name']} ({c['vendor']}, family {c['family']} model {c['model']}, "
+            f"{c['isa']}); host products: {gemm}, {lim['kernels']} kernels; limits on {threads} "
+            f"threads: fp32 FMA peak {lim['fma_gflops']:.0f} GFLOP/s ({lim['fma_isa']}), "
+            f"memory read {lim['read_gbs']:.1f} GB/s")
