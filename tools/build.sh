@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Configures and builds shardformer into build/ (Ninja, ccache): the SDK, host, plugins, the
 # tiny GPT-2 checkpoint and, unless SHARDFORMER_BUILD_TESTS=OFF, the tests and HF references.
+# --main: only what the default job needs (the host, the GPT-2 plugin and the tiny GPT-2), in a
+#         tree configured without tests unless it already has them: a newcomer's first build.
 # --sanitize: the same with AddressSanitizer + UBSan, into build-asan/ (docs/reliability.md).
 # Further arguments are build targets (default: all).
 set -euo pipefail
@@ -8,11 +10,13 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 build=${SHARDFORMER_BUILD_DIR:-build}
 sanitize=OFF
+main_only=OFF
 targets=()
 for arg in "$@"; do
   case $arg in
     --sanitize) sanitize=ON; build=${SHARDFORMER_BUILD_DIR:-build-asan} ;;
-    -*) echo "tools/build.sh: unknown option $arg (known: --sanitize)" >&2; exit 2 ;;
+    --main) main_only=ON; targets+=(--target shardformer-host gpt2 tiny_models) ;;
+    -*) echo "tools/build.sh: unknown option $arg (known: --main, --sanitize)" >&2; exit 2 ;;
     *) targets+=(--target "$arg") ;;
   esac
 done
@@ -22,9 +26,12 @@ if [ "$sanitize" = ON ] && [ -d build/test-data ] && [ -d build/models ]; then
   # The normal build's checkpoints and HF references: the same files, made once.
   reuse=(-DSHARDFORMER_REUSE_DATA_FROM="$root/build")
 fi
-if [ ! -f "$build/build.ninja" ]; then
+# Tests are built unless SHARDFORMER_BUILD_TESTS=OFF; --main leaves a tree that has them as it is.
+tests=${SHARDFORMER_BUILD_TESTS:-ON}
+configured=$(sed -n 's/^SHARDFORMER_BUILD_TESTS:BOOL=//p' "$build/CMakeCache.txt" 2>/dev/null || true)
+if [ "$main_only" = ON ]; then tests=${SHARDFORMER_BUILD_TESTS:-${configured:-OFF}}; fi
+if [ ! -f "$build/build.ninja" ] || [ "$configured" != "$tests" ]; then
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=${CMAKE_BUILD_TYPE:-RelWithDebInfo} \
-    -DSHARDFORMER_BUILD_TESTS=${SHARDFORMER_BUILD_TESTS:-ON} -DSHARDFORMER_SANITIZE=$sanitize \
-    "${reuse[@]}"
+    -DSHARDFORMER_BUILD_TESTS="$tests" -DSHARDFORMER_SANITIZE=$sanitize "${reuse[@]}"
 fi
 cmake --build "$build" -j "$jobs" "${targets[@]}"
