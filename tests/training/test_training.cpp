@@ -216,6 +216,66 @@ INSTANTIATE_TEST_SUITE_P(
       return name;
     });
 
+// HF transformers reads what every family that trains saved at pp 2 x tp 2 (each stage its own
+// files, every tensor gathered over tp): from_pretrained loads it with no weight missing or left
+// over, and its logits from the saved folder equal ours (tools/check_hf_loads.py).
+class FamilySave : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(FamilySave, HFLoadsWhatItSaved) {
+  const std::string name = GetParam();
+  const bool head = name.ends_with("-mlm") || name.ends_with("-cls");
+  const std::string model = head ? name.substr(0, name.size() - 4) : name;
+  const fs::path source = test_data_dir() / "training-families" / name;
+  const fs::path dir = scratch_dir("family-save-" + name);
+  const TrainLayout layout{.pp = 2, .tp = 2, .name = "pp2_tp2"};
+  std::string architecture;
+  expect_all_ranks_passed(run_ranks(static_cast<int>(layout.world()), [&](int rank, int port) {
+    at::set_num_threads(1);
+    const ModelFixture f(model, ModelFixture::ReferenceFile{source / "reference.safetensors"});
+    const distributed::ProcessMesh mesh(rank, distributed::MeshShape{.pp = 2, .tp = 2},
+                                        local_mesh_options(port));
+    SessionOptions options{.checkpoint = source / "model"};
+    options.pipeline.num_microbatches = 4;
+    const auto session = f.session(options, &mesh);
+    training::DataOptions data_options = reference_data_options();
+    if (name.ends_with("-mlm")) {
+      data_options.mlm_probability = 0.15;
+      data_options.mask_token_id = 4;
+    }
+    if (name.ends_with("-cls")) data_options.path = source / "train_cls.jsonl";
+    const training::TokenDataset data(data_options, 1013);
+    Trainer trainer(*session, data, reference_train_options(kSteps));
+    for (int s = 0; s < 3; ++s) trainer.step();
+    trainer.save(dir / "saved");
+  }));
+  // Our logits from the saved folder, on one rank, for HF's from the same files.
+  expect_all_ranks_passed(run_ranks(1, [&](int, int) {
+    const ModelFixture f(model, ModelFixture::ReferenceFile{source / "reference.safetensors"});
+    const auto session = f.session({.checkpoint = dir / "saved"});
+    std::ofstream(dir / "architecture.txt") << session->architecture();
+    const at::Tensor ids = at::arange(1, 25).view({2, 12});  // [2, 12]
+    at::NoGradGuard no_grad;
+    session->model().eval();
+    save_safetensors(dir / "logits.safetensors",
+                     {{"input_ids", ids}, {"logits", session->forward({.input_ids = ids})}});
+  }));
+  std::ifstream(dir / "architecture.txt") >> architecture;
+  const std::string command =
+      str(python().string(), " ", (tools_dir() / "check_hf_loads.py").string(), " ",
+          (dir / "saved").string(), " ", architecture, " ", (dir / "logits.safetensors").string());
+  EXPECT_EQ(std::system(command.c_str()), 0) << command;
+  fs::remove_all(dir);
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, FamilySave,
+                         ::testing::Values("tiny-llama", "tiny-qwen3", "tiny-opt", "tiny-bloom",
+                                           "tiny-bert-mlm", "tiny-bert-cls"),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
+
 // Token data without masking gives next-token labels: a masked-LM head is refused by name, not
 // trained to copy its input.
 TEST(TrainingRefuses, AMaskedLanguageModelWithoutMasking) {
