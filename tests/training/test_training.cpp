@@ -317,30 +317,34 @@ TEST(TrainingOverlap, SendsEveryBucketDuringBackward) {
   });
 }
 
-// Ten steps, a save, a fresh session from the saved checkpoint, ten more: the same losses, to
-// the bit, as twenty steps without a stop (and so the reference's).
-TEST(TrainingResume, ContinuesBitForBit) {
-  const fs::path dir = scratch_dir("resume");
-  on_training_ranks(TrainLayout{}, [&](const ModelFixture& f, const distributed::ProcessMesh*,
-                                       int) {
+// Ten steps, a save, a fresh session from the saved checkpoint, ten more at the same layout (one
+// rank, dp 2 x tp 2 with ZeRO-1, pp 2): the same losses and gradient norms, to the bit, as twenty
+// steps without a stop (and so the reference's), and every weight equal.
+class TrainingResumeAtOneLayout : public ::testing::TestWithParam<TrainLayout> {};
+
+TEST_P(TrainingResumeAtOneLayout, ContinuesBitForBit) {
+  const TrainLayout layout = GetParam();
+  const fs::path dir = scratch_dir("resume-" + layout.name);
+  on_training_ranks(layout, [&](const ModelFixture& f, const distributed::ProcessMesh* mesh, int) {
     const training::TokenDataset data(reference_data_options(), 1013);
+    const distributed::ProcessGroup* tp = mesh != nullptr ? &mesh->tp() : nullptr;
     std::vector<StepMetrics> straight, resumed;
     std::map<std::string, at::Tensor> straight_weights;
     {
-      const auto session = training_session(f, nullptr, f.checkpoint.directory());
-      Trainer trainer(*session, data, reference_train_options(kSteps));
+      const auto session = training_session(f, mesh, f.checkpoint.directory());
+      Trainer trainer(*session, data, reference_train_options(kSteps, layout.zero_stage));
       straight = run_and_check(trainer, f.reference, kSteps, "uninterrupted");
-      straight_weights = gather_parameters(session->model(), nullptr, false);
+      straight_weights = gather_parameters(session->model(), tp, false);
     }
     {
-      const auto session = training_session(f, nullptr, f.checkpoint.directory());
-      Trainer trainer(*session, data, reference_train_options(kSteps));
+      const auto session = training_session(f, mesh, f.checkpoint.directory());
+      Trainer trainer(*session, data, reference_train_options(kSteps, layout.zero_stage));
       resumed = run_and_check(trainer, f.reference, kSteps / 2, "first half");
       trainer.save(dir / "step-10");
       EXPECT_THROW(trainer.save(dir / "step-10"), Error);  // never overwrites
     }
-    const auto session = training_session(f, nullptr, dir / "step-10");
-    Trainer trainer(*session, data, reference_train_options(kSteps));
+    const auto session = training_session(f, mesh, dir / "step-10");
+    Trainer trainer(*session, data, reference_train_options(kSteps, layout.zero_stage));
     trainer.load(dir / "step-10");
     EXPECT_EQ(trainer.steps_done(), kSteps / 2);
     for (const StepMetrics& m : run_and_check(trainer, f.reference, kSteps / 2, "second half")) {
@@ -351,7 +355,8 @@ TEST(TrainingResume, ContinuesBitForBit) {
       EXPECT_EQ(resumed[s].loss, straight[s].loss) << "step " << s;
       EXPECT_EQ(resumed[s].grad_norm, straight[s].grad_norm) << "step " << s;
     }
-    const auto weights = gather_parameters(session->model(), nullptr, false);
+    // Every weight this rank holds, gathered over tp, the key bias included.
+    const auto weights = gather_parameters(session->model(), tp, false);
     ASSERT_EQ(weights.size(), straight_weights.size());
     for (const auto& [name, weight] : weights) {
       EXPECT_TRUE(at::equal(weight, straight_weights.at(name))) << name << " differs";
@@ -359,6 +364,13 @@ TEST(TrainingResume, ContinuesBitForBit) {
   });
   fs::remove_all(dir);
 }
+
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, TrainingResumeAtOneLayout,
+    ::testing::Values(TrainLayout{.name = "single"},
+                      TrainLayout{.dp = 2, .tp = 2, .zero_stage = 1, .name = "dp2_tp2_zero1"},
+                      TrainLayout{.pp = 2, .name = "pp2"}),
+    [](const auto& info) { return info.param.name; });
 
 // Saved at pp 2 x tp 2, resumed at dp 2 with ZeRO-1 and at tp 4: the moments and the data
 // position carry over to any layout.
