@@ -42,6 +42,14 @@ TEST_P(Gpt2TensorParallel, LogitsLossAndGradientsMatchHF) {
     const auto model = f.build("GPT2LMHeadModel", &r.mesh);
     expect_close(f.forward(*model), f.ref("forward_logits"), kOutputAtol, 0.0, "logits");
     expect_loss_and_grads_match(f, *model, &r.mesh.tp());
+    // Greedy generation through the vocab-parallel untied head (logits gathered to rank 0).
+    const auto session = f.session({}, &r.mesh);
+    for (const bool with_eos : {false, true}) {
+      const GenerationResult result = session->generate(f.prompts(), f.generation_config(with_eos));
+      const std::string key = with_eos ? "generate_eos_sequences" : "generate_sequences";
+      EXPECT_TRUE(at::equal(result.sequences, f.ref(key))) << key << ", rank " << rank << ":\n"
+                                                           << result.sequences;
+    }
   }));
 }
 
@@ -91,6 +99,14 @@ TEST_P(Gpt2TensorParallel, UntiedHeadMatchesHF) {
     }
     expect_close(f.forward(*model), f.ref("forward_logits"), kOutputAtol, 0.0, "logits");
     expect_loss_and_grads_match(f, *model, &r.mesh.tp());
+    // Greedy generation through the vocab-parallel untied head (logits gathered to rank 0).
+    const auto session = f.session({}, &r.mesh);
+    for (const bool with_eos : {false, true}) {
+      const GenerationResult result = session->generate(f.prompts(), f.generation_config(with_eos));
+      const std::string key = with_eos ? "generate_eos_sequences" : "generate_sequences";
+      EXPECT_TRUE(at::equal(result.sequences, f.ref(key))) << key << ", rank " << rank << ":\n"
+                                                           << result.sequences;
+    }
   }));
 }
 
@@ -193,6 +209,14 @@ TEST(Gpt2TensorParallelPolicy, JobOverrideKeepingTheMlpReplicatedStillMatchesHF)
     }
     expect_close(f.forward(*model), f.ref("forward_logits"), kOutputAtol, 0.0, "logits");
     expect_loss_and_grads_match(f, *model, &r.mesh.tp());
+    // Greedy generation through the vocab-parallel untied head (logits gathered to rank 0).
+    const auto session = f.session({}, &r.mesh);
+    for (const bool with_eos : {false, true}) {
+      const GenerationResult result = session->generate(f.prompts(), f.generation_config(with_eos));
+      const std::string key = with_eos ? "generate_eos_sequences" : "generate_sequences";
+      EXPECT_TRUE(at::equal(result.sequences, f.ref(key))) << key << ", rank " << rank << ":\n"
+                                                           << result.sequences;
+    }
   }));
 }
 
