@@ -43,6 +43,10 @@ def dtype_tensors():
         tensor = source.to(dtype)
         tensors[name] = tensor
         tensors[f"{name}.expected"] = tensor.to(torch.float64).clone()
+    # Complex: the real and imaginary parts as two float64 tensors.
+    tensors["C64"] = torch.complex(signed / 3, -signed * 0.75).to(torch.complex64)
+    tensors["C64.expected_real"] = tensors["C64"].real.to(torch.float64).clone()
+    tensors["C64.expected_imag"] = tensors["C64"].imag.to(torch.float64).clone()
     return tensors
 
 

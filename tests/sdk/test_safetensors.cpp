@@ -399,6 +399,17 @@ TEST_F(SafetensorsPythonFixtures, EveryDtypeMatchesItsFloat64Copy) {
   }
 }
 
+// C64 as the Python library writes complex64: real and imaginary parts kept.
+TEST_F(SafetensorsPythonFixtures, ReadsComplex64) {
+  SafetensorsFile file(dir_ / "dtypes.safetensors");
+  ASSERT_TRUE(file.contains("C64")) << file.path();
+  const at::Tensor tensor = file.read("C64");  // [3, 5] complex64
+  EXPECT_EQ(tensor.scalar_type(), at::kComplexFloat);
+  EXPECT_TRUE(at::equal(at::real(tensor).to(at::kDouble), file.read("C64.expected_real")));
+  EXPECT_TRUE(at::equal(at::imag(tensor).to(at::kDouble), file.read("C64.expected_imag")));
+  EXPECT_TRUE(at::equal(file.read_slice("C64", 1, 2, 3), tensor.narrow(1, 2, 3)));
+}
+
 TEST_F(SafetensorsPythonFixtures, ReadSliceOfThreeDimensionalTensor) {
   SafetensorsFile file(dir_ / "slice3d.safetensors");
   at::Tensor expected = at::arange(120, at::kFloat).reshape({4, 6, 5});  // [4, 6, 5]
