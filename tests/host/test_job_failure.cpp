@@ -13,16 +13,20 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <regex>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -99,6 +103,35 @@ double seconds_between(Clock::time_point from, Clock::time_point to) {
 }
 
 // Processes whose environment holds `marker` (the ranks of one test's job).
+// Shared-memory segments of ranks that are gone ("/dev/shm/shardformer-<group>-<pid>-<hex>" whose
+// pid no longer runs) and that are still there a second later: what a crashed job leaked (a
+// launcher removes a dead rank's segments as it reaps it; the second look lets that finish).
+std::vector<std::string> shared_memory_of_dead_ranks() {
+  const auto dead = [] {
+    std::vector<std::string> found;
+    std::error_code error;
+    for (const auto& entry : fs::directory_iterator("/dev/shm", error)) {
+      const std::string name = entry.path().filename().string();
+      const size_t last = name.rfind('-');
+      const size_t before = last == std::string::npos ? last : name.rfind('-', last - 1);
+      if (name.rfind("shardformer-", 0) != 0 || before == std::string::npos) continue;
+      const std::string pid = name.substr(before + 1, last - before - 1);
+      if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos) continue;
+      if (::kill(std::stoi(pid), 0) != 0 && errno == ESRCH) found.push_back(name);
+    }
+    std::sort(found.begin(), found.end());
+    return found;
+  };
+  const std::vector<std::string> first = dead();
+  if (first.empty()) return first;
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  std::vector<std::string> still;
+  const std::vector<std::string> second = dead();
+  std::set_intersection(first.begin(), first.end(), second.begin(), second.end(),
+                        std::back_inserter(still));
+  return still;
+}
+
 std::vector<std::string> processes_with(const std::string& marker) {
   std::vector<std::string> found;
   for (const auto& entry : fs::directory_iterator("/proc")) {
@@ -151,9 +184,11 @@ class FaultTest : public ::testing::Test {
     return finish(start_host({"run", config.string()}, environment(env)));
   }
 
-  // Nothing of the job is left: no process, no temporary folder.
+  // Nothing of the job is left: no process, no temporary folder, no shared memory of a dead rank.
   void expect_nothing_left() const {
     EXPECT_EQ(processes_with(marker_), std::vector<std::string>()) << "ranks left running";
+    EXPECT_EQ(shared_memory_of_dead_ranks(), std::vector<std::string>())
+        << "shared memory of dead ranks left in /dev/shm";
     std::vector<std::string> left;
     for (const auto& entry : fs::directory_iterator(dir_ / "tmp")) left.push_back(entry.path());
     EXPECT_EQ(left, std::vector<std::string>()) << "temporary files left behind";
