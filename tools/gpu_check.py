@@ -5,7 +5,8 @@ the host on CUDA against HF transformers on CUDA (fp32, TF32 off) for tiny causa
 host and HF on the same GPU. Multi-rank layouts (tp, pp, sp in each mode, dp training) run their
 ranks on this machine's GPUs, sharing one where there are fewer GPUs than ranks.
 `--device cpu` runs the same checks here, to test this script.
-Prints one JSON line per result; exits 1 when a check fails."""
+Prints one JSON line per result; exits 1 when a check fails, 77 (skipped) without a GPU.
+`ctest -L cuda` runs it from a full build (tests/CMakeLists.txt)."""
 import argparse
 import json
 import pathlib
@@ -26,6 +27,7 @@ PROMPTS = [[11, 22, 33, 44, 55], [600, 7, 8, 9, 10]]
 NEW_TOKENS = 12
 failures = []
 DEVICE = "cuda"
+SKIPPED = 77  # the exit status ctest's SKIP_RETURN_CODE reads (tests/CMakeLists.txt, label cuda)
 
 
 def report(**fields) -> None:
@@ -278,6 +280,9 @@ def main() -> int:
     args = parser.parse_args()
     global DEVICE
     DEVICE = args.device
+    if DEVICE == "cuda" and not torch.cuda.is_available():
+        print("gpu_check: skipped: no CUDA device is visible", flush=True)
+        return SKIPPED
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     args.work.mkdir(parents=True, exist_ok=True)
