@@ -95,13 +95,15 @@ int main(int argc, char** argv) {
   const int rank = std::atoi(env("RANK").c_str());
   const bool failing = rank == options.fail_rank || rank == options.kill_rank;
   if (options.ignore_sigterm && !failing) std::signal(SIGTERM, SIG_IGN);
+  // A rank already dying ignores SIGTERM before it reports ready: a peer that fails once every
+  // rank is ready cannot have the launcher's SIGTERM end it first.
+  if (rank == options.kill_rank && options.kill_after_ms > 0) std::signal(SIGTERM, SIG_IGN);
   if (!options.print_env.empty()) {
     print_env(options.print_env, rank);
     if (failing) wait_for_peers(options.print_env, std::atoi(env("WORLD_SIZE").c_str()));
   }
   if (rank == options.kill_rank) {
     if (options.kill_after_ms > 0) {
-      std::signal(SIGTERM, SIG_IGN);
       std::this_thread::sleep_for(std::chrono::milliseconds(options.kill_after_ms));
     }
     raise(SIGKILL);
