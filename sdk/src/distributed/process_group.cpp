@@ -108,14 +108,14 @@ bool staged(const ProcessGroup::Impl& impl, const at::Tensor& tensor) {
          (impl.host_staging == kCudaTensors && !tensor.device().is_cpu());
 }
 
-// A contiguous host copy of `tensor`, in pinned memory where it comes from a GPU (so that the
-// copies out and back run at the bus's speed).
-at::Tensor host_copy(const at::Tensor& tensor) {
-  at::Tensor host = at::empty(
-      tensor.sizes(), tensor.options().device(at::kCPU).pinned_memory(!tensor.device().is_cpu()));
-  host.copy_(tensor);
-  return host;
+// A contiguous host tensor of `tensor`'s shape and dtype, in pinned memory where `tensor` is on a
+// GPU (so that the copies out and back run at the bus's speed).
+at::Tensor host_buffer(const at::Tensor& tensor) {
+  return at::empty(tensor.sizes(),
+                   tensor.options().device(at::kCPU).pinned_memory(!tensor.device().is_cpu()));
 }
+
+at::Tensor host_copy(const at::Tensor& tensor) { return host_buffer(tensor).copy_(tensor); }
 
 // What the backend receives for `tensor`: its host copy when staged, else the tensor itself.
 at::Tensor on_wire(const ProcessGroup::Impl& impl, const at::Tensor& tensor) {
@@ -422,7 +422,7 @@ PendingWork start_single(const std::shared_ptr<ProcessGroup::Impl>& impl, const 
                     output_is_larger ? "output" : "input", " group-size times the other"));
   }
   at::Tensor in = on_wire(*impl, input);
-  at::Tensor out = in.is_same(input) ? output : at::empty(output.sizes(), in.options());
+  at::Tensor out = in.is_same(input) ? output : host_buffer(output);
   state->tensor = in;
   state->keep = out;
   if (!out.is_same(output)) {
@@ -534,11 +534,7 @@ void ProcessGroup::recv_(at::Tensor& tensor, int src, int tag) const {
                     " into a ", tensor.is_contiguous() ? "" : "non-", "contiguous tensor"));
   }
   impl_->stats.recvs += 1;
-  const at::Tensor wire =
-      staged(*impl_, tensor)
-          ? at::empty(tensor.sizes(),
-                      tensor.options().device(at::kCPU).pinned_memory(!tensor.device().is_cpu()))
-          : tensor;
+  const at::Tensor wire = staged(*impl_, tensor) ? host_buffer(tensor) : tensor;
   std::vector<at::Tensor> tensors{wire};
   const std::string detail = str("from rank ", src, ", tag ", tag);
   wait_for(*impl_, "recv",
