@@ -32,6 +32,16 @@ struct Rank {
 
 class Gpt2TensorParallel : public ::testing::TestWithParam<int> {};
 
+// HF's greedy generations, with and without an early eos, token for token on this rank.
+void expect_generations_match(Session& session, const Gpt2Fixture& f, int rank) {
+  for (const bool with_eos : {false, true}) {
+    const GenerationResult result = session.generate(f.prompts(), f.generation_config(with_eos));
+    const std::string key = with_eos ? "generate_eos_sequences" : "generate_sequences";
+    EXPECT_TRUE(at::equal(result.sequences, f.ref(key))) << key << ", rank " << rank << ":\n"
+                                                         << result.sequences;
+  }
+}
+
 }  // namespace
 
 TEST_P(Gpt2TensorParallel, LogitsLossAndGradientsMatchHF) {
@@ -42,14 +52,6 @@ TEST_P(Gpt2TensorParallel, LogitsLossAndGradientsMatchHF) {
     const auto model = f.build("GPT2LMHeadModel", &r.mesh);
     expect_close(f.forward(*model), f.ref("forward_logits"), kOutputAtol, 0.0, "logits");
     expect_loss_and_grads_match(f, *model, &r.mesh.tp());
-    // Greedy generation through the vocab-parallel untied head (logits gathered to rank 0).
-    const auto session = f.session({}, &r.mesh);
-    for (const bool with_eos : {false, true}) {
-      const GenerationResult result = session->generate(f.prompts(), f.generation_config(with_eos));
-      const std::string key = with_eos ? "generate_eos_sequences" : "generate_sequences";
-      EXPECT_TRUE(at::equal(result.sequences, f.ref(key))) << key << ", rank " << rank << ":\n"
-                                                           << result.sequences;
-    }
   }));
 }
 
@@ -71,10 +73,7 @@ TEST_P(Gpt2TensorParallel, GreedyGenerationMatchesHF) {
     Rank r(rank, tp, port);
     const auto session = f.session({}, &r.mesh);
     EXPECT_EQ(session->model().shape().num_heads, 4 / tp);
-    const GenerationResult result = session->generate(f.prompts(), f.generation_config(true));
-    EXPECT_TRUE(at::equal(result.sequences, f.ref("generate_eos_sequences")))
-        << "rank " << rank << " ours:\n"
-        << result.sequences;
+    expect_generations_match(*session, f, rank);
   }));
 }
 
@@ -100,13 +99,7 @@ TEST_P(Gpt2TensorParallel, UntiedHeadMatchesHF) {
     expect_close(f.forward(*model), f.ref("forward_logits"), kOutputAtol, 0.0, "logits");
     expect_loss_and_grads_match(f, *model, &r.mesh.tp());
     // Greedy generation through the vocab-parallel untied head (logits gathered to rank 0).
-    const auto session = f.session({}, &r.mesh);
-    for (const bool with_eos : {false, true}) {
-      const GenerationResult result = session->generate(f.prompts(), f.generation_config(with_eos));
-      const std::string key = with_eos ? "generate_eos_sequences" : "generate_sequences";
-      EXPECT_TRUE(at::equal(result.sequences, f.ref(key))) << key << ", rank " << rank << ":\n"
-                                                           << result.sequences;
-    }
+    expect_generations_match(*f.session({}, &r.mesh), f, rank);
   }));
 }
 
@@ -209,14 +202,8 @@ TEST(Gpt2TensorParallelPolicy, JobOverrideKeepingTheMlpReplicatedStillMatchesHF)
     }
     expect_close(f.forward(*model), f.ref("forward_logits"), kOutputAtol, 0.0, "logits");
     expect_loss_and_grads_match(f, *model, &r.mesh.tp());
-    // Greedy generation through the vocab-parallel untied head (logits gathered to rank 0).
-    const auto session = f.session({}, &r.mesh);
-    for (const bool with_eos : {false, true}) {
-      const GenerationResult result = session->generate(f.prompts(), f.generation_config(with_eos));
-      const std::string key = with_eos ? "generate_eos_sequences" : "generate_sequences";
-      EXPECT_TRUE(at::equal(result.sequences, f.ref(key))) << key << ", rank " << rank << ":\n"
-                                                           << result.sequences;
-    }
+    // Greedy generation with the MLP kept whole.
+    expect_generations_match(*f.session({.overrides = overrides}, &r.mesh), f, rank);
   }));
 }
 
