@@ -63,7 +63,8 @@ bool gemm_enabled() {
 #if defined(__x86_64__)
     // MKL chooses its code by vendor: on Intel's CPUs its own AVX-512 / AVX2 paths, elsewhere
     // AVX2 code that reaches 42-46% of an AVX-512 core's FMA peak and trails this GEMM's AVX2
-    // kernels by 6-24% on GPT-2's products (bench/gemm_libraries.py, docs/benchmarks.md).
+    // kernels by 6-24% on GPT-2's products (measured on a Zen 5 held to AVX2 code;
+    // bench/gemm_libraries.py, docs/benchmarks.md).
     __builtin_cpu_init();
     const std::string isa = capability();
     return (isa == "AVX512" || isa == "AVX2") && !__builtin_cpu_is("intel");
