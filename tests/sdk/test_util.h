@@ -3,6 +3,7 @@
 #pragma once
 
 #include "shardformer/error.h"
+#include "shardformer/strings.h"
 #include "test_env.h"
 
 #include <gtest/gtest.h>
@@ -11,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -69,5 +71,23 @@ class PythonFixturesTest : public ::testing::Test {
 
   std::filesystem::path dir_;
 };
+
+// Runs `check(i)` for every index, expecting it to return "" (a match) or a description of
+// the mismatch; reports the first few mismatches and the totals.
+inline void expect_all(const std::string& what, size_t count,
+                       const std::function<std::string(size_t)>& check) {
+  size_t matched = 0;
+  std::vector<std::string> failures;
+  for (size_t i = 0; i < count; ++i) {
+    std::string failure = check(i);
+    if (failure.empty()) {
+      ++matched;
+    } else if (failures.size() < 5) {
+      failures.push_back(str("  #", i, ": ", failure));
+    }
+  }
+  std::cout << "[ " << what << " ] " << matched << "/" << count << " match\n";
+  EXPECT_EQ(matched, count) << what << ":\n" << join(failures, "\n");
+}
 
 }  // namespace shardformer::testing

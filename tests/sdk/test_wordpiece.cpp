@@ -20,6 +20,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+using testing::expect_all;
 using tokenizer::BatchEncoding;
 using tokenizer::BatchOptions;
 using tokenizer::Side;
@@ -55,24 +56,6 @@ const json& reference() {
 }
 
 std::string show(const std::vector<int64_t>& ids) { return str("[", join(ids, ", "), "]"); }
-
-// Runs `check(i)` for every index, expecting it to return "" (a match) or a description of
-// the mismatch; reports the first few mismatches and the totals.
-void expect_all(const std::string& what, size_t count,
-                const std::function<std::string(size_t)>& check) {
-  size_t matched = 0;
-  std::vector<std::string> failures;
-  for (size_t i = 0; i < count; ++i) {
-    std::string failure = check(i);
-    if (failure.empty()) {
-      ++matched;
-    } else if (failures.size() < 5) {
-      failures.push_back(str("  #", i, ": ", failure));
-    }
-  }
-  std::cout << "[ " << what << " ] " << matched << "/" << count << " match\n";
-  EXPECT_EQ(matched, count) << what << ":\n" << join(failures, "\n");
-}
 
 class WordPieceReference : public ::testing::TestWithParam<std::string> {
  protected:

@@ -107,6 +107,14 @@ struct TokenizerData {
   int64_t token_to_id_or(std::string_view token, int64_t fallback = -1) const;
 };
 
+// Python's str.replace(from, to) in place.
+void replace_all(std::string& text, std::string_view from, std::string_view to);
+// transformers' clean_up_tokenization (no space before . ? ! , and contractions), which is also
+// HF tokenizers' WordPiece decoder cleanup.
+void clean_up_tokenization(std::string& text);
+// Rust's String::from_utf8_lossy: each maximal invalid subsequence becomes one U+FFFD.
+std::string utf8_lossy(std::string_view bytes);
+
 TokenizerData load_tokenizer_json(const std::filesystem::path& path);
 TokenizerData load_vocab_file(const std::filesystem::path& path);
 

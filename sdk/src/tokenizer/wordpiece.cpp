@@ -154,31 +154,6 @@ Encoding post_process(const TokenizerData& data, std::vector<int64_t> ids, bool 
   return encoding;
 }
 
-void replace_all(std::string& text, std::string_view from, std::string_view to) {
-  size_t at = 0;
-  while ((at = text.find(from, at)) != std::string::npos) {
-    text.replace(at, from.size(), to);
-    at += to.size();
-  }
-}
-
-// transformers' clean_up_tokenization, also the WordPiece decoder's per-token cleanup.
-void clean_up_tokenization(std::string& text) {
-  static constexpr std::array<std::pair<std::string_view, std::string_view>, 10> kRules = {{
-      {" .", "."},
-      {" ?", "?"},
-      {" !", "!"},
-      {" ,", ","},
-      {" ' ", "'"},
-      {" n't", "n't"},
-      {" 'm", "'m"},
-      {" 's", "'s"},
-      {" 've", "'ve"},
-      {" 're", "'re"},
-  }};
-  for (const auto& [from, to] : kRules) replace_all(text, from, to);
-}
-
 // Python's str.strip(): drops leading and trailing str.isspace() characters.
 std::string python_strip(const std::string& text) {
   std::u32string cps = detail::decode_utf8(text, "decoded text");
@@ -280,7 +255,7 @@ std::string WordPieceTokenizer::decode(const std::vector<int64_t>& ids,
   std::string text;
   if (data.flavor == Flavor::kPython) {
     text = join(tokens, " ");
-    replace_all(text, " ##", "");
+    detail::replace_all(text, " ##", "");
     text = python_strip(text);
   } else if (!data.has_decoder) {
     text = join(tokens, " ");
@@ -294,11 +269,11 @@ std::string WordPieceTokenizer::decode(const std::vector<int64_t>& ids,
           token.insert(0, " ");
         }
       }
-      if (data.decoder_cleanup) clean_up_tokenization(token);
+      if (data.decoder_cleanup) detail::clean_up_tokenization(token);
       text += token;
     }
   }
-  if (data.clean_up_tokenization_spaces) clean_up_tokenization(text);
+  if (data.clean_up_tokenization_spaces) detail::clean_up_tokenization(text);
   return text;
 }
 
