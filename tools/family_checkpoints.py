@@ -125,6 +125,17 @@ CHECKPOINTS = {
     # Same seed and config as tiny-llama, saved in bfloat16: its weights are tiny-llama's rounded.
     "tiny-llama-bf16": dict(arch="LlamaForCausalLM", base="LlamaModel", config=LLAMA,
                             save_dtype="bfloat16", **LLAMA_TUNING),
+    # SmolLM2's head counts (9 query, 3 KV heads of 8): tp 2 splits them unevenly (6 + 3, 2 + 1).
+    "tiny-llama-9-heads": dict(
+        arch="LlamaForCausalLM", base="LlamaModel",
+        config={**LLAMA, "hidden_size": 72, "num_attention_heads": 9, "num_key_value_heads": 3,
+                "head_dim": 8, "tie_word_embeddings": True}, **LLAMA_TUNING),
+    # Multi-query attention with an odd head count (Falcon-7B's 71 and 1, scaled down): the KV
+    # head is shared by every rank, the 5 query heads split 3 + 2 at tp 2 and 2 + 1 + 1 + 1 at 4.
+    "tiny-llama-mqa-5-heads": dict(
+        arch="LlamaForCausalLM", base="LlamaModel",
+        config={**LLAMA, "hidden_size": 40, "num_attention_heads": 5, "num_key_value_heads": 1,
+                "head_dim": 8}, **LLAMA_TUNING),
     "tiny-mistral": dict(
         arch="MistralForCausalLM", base="MistralModel",
         config=dict(vocab_size=1013, hidden_size=64, intermediate_size=96, num_hidden_layers=5,

@@ -67,6 +67,18 @@ int64_t column_replicas(const BuildContext& ctx, const LinearOptions& options) {
   return tp / units;
 }
 
+// An uneven split names every rank's share of the split features, and they add up.
+void check_split_sizes(const BuildContext& ctx, const LinearOptions& options, int64_t features) {
+  int64_t sum = 0;
+  for (int64_t n : options.split_sizes) sum += n > 0 ? n : features + 1;
+  if (static_cast<int64_t>(options.split_sizes.size()) != ctx.tp_size() || sum != features ||
+      options.column_units > 0 && options.column_units < ctx.tp_size()) {
+    throw ModelError(str(ctx.path(), ": an uneven split [", join(options.split_sizes, ", "),
+                         "] of ", features, " features does not fit ", ctx.tp_size(),
+                         " tensor-parallel ranks"));
+  }
+}
+
 // Whether the layer's activations outside it are split along the sequence (split_gather).
 bool split_gather(const BuildContext& ctx) {
   const ParallelContext* p = ctx.parallel();
@@ -81,17 +93,20 @@ Linear1D_Col::Linear1D_Col(const BuildContext& ctx, int64_t in_features, int64_t
     : ReplicatedLinear(ctx, in_features, out_features, options,
                        TensorShard{.dim = out_dim(options),
                                    .fused_blocks = style.fused_blocks,
-                                   .replicas = column_replicas(ctx, options)},
+                                   .replicas = column_replicas(ctx, options),
+                                   .sizes = options.split_sizes},
                        TensorShard{.dim = 0,
                                    .fused_blocks = style.fused_blocks,
-                                   .replicas = column_replicas(ctx, options)}),
+                                   .replicas = column_replicas(ctx, options),
+                                   .sizes = options.split_sizes}),
       group_(ctx.parallel()->tp),
       gather_output_(style.gather_output),
       sequence_split_(split_gather(ctx)),
       overlap_(sequence_split_ && ctx.parallel()->config.enable_sequence_overlap) {
-  if (gather_output_ && (style.fused_blocks > 1 || column_replicas(ctx, options) > 1)) {
-    throw ModelError(str(ctx.path(), ": gather_output is not supported with fused blocks or ",
-                         "heads shared by several ranks"));
+  if (gather_output_ && (style.fused_blocks > 1 || column_replicas(ctx, options) > 1 ||
+                         !options.split_sizes.empty())) {
+    throw ModelError(str(ctx.path(), ": gather_output is not supported with fused blocks, ",
+                         "heads shared by several ranks or an uneven split"));
   }
   if (gather_output_ && sequence_split_) {
     throw ModelError(str(ctx.path(), ": gather_output is not supported under sequence ",
@@ -183,7 +198,8 @@ std::vector<at::Tensor> forward_shared_input(const std::vector<Linear*>& layers,
 
 Linear1D_Row::Linear1D_Row(const BuildContext& ctx, int64_t in_features, int64_t out_features,
                            LinearOptions options, ShardStyle style)
-    : ReplicatedLinear(ctx, in_features, out_features, options, TensorShard{.dim = in_dim(options)},
+    : ReplicatedLinear(ctx, in_features, out_features, options,
+                       TensorShard{.dim = in_dim(options), .sizes = options.split_sizes},
                        TensorShard{}),
       group_(ctx.parallel()->tp),
       input_is_parallel_(style.input_is_parallel),
@@ -326,7 +342,9 @@ std::shared_ptr<Linear> make_linear(const BuildContext& ctx, int64_t in_features
     case ShardKind::kReplicate:
       return std::make_shared<ReplicatedLinear>(ctx, in_features, out_features, options);
     case ShardKind::kColumn:
-      if (options.column_units > 0 && options.column_units < ctx.tp_size()) {
+      if (!options.split_sizes.empty()) {
+        check_split_sizes(ctx, options, out_features);
+      } else if (options.column_units > 0 && options.column_units < ctx.tp_size()) {
         column_replicas(ctx, options);  // units shared by several ranks: checked there
       } else {
         ctx.divide_by_tp(
@@ -335,7 +353,11 @@ std::shared_ptr<Linear> make_linear(const BuildContext& ctx, int64_t in_features
       }
       return std::make_shared<Linear1D_Col>(ctx, in_features, out_features, options, style);
     case ShardKind::kRow:
-      ctx.divide_by_tp(in_features, ctx.name_of("in_features"));
+      if (!options.split_sizes.empty()) {
+        check_split_sizes(ctx, options, in_features);
+      } else {
+        ctx.divide_by_tp(in_features, ctx.name_of("in_features"));
+      }
       return std::make_shared<Linear1D_Row>(ctx, in_features, out_features, options, style);
     default:
       throw ModelError(str(ctx.path(), ": a linear layer cannot take shard style '",

@@ -7,14 +7,40 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 
 namespace shardformer::layers {
 
-int64_t local_heads(const BuildContext& ctx, bool split, int64_t heads, std::string_view key) {
-  if (!split) return heads;
-  if (heads < ctx.tp_size() && ctx.tp_size() % heads == 0) return 1;
-  return ctx.divide_by_tp(heads, key);
+bool HeadSplit::even() const {
+  return std::adjacent_find(heads.begin(), heads.end(), std::not_equal_to<>()) == heads.end();
+}
+
+HeadSplit split_heads(const BuildContext& ctx, int64_t heads, int64_t kv_heads) {
+  const int64_t tp = ctx.tp_size(), group = heads / kv_heads;
+  HeadSplit split;
+  if (kv_heads >= tp) {
+    for (int64_t r = 0; r < tp; ++r) {
+      split.kv_heads.push_back(kv_heads / tp + (r < kv_heads % tp ? 1 : 0));
+      split.heads.push_back(split.kv_heads.back() * group);
+    }
+    return split;
+  }
+  if (tp % kv_heads != 0) {
+    throw ModelError(str(ctx.path(), ": ", kv_heads, " KV heads cannot be shared evenly by ", tp,
+                         " tensor-parallel ranks (tp must divide by them or they by tp)"));
+  }
+  const int64_t sharing = tp / kv_heads;  // ranks per KV head
+  if (group < sharing) {
+    throw ModelError(str(ctx.path(), ": ", heads, " query heads are fewer than the ", tp,
+                         " tensor-parallel ranks"));
+  }
+  for (int64_t r = 0; r < tp; ++r) {
+    split.kv_heads.push_back(1);
+    split.heads.push_back(group / sharing + (r % sharing < group % sharing ? 1 : 0));
+  }
+  return split;
 }
 
 SelfAttention::SelfAttention(const BuildContext& ctx, const SelfAttentionOptions& o,
@@ -33,17 +59,38 @@ SelfAttention::SelfAttention(const BuildContext& ctx, const SelfAttentionOptions
     throw ModelError(str(ctx.path(), ": num_attention_heads (", o.num_heads,
                          ") is not a multiple of num_key_value_heads (", o.num_kv_heads, ")"));
   }
-  heads_ = split ? ctx.divide_by_tp(o.num_heads, "num_attention_heads") : o.num_heads;
-  kv_heads_ = local_heads(ctx, split, o.num_kv_heads, "num_key_value_heads");
+  heads_ = o.num_heads;
+  kv_heads_ = o.num_kv_heads;
+  LinearOptions q{.bias = o.qkv_bias, .column_units = o.num_heads};
+  LinearOptions kv{.bias = o.qkv_bias, .column_units = o.num_kv_heads};
+  LinearOptions out{.bias = o.out_bias};
+  int64_t first_head = 0;
+  if (split) {
+    const HeadSplit heads = split_heads(ctx, o.num_heads, o.num_kv_heads);
+    const int64_t rank = ctx.tp_rank();
+    heads_ = heads.heads[rank];
+    kv_heads_ = heads.kv_heads[rank];
+    for (int64_t r = 0; r < rank; ++r) first_head += heads.heads[r];
+    if (!heads.even()) {
+      if (ctx.parallel()->config.enable_sequence_parallelism) {
+        throw ModelError(str(ctx.path(), ": ", o.num_heads, " query heads split unevenly over ",
+                             ctx.tp_size(),
+                             " tensor-parallel ranks do not run under sequence "
+                             "parallelism; pick a tp size that divides them"));
+      }
+      for (int64_t n : heads.heads) q.split_sizes.push_back(n * o.head_dim);
+      out.split_sizes = q.split_sizes;
+      if (o.num_kv_heads >= ctx.tp_size()) {
+        for (int64_t n : heads.kv_heads) kv.split_sizes.push_back(n * o.head_dim);
+      }
+    }
+  }
   const int64_t q_out = o.num_heads * o.head_dim, kv_out = o.num_kv_heads * o.head_dim;
-  q_proj_ =
-      register_module("q_proj", make_linear(ctx.child("q_proj"), o.hidden_size, q_out,
-                                            {.bias = o.qkv_bias, .column_units = o.num_heads}));
-  const LinearOptions kv{.bias = o.qkv_bias, .column_units = o.num_kv_heads};
+  q_proj_ = register_module("q_proj", make_linear(ctx.child("q_proj"), o.hidden_size, q_out, q));
   k_proj_ = register_module("k_proj", make_linear(ctx.child("k_proj"), o.hidden_size, kv_out, kv));
   v_proj_ = register_module("v_proj", make_linear(ctx.child("v_proj"), o.hidden_size, kv_out, kv));
-  o_proj_ = register_module(
-      o.out_name, make_linear(ctx.child(o.out_name), q_out, o.hidden_size, {.bias = o.out_bias}));
+  o_proj_ =
+      register_module(o.out_name, make_linear(ctx.child(o.out_name), q_out, o.hidden_size, out));
   if (o.qk_norm_eps > 0) {
     // One weight for every head: each rank's gradient covers its own heads only.
     const TensorShard shared{.replicas = split ? ctx.tp_size() : 1};
@@ -52,7 +99,6 @@ SelfAttention::SelfAttention(const BuildContext& ctx, const SelfAttentionOptions
     k_norm_ = register_module("k_norm", std::make_shared<RMSNorm>(ctx.child("k_norm"), o.head_dim,
                                                                   o.qk_norm_eps, shared));
   }
-  const int64_t first_head = split ? ctx.tp_rank() * heads_ : 0;
   dropout_ = register_module(
       "attn_dropout",
       std::make_shared<Dropout>(

@@ -8,6 +8,8 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+
 namespace shardformer {
 namespace {
 
@@ -21,6 +23,17 @@ int64_t pieces(const TensorShard& s) { return s.size / s.replicas; }
 
 void check_divisible(const TensorShard& s, const std::string& name) {
   const int64_t total = s.padded_size > 0 ? s.padded_size : s.full_shape[s.dim];
+  if (!s.sizes.empty()) {
+    int64_t sum = 0;
+    for (int64_t n : s.sizes) sum += n;
+    if (static_cast<int64_t>(s.sizes.size()) != pieces(s) || sum != total || s.fused_blocks != 1 ||
+        s.padded_size > 0 || s.replicas != 1) {
+      throw ModelError(str("tensor '", name, "': an uneven split of dimension ", s.dim, " (size ",
+                           total, ") into [", join(s.sizes, ", "),
+                           "] does not fit tensor-parallel size ", s.size));
+    }
+    return;
+  }
   if (s.size % s.replicas != 0 || total % (s.fused_blocks * pieces(s)) != 0) {
     throw ModelError(str("tensor '", name, "': dimension ", s.dim, " of size ", total,
                          (s.fused_blocks > 1 ? str(" (", s.fused_blocks, " fused blocks)") : ""),
@@ -33,11 +46,20 @@ void check_divisible(const TensorShard& s, const std::string& name) {
 
 std::vector<int64_t> TensorShard::local_shape() const {
   std::vector<int64_t> shape = full_shape;
-  if (!replicated()) shape[dim] = fused_blocks * (block_size(*this) / pieces(*this));
+  if (!replicated() && !sizes.empty()) {
+    shape[dim] = sizes[rank / replicas];
+  } else if (!replicated()) {
+    shape[dim] = fused_blocks * (block_size(*this) / pieces(*this));
+  }
   return shape;
 }
 
 std::pair<int64_t, int64_t> TensorShard::local_range() const {
+  if (!sizes.empty()) {
+    int64_t begin = 0;
+    for (int64_t piece = 0; piece < rank / replicas; ++piece) begin += sizes[piece];
+    return {begin, begin + sizes[rank / replicas]};
+  }
   const int64_t per_rank = block_size(*this) / pieces(*this);
   const int64_t begin = (rank / replicas) * per_rank;
   const int64_t real = full_shape[dim] / fused_blocks;
@@ -80,6 +102,23 @@ at::Tensor gather_shard(const at::Tensor& local, const TensorShard& shard,
     at::Tensor sum = local.clone();
     group.all_reduce_(sum);
     return sum;
+  }
+  if (!shard.sizes.empty()) {
+    // Pieces of different sizes: each padded to the largest for the gather, then trimmed.
+    const int64_t largest = *std::max_element(shard.sizes.begin(), shard.sizes.end());
+    at::Tensor padded = local;
+    if (local.size(shard.dim) < largest) {
+      std::vector<int64_t> pad_shape = local.sizes().vec();
+      pad_shape[shard.dim] = largest - local.size(shard.dim);
+      padded = at::cat({local, at::zeros(pad_shape, local.options())}, shard.dim);
+    }
+    const at::Tensor all = group.all_gather(padded.contiguous(), shard.dim);
+    std::vector<at::Tensor> pieces_in_order;
+    for (size_t r = 0; r < shard.sizes.size(); ++r) {
+      pieces_in_order.push_back(
+          all.narrow(shard.dim, static_cast<int64_t>(r) * largest, shard.sizes[r]));
+    }
+    return at::cat(pieces_in_order, shard.dim);
   }
   at::Tensor full = group.all_gather(local.contiguous(), shard.dim);  // rank-major pieces
   if (shard.replicas > 1) {

@@ -47,6 +47,27 @@ INSTANTIATE_TEST_SUITE_P(
                                              std::get<1>(info.param));
     });
 
+// Heads that tp does not divide, split unevenly (whole KV groups per rank, or a shared KV head
+// and the query heads split): SmolLM2's 9 and 3 at tp 2 (and 3, even), and 5 query heads with
+// one KV head at tp 2 and 4; with pp 2 x tp 2.
+class LlamaUnevenHeads : public ::testing::TestWithParam<std::tuple<std::string, Layout>> {};
+
+TEST_P(LlamaUnevenHeads, MatchHFAtThisLayout) {
+  const auto& [model, layout] = GetParam();
+  check_decoder_against_hf(model, "LlamaForCausalLM", "LlamaModel", layout);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Checkpoints, LlamaUnevenHeads,
+    ::testing::Values(std::tuple{"tiny-llama-9-heads", Layout{2, 1, "tp2"}},
+                      std::tuple{"tiny-llama-9-heads", Layout{3, 1, "tp3"}},
+                      std::tuple{"tiny-llama-9-heads", Layout{2, 2, "pp2_tp2"}},
+                      std::tuple{"tiny-llama-mqa-5-heads", Layout{2, 1, "tp2"}},
+                      std::tuple{"tiny-llama-mqa-5-heads", Layout{4, 1, "tp4"}}),
+    [](const auto& info) {
+      return shardformer::testing::case_name(std::get<0>(info.param), std::get<1>(info.param));
+    });
+
 // Forward and backward of the 5-layer base model at tp 2; the tp group's collectives.
 void check_llama_step_collectives(const Layout& layout) {
   shardformer::testing::on_ranks(

@@ -27,6 +27,9 @@ struct LinearOptions {
   // units than tp ranks each unit is held by tp / units consecutive ranks (GQA's KV heads,
   // as Megatron and vLLM replicate them), whose gradients of it are summed.
   int64_t column_units = 0;
+  // An uneven split, per tp rank: the output features (column) or input features (row) it
+  // holds, summing to the layer's (attention heads that tp does not divide). Empty: equal.
+  std::vector<int64_t> split_sizes{};
 };
 
 class Dropout;

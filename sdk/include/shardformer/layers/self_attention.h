@@ -62,8 +62,16 @@ class SelfAttention : public torch::nn::Module {
   std::shared_ptr<Dropout> dropout_;
 };
 
-// This rank's KV heads of `heads` when split over tp (all of them when not split); fewer KV
-// heads than tp give each rank one. Throws ModelError naming `key` when they do not divide.
-int64_t local_heads(const BuildContext& ctx, bool split, int64_t heads, std::string_view key);
+// How the query and KV heads are split over the tp ranks: per rank, its query and KV heads.
+// Each rank holds whole groups of query heads with their KV head, the ranks differing by at most
+// one group, so that any head count splits (SmolLM2's 9 and 3 at tp 2: 6 + 2 and 3 + 1). With
+// fewer KV heads than ranks (tp a multiple of them) each KV head is shared by tp / kv ranks,
+// which split its group's query heads, differing by at most one (Falcon-7B's 71 and 1).
+struct HeadSplit {
+  std::vector<int64_t> heads;     // query heads of each rank
+  std::vector<int64_t> kv_heads;  // KV heads of each rank
+  bool even() const;              // every rank the same: the plain Megatron split
+};
+HeadSplit split_heads(const BuildContext& ctx, int64_t heads, int64_t kv_heads);
 
 }  // namespace shardformer::layers

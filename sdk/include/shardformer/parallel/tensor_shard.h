@@ -27,6 +27,9 @@ struct TensorShard {
   // fewer than tp ranks; with dim = -1 and replicas = size, a replicated parameter applied to
   // split activations, such as Qwen3's per-head q_norm).
   int64_t replicas = 1;
+  // An uneven split: the rows of dim each piece holds, in rank order (their sum is the
+  // dimension's size; attention heads that do not divide by tp). Empty: equal pieces.
+  std::vector<int64_t> sizes{};
   int rank = 0, size = 1;
 
   bool replicated() const { return dim < 0 || size == replicas; }
