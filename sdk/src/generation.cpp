@@ -1,4 +1,5 @@
-// Greedy decoding with a KV cache, matching HF generate(do_sample=False) token for token.
+// Decoding with a KV cache, matching HF generate() token for token when greedy and its
+// processed scores when sampling.
 #include "shardformer/generation.h"
 
 #include "shardformer/runtime/inference_scope.h"
@@ -42,6 +43,7 @@ void check_prompts(const Model& model, const std::vector<std::vector<int64_t>>& 
   };
   check_id(config.pad_token_id, "pad_token_id");
   if (config.eos_token_id) check_id(*config.eos_token_id, "eos_token_id");
+  for (int64_t id : config.more_eos_token_ids) check_id(id, "eos_token_id");
   if (config.max_new_tokens < 1) throw Error("generate: max_new_tokens must be at least 1");
   const int64_t total = static_cast<int64_t>(longest) + config.max_new_tokens;
   if (shape.max_positions > 0 && total > shape.max_positions) {
@@ -53,15 +55,24 @@ void check_prompts(const Model& model, const std::vector<std::vector<int64_t>>& 
 
 }  // namespace
 
-GenerationResult greedy_generate(Model& model, const std::vector<std::vector<int64_t>>& prompts,
-                                 const GenerationConfig& config) {
-  return greedy_generate(model, prompts, config, [&model](const ForwardInputs& inputs) {
-    return model.forward(inputs).select(1, -1).argmax(-1);  // [batch, seq, vocab] -> [batch]
-  });
+bool GenerationConfig::is_eos(int64_t id) const {
+  return (eos_token_id && id == *eos_token_id) ||
+         std::find(more_eos_token_ids.begin(), more_eos_token_ids.end(), id) !=
+             more_eos_token_ids.end();
 }
 
-GenerationResult greedy_generate(Model& model, const std::vector<std::vector<int64_t>>& prompts,
-                                 const GenerationConfig& config, const NextTokenFn& next_tokens) {
+GenerationResult generate(Model& model, const std::vector<std::vector<int64_t>>& prompts,
+                          const GenerationConfig& config) {
+  const DecodeStep step{.logits =
+                            [&model](const ForwardInputs& inputs) {
+                              return model.forward(inputs).select(1, -1);  // [batch, vocab]
+                            },
+                        .share = [](at::Tensor&) {}};
+  return generate(model, prompts, config, step);
+}
+
+GenerationResult generate(Model& model, const std::vector<std::vector<int64_t>>& prompts,
+                          const GenerationConfig& config, const DecodeStep& decode) {
   check_prompts(model, prompts, config);
   const runtime::InferenceScope inference;
   const ModelShape shape = model.shape();
@@ -85,7 +96,10 @@ GenerationResult greedy_generate(Model& model, const std::vector<std::vector<int
     return static_cast<int64_t>(prompt.size()) != prompt_len;
   });
   at::Tensor step_ids = input_ids;
-  at::Tensor unfinished = at::ones({batch}, at::TensorOptions().dtype(at::kBool).device(device));
+  at::Tensor sequences = input_ids;  // [batch, prompt_len + steps so far]
+  std::vector<bool> unfinished(batch, true);
+  std::vector<int64_t> last_step(batch, config.max_new_tokens - 1);  // a row's last token
+  TokenChooser chooser(config.sampling);
   std::vector<at::Tensor> generated;
   for (int64_t step = 0; step < config.max_new_tokens; ++step) {
     const ForwardInputs inputs{.input_ids = step_ids,
@@ -93,11 +107,28 @@ GenerationResult greedy_generate(Model& model, const std::vector<std::vector<int
                                .position_ids = position_ids,
                                .cache = &cache,
                                .logits_to_keep = 1};  // the next token needs the last only
-    at::Tensor next = next_tokens(inputs);            // [batch]
-    next = at::where(unfinished, next, at::full_like(next, config.pad_token_id));
+    const at::Tensor logits = decode.logits(inputs);  // [batch, vocab] or undefined
+    at::Tensor next = logits.defined() ? chooser.next(logits, sequences)
+                                       : at::empty({batch}, input_ids.options());  // [batch]
+    decode.share(next);
+    // Finished rows get the pad token; the rest are checked for their end.
+    const at::Tensor chosen = next.cpu();
+    std::vector<int64_t> tokens(chosen.data_ptr<int64_t>(), chosen.data_ptr<int64_t>() + batch);
+    std::vector<bool> stop(batch, false);
+    for (int64_t row = 0; row < batch; ++row) {
+      if (!unfinished[row]) tokens[row] = config.pad_token_id;
+    }
+    if (config.on_step) config.on_step(tokens, stop);
+    for (int64_t row = 0; row < batch; ++row) {
+      if (unfinished[row] && (config.is_eos(tokens[row]) || stop[row])) {
+        unfinished[row] = false;
+        last_step[row] = step;
+      }
+    }
+    next = at::tensor(tokens, input_ids.options());
     generated.push_back(next);
-    if (config.eos_token_id) unfinished = at::logical_and(unfinished, next != *config.eos_token_id);
-    if (!unfinished.any().item<bool>()) break;
+    sequences = at::cat({sequences, next.unsqueeze(1)}, 1);
+    if (std::none_of(unfinished.begin(), unfinished.end(), [](bool u) { return u; })) break;
     step_ids = next.unsqueeze(1);                                // [batch, 1]
     position_ids = position_ids.select(1, -1).unsqueeze(1) + 1;  // [batch, 1]
     if (padded) attention_mask = at::cat({attention_mask, at::ones_like(step_ids)}, 1);
@@ -109,9 +140,8 @@ GenerationResult greedy_generate(Model& model, const std::vector<std::vector<int
   auto ids = new_ids.accessor<int64_t, 2>();
   for (int64_t row = 0; row < batch; ++row) {
     std::vector<int64_t> tokens;
-    for (int64_t step = 0; step < new_ids.size(1); ++step) {
+    for (int64_t step = 0; step < new_ids.size(1) && step <= last_step[row]; ++step) {
       tokens.push_back(ids[row][step]);
-      if (config.eos_token_id && ids[row][step] == *config.eos_token_id) break;
     }
     result.new_tokens.push_back(std::move(tokens));
   }

@@ -1,10 +1,13 @@
-// Greedy decoding with a KV cache for any Model with an LM head, following HF generate():
-// prompts left-padded, positions from the attention mask, finished rows padded.
+// Decoding with a KV cache for any Model with an LM head, following HF generate(): prompts
+// left-padded, positions from the attention mask, greedy or sampled tokens (sampling.h),
+// finished rows padded.
 #pragma once
 
 #include "shardformer/model.h"
 #include "shardformer/padding.h"
+#include "shardformer/sampling.h"
 
+#include <filesystem>
 #include <functional>
 #include <optional>
 #include <vector>
@@ -13,8 +16,16 @@ namespace shardformer {
 
 struct GenerationConfig {
   int64_t max_new_tokens = 20;
-  std::optional<int64_t> eos_token_id;  // none: never stops early
-  int64_t pad_token_id = 0;             // written for left padding and after a row finished
+  std::optional<int64_t> eos_token_id;      // none: never stops early
+  std::vector<int64_t> more_eos_token_ids;  // further ids that end a row (HF's eos lists)
+  int64_t pad_token_id = 0;                 // written for left padding and after a row finished
+  SamplingConfig sampling;
+  // Called on every rank after each step with the step's token of every row (pad for rows
+  // already finished); setting stop[row] ends that row after this token (stop strings). It
+  // must decide the same on every rank.
+  std::function<void(const std::vector<int64_t>& tokens, std::vector<bool>& stop)> on_step;
+
+  bool is_eos(int64_t id) const;
 };
 
 struct GenerationResult {
@@ -22,16 +33,26 @@ struct GenerationResult {
   std::vector<std::vector<int64_t>> new_tokens;  // per prompt, up to and including its eos
 };
 
+// Takes the model folder's generation_config.json (when there is one) into `config`: its eos
+// ids (one or a list), pad id and sampling settings, as HF generate() does. Throws
+// CheckpointError naming a key that would change decoding and is not supported.
+void apply_generation_config_file(const std::filesystem::path& folder, GenerationConfig& config);
+
 // Throws Error when the model has no LM head, a prompt is empty, or the total length exceeds
 // the model's max_positions.
-GenerationResult greedy_generate(Model& model, const std::vector<std::vector<int64_t>>& prompts,
-                                 const GenerationConfig& config);
+GenerationResult generate(Model& model, const std::vector<std::vector<int64_t>>& prompts,
+                          const GenerationConfig& config);
 
-// One decoding step: the greedy next token of every row [batch] int64 after running `inputs`
-// (which carry the KV cache), the same on every rank. greedy_generate's default is the argmax
-// of model.forward()'s last position; a pipeline runs the stages and broadcasts it.
-using NextTokenFn = std::function<at::Tensor(const ForwardInputs& inputs)>;
-GenerationResult greedy_generate(Model& model, const std::vector<std::vector<int64_t>>& prompts,
-                                 const GenerationConfig& config, const NextTokenFn& next_tokens);
+// One decoding step as a rank runs it: `logits` runs `inputs` (which carry the KV cache) and
+// returns the last position's logits [batch, vocab] where this rank has them (undefined
+// where it has not, as on a pipeline's first stages); `share` then gives every rank the
+// tokens [batch] int64 that a rank with logits chose. generate's default is model.forward()
+// with nothing to share; a pipeline runs its stages and broadcasts from the last.
+struct DecodeStep {
+  std::function<at::Tensor(const ForwardInputs& inputs)> logits;
+  std::function<void(at::Tensor& tokens)> share;
+};
+GenerationResult generate(Model& model, const std::vector<std::vector<int64_t>>& prompts,
+                          const GenerationConfig& config, const DecodeStep& step);
 
 }  // namespace shardformer

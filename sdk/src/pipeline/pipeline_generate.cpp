@@ -1,4 +1,4 @@
-// Pipelined decoding steps on top of greedy_generate().
+// Pipelined decoding steps on top of generate(): the last stage chooses, every stage learns.
 #include "shardformer/pipeline/pipeline_generate.h"
 
 #include "shardformer/pipeline/stage_channel.h"
@@ -7,14 +7,15 @@
 
 namespace shardformer::pipeline {
 
-GenerationResult pipeline_greedy_generate(Model& model, const distributed::ProcessGroup& pp,
-                                          const std::vector<std::vector<int64_t>>& prompts,
-                                          const GenerationConfig& config) {
+GenerationResult pipeline_generate(Model& model, const distributed::ProcessGroup& pp,
+                                   const std::vector<std::vector<int64_t>>& prompts,
+                                   const GenerationConfig& config) {
   const PipelineStageManager* stages = model.pipeline();
-  if (stages == nullptr) return greedy_generate(model, prompts, config);
+  if (stages == nullptr) return generate(model, prompts, config);
   StageChannel channel(pp, *stages);
   int64_t step = 0;
-  const auto next_tokens = [&](const ForwardInputs& step_inputs) {
+  DecodeStep decode;
+  decode.logits = [&](const ForwardInputs& step_inputs) {
     const at::Tensor& ids = step_inputs.input_ids;  // [batch, seq]
     const c10::Device device = ids.device();
     at::Tensor out;
@@ -30,15 +31,16 @@ GenerationResult pipeline_greedy_generate(Model& model, const distributed::Proce
         channel.send(out, Direction::kForward, chunk, ids.sizes().vec(), step);
       }
     }
-    at::Tensor tokens = stages->is_last_stage()
-                            ? out.select(1, -1).argmax(-1).contiguous()  // [batch]
-                            : at::empty({ids.size(0)}, ids.options());
+    // [batch, vocab] on the last stage
+    return stages->is_last_stage() ? out.select(1, -1) : at::Tensor();
+  };
+  decode.share = [&](at::Tensor& tokens) {
+    tokens = tokens.contiguous();
     pp.broadcast_(tokens, static_cast<int>(stages->num_stages() - 1));
     channel.wait_sends();
     ++step;
-    return tokens;
   };
-  return greedy_generate(model, prompts, config, next_tokens);
+  return generate(model, prompts, config, decode);
 }
 
 }  // namespace shardformer::pipeline

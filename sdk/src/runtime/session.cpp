@@ -124,9 +124,15 @@ GenerationConfig Session::generation_config(int64_t max_new_tokens,
   const HFConfig& hf = checkpoint_->config();
   GenerationConfig config;
   config.max_new_tokens = max_new_tokens;
-  config.eos_token_id = eos_token_id ? eos_token_id : hf.get_optional_int("eos_token_id");
-  config.pad_token_id = pad_token_id.value_or(
-      hf.get_optional_int("pad_token_id").value_or(config.eos_token_id.value_or(0)));
+  config.eos_token_id = hf.get_optional_int("eos_token_id");
+  config.pad_token_id = hf.get_optional_int("pad_token_id").value_or(-1);
+  apply_generation_config_file(checkpoint_->directory(), config);
+  if (config.pad_token_id < 0) config.pad_token_id = config.eos_token_id.value_or(0);
+  if (eos_token_id) {
+    config.eos_token_id = eos_token_id;
+    config.more_eos_token_ids.clear();
+  }
+  if (pad_token_id) config.pad_token_id = *pad_token_id;
   return config;
 }
 
@@ -185,8 +191,8 @@ GenerationResult Session::generate(const std::vector<std::vector<int64_t>>& prom
         "generation runs without sequence parallelism (decoding adds one token at a time): set "
         "shard.enable_sequence_parallelism = false");
   }
-  if (stages_) return pipeline::pipeline_greedy_generate(*model_, mesh_->pp(), prompts, config);
-  return greedy_generate(*model_, prompts, config);
+  if (stages_) return pipeline::pipeline_generate(*model_, mesh_->pp(), prompts, config);
+  return shardformer::generate(*model_, prompts, config);
 }
 
 }  // namespace shardformer

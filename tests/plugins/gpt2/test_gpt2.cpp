@@ -148,7 +148,7 @@ TEST_F(GPT2Test, ParameterNamesAreHFNames) {
 TEST_F(GPT2Test, GreedyGenerationMatchesHF) {
   const auto model = build("GPT2LMHeadModel");
   const GenerationResult result =
-      greedy_generate(*model, prompts(), generation_config(/*with_eos=*/false));
+      generate(*model, prompts(), generation_config(/*with_eos=*/false));
   EXPECT_TRUE(at::equal(result.sequences, ref("generate_sequences")))
       << "ours:\n"
       << result.sequences << "\nHF:\n"
@@ -157,8 +157,7 @@ TEST_F(GPT2Test, GreedyGenerationMatchesHF) {
 
 TEST_F(GPT2Test, GreedyGenerationStopsAtEosLikeHF) {
   const auto model = build("GPT2LMHeadModel");
-  const GenerationResult result =
-      greedy_generate(*model, prompts(), generation_config(/*with_eos=*/true));
+  const GenerationResult result = generate(*model, prompts(), generation_config(/*with_eos=*/true));
   EXPECT_TRUE(at::equal(result.sequences, ref("generate_eos_sequences")))
       << "ours:\n"
       << result.sequences << "\nHF:\n"
@@ -178,12 +177,15 @@ TEST_F(GPT2Test, GreedyGenerationOfUnpaddedPromptsPassesNoMaskAndMatchesHF) {
     rows.emplace_back(r.data_ptr<int64_t>(), r.data_ptr<int64_t>() + r.numel());
   }
   int64_t steps = 0, masked = 0;
-  const GenerationResult result = greedy_generate(
-      *model, rows, generation_config(/*with_eos=*/false), [&](const ForwardInputs& inputs) {
-        ++steps;
-        masked += inputs.attention_mask.defined() ? 1 : 0;
-        return model->forward(inputs).select(1, -1).argmax(-1);
-      });
+  const DecodeStep step{.logits =
+                            [&](const ForwardInputs& inputs) {
+                              ++steps;
+                              masked += inputs.attention_mask.defined() ? 1 : 0;
+                              return model->forward(inputs).select(1, -1);
+                            },
+                        .share = [](at::Tensor&) {}};
+  const GenerationResult result =
+      generate(*model, rows, generation_config(/*with_eos=*/false), step);
   EXPECT_EQ(steps, ref_scalar("generate_max_new_tokens"));
   EXPECT_EQ(masked, 0);
   EXPECT_TRUE(at::equal(result.sequences, ref("generate_unpadded_sequences")))
@@ -196,7 +198,7 @@ TEST_F(GPT2Test, GenerationRefusesTooLongRequests) {
   const auto model = build("GPT2LMHeadModel");
   GenerationConfig config;
   config.max_new_tokens = 64;  // + a 5-token prompt > n_positions = 64
-  EXPECT_THROW(greedy_generate(*model, prompts(), config), Error);
+  EXPECT_THROW(generate(*model, prompts(), config), Error);
 }
 
 TEST_F(GPT2Test, HeadsNotDividingHiddenSizeIsAClearError) {
@@ -340,7 +342,7 @@ TEST_P(GPT2Variant, LogitsLossGradientsAndGenerationMatchHF) {
   shardformer::testing::expect_close(f.forward(*model), f.ref("forward_logits"), kOutputAtol, 0.0,
                                      "logits");
   shardformer::testing::expect_loss_and_grads_match(f, *model, nullptr);
-  const GenerationResult result = greedy_generate(*model, f.prompts(), f.generation_config(true));
+  const GenerationResult result = generate(*model, f.prompts(), f.generation_config(true));
   EXPECT_TRUE(at::equal(result.sequences, f.ref("generate_eos_sequences"))) << result.sequences;
   const auto base = f.build("GPT2Model");
   shardformer::testing::expect_close(f.forward(*base), f.ref("forward_last_hidden_state"),

@@ -1,4 +1,4 @@
-// Greedy generation through a pipeline: each decoding step runs the stages in model order
+// Generation through a pipeline: each decoding step runs the stages in model order
 // (every chunk of an interleaved split), each with a KV cache of its own layers; the last stage
 // picks the next tokens and broadcasts them to every stage.
 #pragma once
@@ -9,9 +9,9 @@
 namespace shardformer::pipeline {
 
 // Collective over `pp`: every stage calls it with the same prompts and gets the same result.
-// `model` is this rank's stage; without one it is greedy_generate().
-GenerationResult pipeline_greedy_generate(Model& model, const distributed::ProcessGroup& pp,
-                                          const std::vector<std::vector<int64_t>>& prompts,
-                                          const GenerationConfig& config);
+// `model` is this rank's stage; without one it is generate().
+GenerationResult pipeline_generate(Model& model, const distributed::ProcessGroup& pp,
+                                   const std::vector<std::vector<int64_t>>& prompts,
+                                   const GenerationConfig& config);
 
 }  // namespace shardformer::pipeline

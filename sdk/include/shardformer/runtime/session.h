@@ -70,15 +70,17 @@ class Session {
   // The runner options for a batch of `batch` sequences: the layout's micro-batch count, or
   // its default. Throws ConfigError naming the origin when the batch cannot be split so.
   pipeline::PipelineOptions pipeline_options(int64_t batch) const;
-  // Generation settings: eos and pad from the arguments, else config.json's eos_token_id and
-  // pad_token_id (pad falls back to eos, then 0), as HF generate() does.
+  // Generation settings as HF generate() takes them: config.json's eos_token_id and
+  // pad_token_id (pad falls back to eos, then 0), then the folder's generation_config.json
+  // (eos lists, pad, sampling defaults), then the arguments.
   GenerationConfig generation_config(int64_t max_new_tokens, std::optional<int64_t> eos_token_id,
                                      std::optional<int64_t> pad_token_id) const;
 
   // The model's output for a batch ([batch, seq, ...], gathered over tp); undefined on the
   // pipeline stages that do not end the model, and possibly on tp ranks other than 0 when
-  // batch.logits_on_first_tp_rank (a language model's logits then go to tp rank 0 only). Runs without gradients. Here and in loss() and
-  // train_step(), the batch and labels may be on the CPU: they are moved to the model's device.
+  // batch.logits_on_first_tp_rank (a language model's logits then go to tp rank 0 only). Runs
+  // without gradients. Here and in loss() and train_step(), the batch and labels may be on the CPU:
+  // they are moved to the model's device.
   at::Tensor forward(const ForwardInputs& batch);
   // Mean causal-LM loss of the batch (labels [batch, seq], -100 ignored), without gradients;
   // vocab-parallel when ShardConfig::parallel_output. Undefined where !holds_output().
