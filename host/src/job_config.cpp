@@ -66,7 +66,9 @@ Sections open_sections(const Source& source, const toml::table& root) {
       SectionReader(source, root, "job", {"mode"}),
       SectionReader(source, root, "forward", {"input_ids", "output", "loss"}),
       SectionReader(source, root, "generate",
-                    {"prompts", "max_new_tokens", "eos_token_id", "pad_token_id"}),
+                    {"prompts", "prompt", "messages", "max_new_tokens", "eos_token_id",
+                     "pad_token_id", "do_sample", "temperature", "top_k", "top_p", "min_p",
+                     "repetition_penalty", "seed", "stop", "stream", "output"}),
       SectionReader(source, root, "embed",
                     {"sentences", "sentences_file", "output", "batch_size", "max_length"}),
       SectionReader(source, root, "data",
@@ -183,7 +185,35 @@ ForwardSection read_forward(const SectionReader& reader) {
 
 GenerateSection read_generate(const SectionReader& reader) {
   GenerateSection generate;
-  generate.prompts = reader.token_lists("prompts").value_or(generate.prompts);
+  const int inputs = reader.has("prompts") + reader.has("prompt") + reader.has("messages");
+  if (inputs > 1) {
+    reader.fail_at(reader.has("prompt") ? "prompt" : "messages",
+                   "give one of generate.prompts, generate.prompt and generate.messages");
+  }
+  if (reader.holds_strings("prompts")) {
+    generate.texts = reader.strings("prompts").value_or(generate.texts);
+  } else {
+    generate.prompts = reader.token_lists("prompts").value_or(generate.prompts);
+  }
+  if (auto prompt = reader.string("prompt")) generate.texts = {*prompt};
+  for (const SectionReader& message : reader.tables("messages", {"role", "content"})) {
+    message.require("role");
+    message.require("content");
+    generate.messages.push_back({*message.string("role"), *message.string("content")});
+  }
+  if (reader.has("messages") && generate.messages.empty()) {
+    reader.fail_at("messages", "must hold at least one message");
+  }
+  generate.do_sample = reader.boolean("do_sample");
+  generate.temperature = reader.number("temperature", 1e-6, 1e6);
+  generate.top_k = reader.integer("top_k", 0, kNoMax);
+  generate.top_p = reader.number("top_p", 0.0, 1.0);
+  generate.min_p = reader.number("min_p", 0.0, 1.0);
+  generate.repetition_penalty = reader.number("repetition_penalty", 1e-6, 1e6);
+  generate.seed = reader.integer("seed", 0, kNoMax).value_or(generate.seed);
+  generate.stop = reader.strings("stop").value_or(generate.stop);
+  generate.stream = reader.boolean("stream").value_or(generate.stream);
+  generate.output = reader.path("output").value_or(generate.output);
   generate.max_new_tokens =
       reader.integer("max_new_tokens", 1, kMaxNewTokens).value_or(generate.max_new_tokens);
   generate.eos_token_id = reader.integer("eos_token_id", 0, kNoMax);
@@ -425,7 +455,7 @@ void require_keys(const Sections& sections, JobMode mode) {
     sections.data.require("path", why);
     sections.data.require("seq_len", why);
     sections.train.require("steps", why);
-  } else {
+  } else if (!sections.generate.has("prompt") && !sections.generate.has("messages")) {
     sections.generate.require("prompts", why);
   }
 }

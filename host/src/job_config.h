@@ -68,11 +68,31 @@ struct ForwardSection {
   bool loss = false;  // also the causal-LM loss of the batch (labels: the ids, padding ignored)
 };
 
+// One turn of a conversation given to the model's chat template.
+struct ChatMessage {
+  std::string role;
+  std::string content;
+};
+
+// Exactly one of prompts (ids), texts and messages holds the input.
 struct GenerateSection {
   std::vector<std::vector<int64_t>> prompts;  // one token-id list per sequence (left-padded)
+  std::vector<std::string> texts;             // prompts as text, tokenized with the folder's
+  std::vector<ChatMessage> messages;          // one conversation, rendered by its template
   int64_t max_new_tokens = 20;
   std::optional<int64_t> eos_token_id;  // default: the checkpoint's config.json
   std::optional<int64_t> pad_token_id;  // default: the checkpoint's, else eos
+  // Sampling: each default comes from generation_config.json, else HF's default.
+  std::optional<bool> do_sample;
+  std::optional<double> temperature;
+  std::optional<int64_t> top_k;
+  std::optional<double> top_p;
+  std::optional<double> min_p;
+  std::optional<double> repetition_penalty;
+  int64_t seed = 0;
+  std::vector<std::string> stop;  // a row ends once its text holds one of these
+  bool stream = true;             // print text as it is decoded (one prompt or conversation)
+  std::filesystem::path output;   // JSON lines: per prompt its text and ids (optional)
 };
 
 // Sentence embeddings (sentence-transformers' pooling and normalisation from the model folder).

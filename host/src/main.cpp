@@ -49,18 +49,22 @@ double seconds_since_process_start() {
   return up - std::stod(field) / static_cast<double>(ticks);
 }
 
-// The job `run` performs without a config: greedy generation on the tiny GPT-2 that the build
-// makes next to the host binary (tools/make_tiny_gpt2.py).
+// The job `run` performs without a config (configs/smollm2_chat.toml's): the real chat model
+// SmolLM2-135M-Instruct, which tools/setup.sh converts and the build links next to the host
+// binary, answering a message over 2 tensor-parallel ranks, the answer streamed.
 constexpr const char* kEmbeddedDefaultConfig = R"toml(
 [model]
-path = "models/tiny-gpt2"
+path = "models/SmolLM2-135M-Instruct"
+
+[parallel]
+tp_size = 2
 
 [job]
 mode = "generate"
 
 [generate]
-prompts = [[464, 206, 758, 218], [15, 11, 616]]
-max_new_tokens = 12
+messages = [{ role = "user", content = "What is the capital of France?" }]
+max_new_tokens = 64
 )toml";
 
 constexpr const char* kUsage =
@@ -152,8 +156,8 @@ int verb_run(int argc, char** argv) {
   const Parsed parsed = parse_verb(argc, argv, options, "config");
   if (parsed.help) {
     std::cout << options
-              << "\nWithout CONFIG, runs the embedded default: greedy generation on "
-                 "the tiny GPT-2 made by the build.\n";
+              << "\nWithout CONFIG, runs the embedded default: SmolLM2-135M-Instruct "
+                 "answering a chat message at tp = 2 (configs/smollm2_chat.toml).\n";
     return 0;
   }
   const int64_t repeat = parsed.vars["repeat"].as<int64_t>();

@@ -491,11 +491,30 @@ const BadInput kConfigJson[] = {
      "{dir}/model: config\\.json has 1 key\\(s\\) that the model does not implement: 'rope_flux'"},
     {"ConfigJsonEosOutsideVocabulary",
      [](const Workspace& ws) {
-       return edit_config_json(ws, [](json& c) { c["eos_token_id"] = 5000; });
+       const HostRun run = edit_config_json(ws, [](json& c) { c["eos_token_id"] = 5000; });
+       fs::remove(ws.model() / "generation_config.json");  // config.json's alone counts
+       return run;
      },
      4,
      "{dir}/model/config\\.json: eos_token_id = 5000 is outside the model's vocabulary \\[0, "
      "1013\\)"},
+    {"GenerationConfigEosOutsideVocabulary",
+     [](const Workspace& ws) {
+       const HostRun run = edit_config_json(ws, [](json&) {});
+       std::ofstream(ws.model() / "generation_config.json") << R"({"eos_token_id": [1012, 5000]})";
+       return run;
+     },
+     4,
+     "{dir}/model/generation_config\\.json: eos_token_id = 5000 is outside the model's "
+     "vocabulary \\[0, 1013\\)"},
+    {"GenerationConfigUnsupportedKey",
+     [](const Workspace& ws) {
+       const HostRun run = edit_config_json(ws, [](json&) {});
+       std::ofstream(ws.model() / "generation_config.json") << R"({"num_beams": 4})";
+       return run;
+     },
+     4,
+     "{dir}/model/generation_config\\.json: num_beams: is not supported by the host's generation"},
     {"ConfigJsonErrorOnTwoRanks",
      [](const Workspace& ws) {
        ws.copy_model();
