@@ -1,7 +1,8 @@
 // Text in, text out with the real SmolLM2-135M-Instruct (tools/gen_generation_reference.py):
 // a chat conversation rendered by its template and answered greedily equals HF's
-// apply_chat_template + generate() at tp 1, tp 3 and pp 2; text prompts of different lengths in
-// one batch equal HF's; a seeded sampling run repeats itself; a stop string ends the answer.
+// apply_chat_template + generate() at tp 1, 2 (heads split unevenly), 3 and pp 2; text prompts
+// of different lengths in one batch equal HF's at tp 1, 2 and pp 2; a seeded sampling run
+// repeats itself at tp 1 and 3; a stop string ends the answer.
 #include "test_env.h"
 
 #include <gtest/gtest.h>
@@ -103,11 +104,14 @@ TEST_F(GenerateText, TextPromptsOfDifferentLengthsEqualHF) {
   const json& texts = reference().at("texts");
   std::string prompts = "prompts = [";
   for (const json& t : texts) prompts += quoted(t.at("prompt")) + ", ";
-  const auto lines = run("tp_size = 1", prompts + "]\nmax_new_tokens = 12\n");
-  ASSERT_EQ(lines.size(), texts.size());
-  for (size_t i = 0; i < texts.size(); ++i) {
-    EXPECT_EQ(lines[i].at("prompt_ids"), texts[i].at("prompt_ids")) << i;
-    EXPECT_EQ(lines[i].at("ids"), texts[i].at("ids")) << i;
+  for (const char* parallel : {"tp_size = 1", "tp_size = 2", "pp_size = 2"}) {
+    SCOPED_TRACE(parallel);
+    const auto lines = run(parallel, prompts + "]\nmax_new_tokens = 12\n");
+    ASSERT_EQ(lines.size(), texts.size());
+    for (size_t i = 0; i < texts.size(); ++i) {
+      EXPECT_EQ(lines[i].at("prompt_ids"), texts[i].at("prompt_ids")) << i;
+      EXPECT_EQ(lines[i].at("ids"), texts[i].at("ids")) << i;
+    }
   }
 }
 

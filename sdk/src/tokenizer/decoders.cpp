@@ -142,17 +142,7 @@ class Replace final : public Decoder {
   Replace(Regex pattern, std::string content)
       : pattern_(std::move(pattern)), content_(std::move(content)) {}
   void decode_chain(std::vector<std::string>& tokens) const override {
-    for (std::string& token : tokens) {
-      std::string out;
-      size_t previous = 0;
-      pattern_.find_all(token, [&](size_t begin, size_t end) {
-        out.append(token, previous, begin - previous);
-        out += content_;
-        previous = end;
-      });
-      out.append(token, previous);
-      token = std::move(out);
-    }
+    for (std::string& token : tokens) token = pattern_.replace_all(token, content_);
   }
 
  private:

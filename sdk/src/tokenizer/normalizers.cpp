@@ -101,17 +101,7 @@ class Replace final : public Normalizer {
  public:
   Replace(Regex pattern, std::string content)
       : pattern_(std::move(pattern)), content_(std::move(content)) {}
-  void normalize(std::string& text) const override {
-    std::string out;
-    size_t previous = 0;
-    pattern_.find_all(text, [&](size_t begin, size_t end) {
-      out.append(text, previous, begin - previous);
-      out += content_;
-      previous = end;
-    });
-    out.append(text, previous);
-    text = std::move(out);
-  }
+  void normalize(std::string& text) const override { text = pattern_.replace_all(text, content_); }
 
  private:
   Regex pattern_;

@@ -151,4 +151,16 @@ void Regex::find_all(std::string_view text,
   }
 }
 
+std::string Regex::replace_all(std::string_view text, std::string_view content) const {
+  std::string out;
+  size_t previous = 0;
+  find_all(text, [&](size_t begin, size_t end) {
+    out.append(text, previous, begin - previous);
+    out += content;
+    previous = end;
+  });
+  out.append(text, previous);
+  return out;
+}
+
 }  // namespace shardformer::tokenizer::detail

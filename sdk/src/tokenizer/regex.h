@@ -22,6 +22,8 @@ class Regex {
   // Calls on_match(start, end) with the byte offsets of each non-overlapping match, left to
   // right; an empty match moves the search on by one character and is not reported.
   void find_all(std::string_view text, const std::function<void(size_t, size_t)>& on_match) const;
+  // `text` with every match replaced by `content` (Replace normalizer and decoder).
+  std::string replace_all(std::string_view text, std::string_view content) const;
   const std::string& pattern() const { return pattern_; }
 
  private:

@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""The real chat model's decoding speed: SmolLM2-135M-Instruct (fp32) greedy, the host
+(`shardformer-host run`, tp 1 on all threads, and tp 2) against HF transformers eager on the
+same threads, side by side in one run, alternating, median of the rounds.
+
+    .venv/bin/python bench/bench_chat.py [--threads 2] [--rounds 3] [--new 64] [--batch 1,8]
+
+Each side generates --new tokens after the same 30-token prompt (a batch repeats it), with the
+eos set to an id neither produces, so both decode every step (their tokens are equal, HF greedy
+being the oracle). Reported: decode tokens/s (every row's new tokens over the time of the
+generation call), time to the first token (the prompt's forward and the first step: HF's
+generate() with max_new_tokens = 1; the host's log "first token after"), and decoding's
+weight reads as a fraction of the memory read bandwidth measured in the same run. The first
+line names the CPU (bench/machine.py)."""
+import argparse
+import json
+import os
+import pathlib
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+MODEL = ROOT / "build" / "models" / "SmolLM2-135M-Instruct"
+PROMPT = ("Write a short story about a lighthouse keeper who finds a message in a bottle, and "
+          "tell it in the first person with vivid detail about the sea.")
+NEVER = 49151  # an id neither side produces here: every step decodes
+
+
+def hf_worker(threads, batch, new):
+    import torch
+    import transformers
+    torch.set_num_threads(threads)
+    tok = transformers.AutoTokenizer.from_pretrained(MODEL)
+    model = transformers.AutoModelForCausalLM.from_pretrained(MODEL, dtype=torch.float32).eval()
+    ids = tok([PROMPT] * batch, return_tensors="pt").input_ids
+    with torch.no_grad():
+        model.generate(ids, max_new_tokens=4, do_sample=False, eos_token_id=NEVER)  # warm-up
+        start = time.perf_counter()
+        model.generate(ids, max_new_tokens=1, do_sample=False, eos_token_id=NEVER)
+        first = time.perf_counter() - start
+        start = time.perf_counter()
+        out = model.generate(ids, max_new_tokens=new, do_sample=False, eos_token_id=NEVER)
+        seconds = time.perf_counter() - start
+    return {"tokens_per_s": batch * (out.shape[1] - ids.shape[1]) / seconds, "first": first,
+            "ids": out[0, ids.shape[1]:].tolist(), "prompt": ids.shape[1]}
+
+
+def host_run(build, tp, threads, batch, new, output):
+    with tempfile.TemporaryDirectory() as tmp:
+        job = pathlib.Path(tmp) / "job.toml"
+        prompts = json.dumps([PROMPT] * batch)
+        job.write_text(f"[model]\npath = {json.dumps(str(MODEL))}\n[parallel]\ntp_size = {tp}\n"
+                       f"[job]\nmode = \"generate\"\n[generate]\nprompts = {prompts}\n"
+                       f"max_new_tokens = {new}\neos_token_id = {NEVER}\nstream = false\n"
+                       f"output = {json.dumps(str(output))}\n")
+        env = dict(os.environ, OMP_NUM_THREADS=str(threads // tp))
+        done = subprocess.run([str(build / "shardformer-host"), "run", str(job)], env=env,
+                              capture_output=True, text=True, check=True)
+    m = re.search(r"rank 0\] \[info\] generate: (\d+) tokens .* in ([0-9.e-]+) s .*first token "
+                  r"after ([0-9.e-]+) s", done.stderr)
+    ids = json.loads(output.read_text().splitlines()[0])["ids"]
+    return {"tokens_per_s": int(m.group(1)) / float(m.group(2)), "first": float(m.group(3)),
+            "ids": ids}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--build", type=pathlib.Path, default=ROOT / "build")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--new", type=int, default=64)
+    parser.add_argument("--batch", default="1,8")
+    parser.add_argument("--worker", nargs=2, type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        print(json.dumps(hf_worker(args.threads, args.worker[0], args.worker[1])))
+        return
+    import machine
+    print(machine.describe(args.build, args.threads))
+    weights = (MODEL / "model.safetensors").stat().st_size
+    for batch in [int(b) for b in args.batch.split(",")]:
+        results = {"HF": [], "host tp 1": [], "host tp 2": []}
+        bandwidth = machine.limits(args.build, args.threads)["read_gbs"]
+        with tempfile.TemporaryDirectory() as tmp:
+            out = pathlib.Path(tmp) / "out.jsonl"
+            for _ in range(args.rounds):
+                hf = json.loads(subprocess.run(
+                    [sys.executable, __file__, "--threads", str(args.threads), "--worker",
+                     str(batch), str(args.new)], capture_output=True, text=True,
+                    check=True).stdout.splitlines()[-1])
+                results["HF"].append(hf)
+                for tp in (1, 2):
+                    run = host_run(args.build, tp, args.threads, batch, args.new, out)
+                    if run["ids"] != hf["ids"]:
+                        sys.exit(f"tp {tp}: the host's tokens differ from HF's")
+                    results[f"host tp {tp}"].append(run)
+        hf_rate = statistics.median(r["tokens_per_s"] for r in results["HF"])
+        print(f"batch {batch}, {results['HF'][0]['prompt']}-token prompt + {args.new} new tokens:")
+        for name, runs in results.items():
+            rate = statistics.median(r["tokens_per_s"] for r in runs)
+            first = statistics.median(r["first"] for r in runs)
+            steps_per_s = rate / batch
+            print(f"  {name:10s} {rate:8.1f} tokens/s ({rate / hf_rate:.2f}x HF), first token "
+                  f"{first * 1000:6.1f} ms, weights read at {steps_per_s * weights / 1e9:5.1f} "
+                  f"GB/s = {steps_per_s * weights / 1e9 / bandwidth:.0%} of {bandwidth:.0f} GB/s")
+
+
+if __name__ == "__main__":
+    main()
