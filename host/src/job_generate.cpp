@@ -187,7 +187,7 @@ void run_generate(const JobConfig& config, Session& session, bool writer, std::o
     produced += static_cast<int64_t>(result.new_tokens[i].size());
     if (!writer) continue;
     if (stream) {
-      out << "\n";
+      out << std::endl;  // the answer's line ends before the log lines that follow
     } else {
       out << "generated[" << i << "]: " << join(result.new_tokens[i], " ") << "\n";
       if (tok) out << "text[" << i << "]: " << tok->decode(result.new_tokens[i]) << "\n";
