@@ -135,10 +135,10 @@ void run_generate(const JobConfig& config, Session& session, bool writer, std::o
   const fs::path folder = session.checkpoint().directory();
   std::optional<Tokenizer> tok;
   if (fs::exists(folder / "tokenizer.json")) tok = Tokenizer::from_file(folder);
-  if (!tok && (!g.texts.empty() || !g.messages.empty())) {
+  if (!tok && (!g.texts.empty() || !g.messages.empty() || !g.stop.empty())) {
     throw ConfigError(str(config.source.string(),
-                          ": generate: text prompts need a tokenizer, and '", folder.string(),
-                          "' has no tokenizer.json"));
+                          ": generate: ", g.stop.empty() ? "text prompts" : "stop strings",
+                          " need a tokenizer, and '", folder.string(), "' has no tokenizer.json"));
   }
   std::vector<std::string> prompt_texts = g.texts;
   std::vector<std::vector<int64_t>> prompts = g.prompts;
@@ -171,7 +171,7 @@ void run_generate(const JobConfig& config, Session& session, bool writer, std::o
       if (done[row]) continue;
       so_far[row].push_back(tokens[row]);
       if (row == 0 && streamer) out << streamer->step(tokens[row]) << std::flush;
-      if (!g.stop.empty() && tok) {
+      if (!g.stop.empty()) {
         const std::string text = tok->decode(so_far[row]);
         for (const std::string& s : g.stop) {
           if (text.find(s) != std::string::npos) stop[row] = true;
