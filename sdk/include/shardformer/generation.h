@@ -30,7 +30,8 @@ struct GenerationConfig {
 
 struct GenerationResult {
   at::Tensor sequences;  // [batch, prompt_len + steps] int64: left-padded prompts + new tokens
-  std::vector<std::vector<int64_t>> new_tokens;  // per prompt, up to and including its eos
+  // per prompt, up to and including its eos or the token on_step stopped it at
+  std::vector<std::vector<int64_t>> new_tokens;
 };
 
 // Takes the model folder's generation_config.json (when there is one) into `config`: its eos
