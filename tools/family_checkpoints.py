@@ -35,6 +35,17 @@ EVEN_FORWARD_BATCH = [
 GENERATE_PROMPTS = [[11, 22, 33, 44, 55], [600, 7], [301, 302, 303]]
 MAX_NEW_TOKENS = 10
 
+# Right-padded rows of lengths 9, 6, 8 and 11 for GPT-Neo's local layers (window 6): every
+# padding position still has a real token within its window. Where it has none (FORWARD_BATCH's
+# rows of 4 and 1), HF's eager attention adds two finfo.min masks, and its fp32 and fp64
+# outputs there differ by 0.5: no reference exists for those positions.
+WINDOW_FORWARD_BATCH = [
+    [5, 17, 301, 44, 9, 1000, 3, 77, 512],
+    [7, 8, 9, 10, 11, 12],
+    [42, 43, 600, 601, 7, 8, 250, 251],
+    [900, 901, 902, 903, 904, 905, 13, 14, 15, 16, 17],
+]
+
 # Longer inputs for the dynamic-NTK checkpoint (max_position_embeddings 16): the forward batch
 # (width 20) is past 16 from the start; the longest prompt (14) crosses 16 while generating
 # (positions 0..23), so both the unscaled and the scaled regime appear in one generation.
@@ -86,6 +97,17 @@ OPT_TUNING = dict(center_rows=["fc2.weight"], scale=OPT_SCALE)
 GPT2 = dict(vocab_size=1013, n_embd=64, n_layer=4, n_head=8, n_positions=64, resid_pdrop=0.0,
             embd_pdrop=0.0, attn_pdrop=0.0, initializer_range=0.2, bos_token_id=1012,
             eos_token_id=1012)
+
+GPT_NEOX = dict(vocab_size=1013, hidden_size=64, num_hidden_layers=5, num_attention_heads=4,
+                intermediate_size=96, max_position_embeddings=128, initializer_range=0.25,
+                bos_token_id=1, eos_token_id=2)
+# As LLAMA_TUNING: the projections into the residual stream and the final norm scaled down.
+GPT_NEOX_SCALE = {"attention.dense.weight": 0.316, "dense_4h_to_h.weight": 0.316,
+                  "final_layer_norm.weight": 0.35}
+
+GPTJ = dict(vocab_size=1013, n_embd=64, n_layer=5, n_head=4, rotary_dim=8, n_inner=96,
+            n_positions=128, initializer_range=0.25, bos_token_id=1, eos_token_id=2)
+GPTJ_SCALE = {"out_proj.weight": 0.316, "fc_out.weight": 0.316, "ln_f.weight": 0.35}
 
 CHECKPOINTS = {
     "tiny-llama": dict(arch="LlamaForCausalLM", base="LlamaModel", config=LLAMA,
@@ -172,6 +194,42 @@ CHECKPOINTS = {
         config=dict(vocab_size=1013, hidden_size=96, n_layer=5, n_head=12,
                     initializer_range=0.2, bos_token_id=1, eos_token_id=2),
         scale={"word_embeddings_layernorm.weight": -1.0}),
+    # Pythia's layout: parallel residual, a quarter of each 16-wide head rotated (4 features).
+    "tiny-gpt-neox": dict(
+        arch="GPTNeoXForCausalLM", base="GPTNeoXModel",
+        config=dict(GPT_NEOX, rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
+                                               "partial_rotary_factor": 0.25}),
+        saved_names={"lm_head.weight": "embed_out.weight"}, scale=GPT_NEOX_SCALE),
+    # The sequential residual, no attention biases, tied embed_out, 6 heads of 8 (uneven at tp 4:
+    # 2 + 2 + 1 + 1), half of each head rotated, written in the older keys rotary_pct and
+    # rotary_emb_base (HF still reads them). A negated final norm keeps the tied head from
+    # preferring the token it just read (as BLOOM's embedding norm).
+    "tiny-gpt-neox-seq": dict(
+        arch="GPTNeoXForCausalLM", base="GPTNeoXModel",
+        config=dict(GPT_NEOX, hidden_size=48, num_attention_heads=6, use_parallel_residual=False,
+                    attention_bias=False, tie_word_embeddings=True, rotary_pct=0.5,
+                    rotary_emb_base=500.0),
+        legacy_config={"rotary_pct": 0.5, "rotary_emb_base": 500.0},
+        scale={**GPT_NEOX_SCALE, "final_layer_norm.weight": -0.35}),
+    # GPT-J-6B's layout scaled down: half of each 16-wide head rotated in interleaved pairs, an
+    # untied head with a bias, n_inner given.
+    "tiny-gptj": dict(arch="GPTJForCausalLM", base="GPTJModel", config=GPTJ, scale=GPTJ_SCALE),
+    # Every feature of each head rotated, 6 heads of 8 (uneven at tp 4), n_inner from n_embd.
+    "tiny-gptj-full-rotary": dict(
+        arch="GPTJForCausalLM", base="GPTJModel",
+        config=dict(GPTJ, n_embd=48, n_head=6, n_inner=None, initializer_range=0.3), scale=GPTJ_SCALE),
+    # GPT-Neo-125M's layout scaled down: global and local layers alternating (a window of 6, past
+    # which rows 0 and 3 of the forward batch reach), no q . k scaling, a tied head (turned
+    # away from the token just read by a negated final norm, as tiny-gpt-neox-seq).
+    "tiny-gpt-neo": dict(
+        arch="GPTNeoForCausalLM", base="GPTNeoModel",
+        config=dict(vocab_size=1013, hidden_size=64, num_layers=5, num_heads=4,
+                    intermediate_size=96, attention_types=[[["global", "local"], 2],
+                                                           [["global"], 1]],
+                    window_size=6, max_position_embeddings=64, initializer_range=0.15,
+                    bos_token_id=1, eos_token_id=2),
+        forward_batch=WINDOW_FORWARD_BATCH, max_new_tokens=12, compare_with={"window_size": 64},
+        scale={"out_proj.weight": 0.316, "c_proj.weight": 0.316, "ln_f.weight": -0.35}),
     # One folder serves BertModel, BertForMaskedLM and BertForSequenceClassification (see
     # gen_family_references.py: BertAllHeads); config.json names BertForMaskedLM.
     "tiny-bert": dict(

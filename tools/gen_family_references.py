@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Makes the tiny random checkpoints of tools/family_checkpoints.py with HF transformers (Llama and
-its RoPE variants, Mistral, Qwen2, Qwen3, OPT, BLOOM, BERT) and writes what the C++ tests compare
+its RoPE variants, Mistral, Qwen2, Qwen3, OPT, BLOOM, GPT-NeoX, GPT-J, GPT-Neo, BERT) and writes what the C++ tests compare
 against, in the key conventions of tools/gen_gpt2_references.py. HF is the oracle, never our code.
 
 Per checkpoint: MODELS_DIR/<name>/ (save_pretrained, safetensors) and DATA_DIR/<name>.safetensors.
@@ -113,11 +113,14 @@ def make_checkpoint(name, spec, folder):
     if spec.get("save_dtype"):
         model = model.to(getattr(torch, spec["save_dtype"]))
     model.save_pretrained(folder, safe_serialization=True)
+    path = folder / "config.json"
+    saved = json.loads(path.read_text())
     if spec.get("kind") == "bert":  # name the standard class, not the helper
-        path = folder / "config.json"
-        saved = json.loads(path.read_text())
         saved["architectures"] = [spec["arch"]]
-        path.write_text(json.dumps(saved, indent=2, sort_keys=True) + "\n")
+    if spec.get("legacy_config"):  # rope settings as older transformers wrote them
+        del saved["rope_parameters"]
+        saved.update(spec["legacy_config"])
+    path.write_text(json.dumps(saved, indent=2, sort_keys=True) + "\n")
     return sorted(spec["config"])
 
 
@@ -131,10 +134,12 @@ def load(cls_name, folder, report, key, dtype=torch.float32, **kwargs):
     return model.eval()
 
 
-def grads(model, prefix):
+def grads(model, prefix, renames=None):
     """Every parameter's gradient; a parameter HF's forward never reads (an untied BERT's
-    cls.predictions.bias) has none and is left out."""
-    return {prefix + n: p.grad.detach().clone() for n, p in model.named_parameters()
+    cls.predictions.bias) has none and is left out. `renames`: parameter name -> the name HF
+    saves it under, where they differ (GPT-NeoX's lm_head is stored as embed_out)."""
+    renames = renames or {}
+    return {prefix + renames.get(n, n): p.grad.detach().clone() for n, p in model.named_parameters()
             if p.grad is not None}
 
 
@@ -167,7 +172,7 @@ def causal_outputs(spec, folder, report, ids, mask, labels, dtype, tag):
     loss = lm(input_ids=ids, attention_mask=mask, labels=labels).loss
     loss.backward()
     out["train_loss"] = loss.detach().reshape(1)
-    out.update(grads(lm, "grad."))
+    out.update(grads(lm, "grad.", spec.get("saved_names")))
     lm.zero_grad(set_to_none=True)
     return out, lm
 

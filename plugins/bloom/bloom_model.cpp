@@ -12,8 +12,6 @@
 #include <cmath>
 
 namespace shardformer::bloom {
-namespace {}  // namespace
-
 BloomConfig BloomConfig::from(const HFConfig& c) {
   BloomConfig b{};
   b.vocab_size = c.get_int("vocab_size");
@@ -33,45 +31,6 @@ BloomConfig BloomConfig::from(const HFConfig& c) {
   return b;
 }
 
-BloomAttention::BloomAttention(const BuildContext& ctx, const BloomConfig& c, int64_t layer_idx)
-    : layer_idx_(layer_idx), head_dim_(c.head_dim()) {
-  const bool split = layers::split_pair(ctx.child("query_key_value"), ctx.child("dense"));
-  heads_ = split ? ctx.divide_by_tp(c.n_head, "n_head") : c.n_head;
-  first_head_ = split ? ctx.tp_rank() * heads_ : 0;
-  // [3 * hidden, hidden], rows [head 0: q k v, head 1: q k v, ...]: a row split gives each
-  // rank whole heads with their q, k and v.
-  query_key_value_ = register_module(
-      "query_key_value", layers::make_linear(ctx.child("query_key_value"), c.hidden_size,
-                                             3 * c.hidden_size, {.column_units = c.n_head}));
-  dense_ = register_module("dense",
-                           layers::make_linear(ctx.child("dense"), c.hidden_size, c.hidden_size));
-  attn_dropout_ =
-      register_module("attention_dropout",
-                      std::make_shared<layers::Dropout>(
-                          ctx.child("attention_dropout"), c.attention_dropout,
-                          layers::DropoutSlices{
-                              .dim = 1, .total = c.n_head, .first = first_head_, .count = heads_}));
-}
-
-layers::ResidualSum BloomAttention::forward(const at::Tensor& x, const BloomStep& step,
-                                            const at::Tensor& residual,
-                                            const layers::ResidualNorm* norm,
-                                            layers::Dropout* dropout) {
-  const int64_t batch = x.size(0), seq = x.size(1);
-  const at::Tensor qkv = query_key_value_->forward(x).view({batch, seq, heads_, 3, head_dim_});
-  const auto part = [&](int64_t i) { return qkv.select(3, i).transpose(1, 2); };  // [b, h, s, d]
-  const at::Tensor out =
-      layers::attention(part(0), part(1), part(2),
-                        {.mask = step.mask,
-                         .causal = step.causal,
-                         .bias = step.alibi,
-                         .scale = 1.0 / std::sqrt(static_cast<double>(head_dim_)),
-                         .dropout = attn_dropout_.get(),
-                         .cache = step.cache,
-                         .layer = layer_idx_});  // [b, s, hidden/tp]
-  return layers::add_to_residual(*dense_, out, dropout, residual, norm);
-}
-
 BloomBlock::BloomBlock(const BuildContext& ctx, const BloomConfig& c, int64_t layer_idx)
     : residual_from_norm_(c.apply_residual_connection_post_layernorm) {
   const auto norm = [&](const char* name) {
@@ -79,9 +38,15 @@ BloomBlock::BloomBlock(const BuildContext& ctx, const BloomConfig& c, int64_t la
                                                c.layer_norm_epsilon);
   };
   input_layernorm_ = register_module("input_layernorm", norm("input_layernorm"));
-  self_attention_ =
-      register_module("self_attention",
-                      std::make_shared<BloomAttention>(ctx.child("self_attention"), c, layer_idx));
+  // query_key_value's rows are [head 0: q k v, head 1: q k v, ...]: group 1.
+  self_attention_ = register_module(
+      "self_attention", std::make_shared<layers::FusedQKVAttention>(
+                            ctx.child("self_attention"),
+                            layers::FusedQKVAttentionOptions{.hidden_size = c.hidden_size,
+                                                             .num_heads = c.n_head,
+                                                             .head_dim = c.head_dim(),
+                                                             .dropout = c.attention_dropout},
+                            layer_idx));
   post_attention_layernorm_ =
       register_module("post_attention_layernorm", norm("post_attention_layernorm"));
   const BuildContext mlp = ctx.child("mlp");
@@ -103,19 +68,20 @@ BloomBlock::BloomBlock(const BuildContext& ctx, const BloomConfig& c, int64_t la
       std::make_shared<layers::Dropout>(mlp.child("hidden_dropout"), c.hidden_dropout));
 }
 
-at::Tensor BloomBlock::forward(const at::Tensor& x, const BloomStep& step) {
+at::Tensor BloomBlock::forward(const at::Tensor& x, const layers::AttentionStep& step) {
   return forward(layers::ResidualSum{x, at::Tensor()}, step, nullptr).sum;
 }
 
-layers::ResidualSum BloomBlock::forward(const layers::ResidualSum& in, const BloomStep& step,
+layers::ResidualSum BloomBlock::forward(const layers::ResidualSum& in,
+                                        const layers::AttentionStep& step,
                                         const layers::ResidualNorm* next) {
   const at::Tensor& x = in.sum;  // [batch, seq, hidden]
   const at::Tensor normed = in.normed.defined() ? in.normed : input_layernorm_->forward(x);
   // h = residual + dropout(attention(normed)), with post_attention_layernorm(h) in the same pass;
   // the residual is the normed input under apply_residual_connection_post_layernorm.
   const layers::ResidualSum h =
-      self_attention_->forward(normed, step, residual_from_norm_ ? normed : x,
-                               post_attention_layernorm_.get(), attn_out_dropout_.get());
+      self_attention_->forward_residual(normed, step, residual_from_norm_ ? normed : x,
+                                        post_attention_layernorm_.get(), attn_out_dropout_.get());
   const at::Tensor f =  // [b, s, 4 hidden/tp]
       layers::apply_activation(layers::Activation::kGeluNew, dense_h_to_4h_->forward(h.normed));
   return layers::add_to_residual(*dense_4h_to_h_, f, mlp_dropout_.get(),
@@ -167,12 +133,12 @@ at::Tensor BloomModel::forward(const ForwardInputs& inputs) {
       inputs.attention_mask.defined()
           ? inputs.attention_mask
           : at::ones({batch, kv_len}, inputs.input_ids.options());  // [batch, past + seq]
-  const BloomAttention& attention = h_.front()->attention();
-  const BloomStep bloom{
+  const layers::FusedQKVAttention& attention = h_.front()->attention();
+  const layers::AttentionStep bloom{
       .mask = step.mask,
       .causal = step.causal,
-      .alibi = layers::alibi_bias(slopes_, attention.first_head(), attention.num_heads(), padding,
-                                  x.scalar_type()),
+      .bias = layers::alibi_bias(slopes_, attention.first_head(), attention.num_heads(), padding,
+                                 x.scalar_type()),
       .cache = inputs.cache};
   x = h_.forward(chunk, x, bloom);
   return ends_model(chunk) ? ln_f_->forward(x) : x;

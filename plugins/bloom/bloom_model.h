@@ -7,6 +7,7 @@
 #include "shardformer/checkpoint_io/hf_config.h"
 #include "shardformer/layers/dropout.h"
 #include "shardformer/layers/embedding.h"
+#include "shardformer/layers/fused_qkv_attention.h"
 #include "shardformer/layers/layer_norm.h"
 #include "shardformer/layers/layer_stack.h"
 #include "shardformer/layers/linear.h"
@@ -25,46 +26,21 @@ struct BloomConfig {
   int64_t head_dim() const { return hidden_size / n_head; }
 };
 
-// What every layer's attention shares in one forward pass: the mask and this rank's ALiBi.
-struct BloomStep {
-  at::Tensor mask;      // [batch, 1, q, kv] bool
-  bool causal = false;  // layers::ForwardStep::causal: no mask tensor, plain causal
-  at::Tensor alibi;     // [batch, heads/tp, 1, kv]
-  KVCache* cache = nullptr;
-};
-
-class BloomAttention : public torch::nn::Module {
- public:
-  BloomAttention(const BuildContext& ctx, const BloomConfig& config, int64_t layer_idx);
-  // residual + dropout(dense(attention(x))) and, given `norm`, its norm [b, s, hidden]
-  // (layers::add_to_residual: one pass with dense's all-reduce where it can be).
-  layers::ResidualSum forward(const at::Tensor& x, const BloomStep& step,
-                              const at::Tensor& residual, const layers::ResidualNorm* norm,
-                              layers::Dropout* dropout);
-  int64_t num_heads() const { return heads_; }
-  int64_t first_head() const { return first_head_; }
-
- private:
-  int64_t layer_idx_, heads_, first_head_, head_dim_;  // heads_: this rank's
-  std::shared_ptr<layers::Linear> query_key_value_, dense_;
-  std::shared_ptr<layers::Dropout> attn_dropout_;
-};
-
 class BloomBlock : public torch::nn::Module {
  public:
   BloomBlock(const BuildContext& ctx, const BloomConfig& config, int64_t layer_idx);
-  at::Tensor forward(const at::Tensor& x, const BloomStep& step);
+  at::Tensor forward(const at::Tensor& x, const layers::AttentionStep& step);
   // The same with in.normed = input_layernorm(in.sum) when the block before computed it, and the
   // output normed by `next` in the same pass (layers::HandsOnNorm).
-  layers::ResidualSum forward(const layers::ResidualSum& in, const BloomStep& step,
+  layers::ResidualSum forward(const layers::ResidualSum& in, const layers::AttentionStep& step,
                               const layers::ResidualNorm* next);
   const layers::ResidualNorm* input_norm() const { return input_layernorm_.get(); }
-  const BloomAttention& attention() const { return *self_attention_; }
+  const layers::FusedQKVAttention& attention() const { return *self_attention_; }
 
  private:
   bool residual_from_norm_;
   std::shared_ptr<layers::LayerNorm> input_layernorm_, post_attention_layernorm_;
-  std::shared_ptr<BloomAttention> self_attention_;
+  std::shared_ptr<layers::FusedQKVAttention> self_attention_;
   std::shared_ptr<layers::Linear> dense_h_to_4h_, dense_4h_to_h_;
   std::shared_ptr<layers::Dropout> attn_out_dropout_, mlp_dropout_;
 };

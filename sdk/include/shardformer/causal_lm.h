@@ -13,13 +13,19 @@
 
 namespace shardformer {
 
+// The LM head's HF module name and whether it adds a bias of its own (an untied head only).
+struct LMHeadOptions {
+  std::string name = "lm_head";  // GPT-NeoX: embed_out
+  bool bias = false;             // GPT-J: lm_head.bias [vocab]
+};
+
 class CausalLM : public Model {
  public:
   // base: built from ctx.child(base_name), holding its token embedding on the last stage too
   // when tied; token_embedding: that embedding (null where the base holds none).
   CausalLM(const BuildContext& ctx, const std::string& base_name, std::shared_ptr<Model> base,
            std::shared_ptr<layers::Embedding> token_embedding, bool tied, int64_t vocab_size,
-           int64_t hidden_size);
+           int64_t hidden_size, const LMHeadOptions& head = {});
 
   at::Tensor forward(const ForwardInputs& inputs) override;  // [batch, seq, vocab]
   ModelShape shape() const override { return base_->shape(); }
@@ -32,6 +38,7 @@ class CausalLM : public Model {
  private:
   std::shared_ptr<Model> base_;
   std::shared_ptr<layers::Embedding> lm_head_;  // the token embedding when tied
+  at::Tensor head_bias_;                        // [vocab], split as lm_head_'s rows; or none
   bool parallel_output_;
 };
 

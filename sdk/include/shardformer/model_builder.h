@@ -28,14 +28,16 @@ class ModelBuilder {
   // Base(context, config, bool embedding_on_last_stage).
   template <typename Base, typename Config>
   std::shared_ptr<Model> decoder(bool with_head, const Config& config, bool tied,
-                                 int64_t vocab_size, int64_t hidden_size) const {
+                                 int64_t vocab_size, int64_t hidden_size,
+                                 const LMHeadOptions& head = {}) const {
     if (!with_head) {
-      ctx_.skip("lm_head.weight", "a base model has no LM head");
+      ctx_.skip(head.name + ".weight", "a base model has no LM head");
+      if (head.bias) ctx_.skip(head.name + ".bias", "a base model has no LM head");
       return finish(std::make_shared<Base>(ctx_, config, false));
     }
     auto base = std::make_shared<Base>(ctx_.child(prefix_), config, tied);
     return finish(std::make_shared<CausalLM>(ctx_, prefix_, base, base->token_embedding(), tied,
-                                             vocab_size, hidden_size));
+                                             vocab_size, hidden_size, head));
   }
 
  private:

@@ -27,20 +27,31 @@ at::Tensor rotate_half(const at::Tensor& x) {
   return at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
 }
 
-at::Tensor rotate(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
+// GPT-J's rotate_every_two: (x0, x1, x2, x3, ...) -> (-x1, x0, -x3, x2, ...).
+at::Tensor rotate_every_two(const at::Tensor& x) {
+  const at::Tensor pairs = x.unflatten(-1, {x.size(-1) / 2, 2});  // [..., dim / 2, 2]
+  return at::stack({-pairs.select(-1, 1), pairs.select(-1, 0)}, -1).flatten(-2);
+}
+
+at::Tensor rotate(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
+                  bool interleaved) {
+  const auto turn = [&](const at::Tensor& r) {
+    return r * cos + (interleaved ? rotate_every_two(r) : rotate_half(r)) * sin;
+  };
   const int64_t dim = cos.size(-1);
-  if (dim == x.size(-1)) return x * cos + rotate_half(x) * sin;
-  const at::Tensor rotary = x.narrow(-1, 0, dim);  // partial rotary: the rest passes through
-  return at::cat({rotary * cos + rotate_half(rotary) * sin, x.narrow(-1, dim, x.size(-1) - dim)},
-                 -1);
+  if (dim == x.size(-1)) return turn(x);
+  // partial rotary: the features past rotary_dim pass through
+  return at::cat({turn(x.narrow(-1, 0, dim)), x.narrow(-1, dim, x.size(-1) - dim)}, -1);
 }
 
 }  // namespace
 
-RotaryEmbedding::RotaryEmbedding(const HFConfig& config, int64_t head_dim) {
-  max_positions_ = config.get_int("max_position_embeddings");
-  theta_ = config.get_double("rope_theta", 10000.0);
-  double partial = config.get_double("partial_rotary_factor", 1.0);
+RotaryEmbedding::RotaryEmbedding(const HFConfig& config, int64_t head_dim,
+                                 const RotaryOptions& options)
+    : interleaved_(options.interleaved) {
+  max_positions_ = config.get_int(options.max_positions_key);
+  theta_ = config.get_double(options.theta_key, 10000.0);
+  double partial = config.get_double(options.partial_key, options.partial);
   // transformers 5 writes rope_parameters (theta inside); older checkpoints rope_scaling.
   std::optional<HFConfig> rope = config.get_object("rope_parameters");
   if (!rope) rope = config.get_object("rope_scaling");
@@ -58,7 +69,8 @@ RotaryEmbedding::RotaryEmbedding(const HFConfig& config, int64_t head_dim) {
     }
     rope->refuse_unread("keys of a rope type this version does not implement");
   }
-  dim_ = static_cast<int64_t>(static_cast<double>(head_dim) * partial);
+  dim_ = options.rotary_dim > 0 ? options.rotary_dim
+                                : static_cast<int64_t>(static_cast<double>(head_dim) * partial);
   if (dim_ < 2 || dim_ % 2 != 0 || dim_ > head_dim || !(factor_ > 0)) {
     throw CheckpointError(str(config.path().string(), ": rotary dimension ", dim_, " (head_dim ",
                               head_dim, " x partial_rotary_factor ", partial, ") or factor ",
@@ -100,19 +112,20 @@ std::pair<at::Tensor, at::Tensor> RotaryEmbedding::cos_sin(const at::Tensor& pos
   }
   const at::Tensor freqs =  // [batch, seq, dim / 2]
       positions.to(at::kFloat).unsqueeze(-1) * inv_freq.to(positions.device());
-  const at::Tensor angles = at::cat({freqs, freqs}, -1);  // [batch, seq, dim]
+  const at::Tensor angles =  // [batch, seq, dim]
+      interleaved_ ? freqs.repeat_interleave(2, -1) : at::cat({freqs, freqs}, -1);
   return {angles.cos().to(dtype), angles.sin().to(dtype)};
 }
 
 std::pair<at::Tensor, at::Tensor> RotaryEmbedding::apply(const at::Tensor& q, const at::Tensor& k,
                                                          const at::Tensor& cos,
-                                                         const at::Tensor& sin) {
+                                                         const at::Tensor& sin, bool interleaved) {
   const bool per_token = cos.size(0) == q.size(0) && cos.size(1) == q.size(1);  // no broadcast
-  if (per_token && use_inference_kernel({q, k, cos, sin})) {
+  if (!interleaved && per_token && use_inference_kernel({q, k, cos, sin})) {
     return {kernels::rotary(q, cos, sin), kernels::rotary(k, cos, sin)};
   }
   const at::Tensor c = cos.unsqueeze(2), s = sin.unsqueeze(2);  // [batch, seq, 1, dim]
-  return {rotate(q, c, s), rotate(k, c, s)};
+  return {rotate(q, c, s, interleaved), rotate(k, c, s, interleaved)};
 }
 
 }  // namespace shardformer::layers

@@ -17,7 +17,15 @@ bool HeadSplit::even() const {
   return std::adjacent_find(heads.begin(), heads.end(), std::not_equal_to<>()) == heads.end();
 }
 
-HeadSplit split_heads(const BuildContext& ctx, int64_t heads, int64_t kv_heads) {
+int64_t HeadSplit::first_head(int64_t rank) const {
+  int64_t first = 0;
+  for (int64_t r = 0; r < rank; ++r) first += heads[static_cast<size_t>(r)];
+  return first;
+}
+
+namespace {
+
+HeadSplit split_by_groups(const BuildContext& ctx, int64_t heads, int64_t kv_heads) {
   const int64_t tp = ctx.tp_size(), group = heads / kv_heads;
   HeadSplit split;
   if (kv_heads >= tp) {
@@ -39,6 +47,19 @@ HeadSplit split_heads(const BuildContext& ctx, int64_t heads, int64_t kv_heads) 
   for (int64_t r = 0; r < tp; ++r) {
     split.kv_heads.push_back(1);
     split.heads.push_back(group / sharing + (r % sharing < group % sharing ? 1 : 0));
+  }
+  return split;
+}
+
+}  // namespace
+
+HeadSplit split_heads(const BuildContext& ctx, int64_t heads, int64_t kv_heads) {
+  HeadSplit split = split_by_groups(ctx, heads, kv_heads);
+  if (!split.even() && ctx.parallel()->config.enable_sequence_parallelism) {
+    throw ModelError(str(ctx.path(), ": ", heads, " query heads split unevenly over ",
+                         ctx.tp_size(),
+                         " tensor-parallel ranks do not run under sequence parallelism; pick a "
+                         "tp size that divides them"));
   }
   return split;
 }
@@ -70,14 +91,8 @@ SelfAttention::SelfAttention(const BuildContext& ctx, const SelfAttentionOptions
     const int64_t rank = ctx.tp_rank();
     heads_ = heads.heads[rank];
     kv_heads_ = heads.kv_heads[rank];
-    for (int64_t r = 0; r < rank; ++r) first_head += heads.heads[r];
+    first_head = heads.first_head(rank);
     if (!heads.even()) {
-      if (ctx.parallel()->config.enable_sequence_parallelism) {
-        throw ModelError(str(ctx.path(), ": ", o.num_heads, " query heads split unevenly over ",
-                             ctx.tp_size(),
-                             " tensor-parallel ranks do not run under sequence "
-                             "parallelism; pick a tp size that divides them"));
-      }
       for (int64_t n : heads.heads) q.split_sizes.push_back(n * o.head_dim);
       out.split_sizes = q.split_sizes;
       if (o.num_kv_heads >= ctx.tp_size()) {
@@ -132,12 +147,15 @@ at::Tensor SelfAttention::attend(const at::Tensor& x, const AttentionStep& step)
     q = q_norm_->forward(q);
     k = k_norm_->forward(k);
   }
-  if (step.cos.defined()) std::tie(q, k) = RotaryEmbedding::apply(q, k, step.cos, step.sin);
+  if (step.cos.defined()) {
+    std::tie(q, k) = RotaryEmbedding::apply(q, k, step.cos, step.sin, step.interleaved);
+  }
   return attention(q.transpose(1, 2),  // [batch, heads, seq, head_dim]
                    k.transpose(1, 2),  // [batch, kv_heads, seq, head_dim]
                    v.transpose(1, 2),
                    {.mask = step.mask,
                     .causal = step.causal,
+                    .bias = step.bias,
                     .scale = scale_queries_ ? 1.0 : scale_,
                     .dropout = dropout_.get(),
                     .cache = step.cache,

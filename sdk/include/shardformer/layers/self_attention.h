@@ -31,9 +31,11 @@ struct SelfAttentionOptions {
 
 // What every layer's attention shares in one forward pass.
 struct AttentionStep {
-  at::Tensor mask{};        // from attention_mask()
-  bool causal = false;      // ForwardStep::causal (plain causal, no mask tensor)
-  at::Tensor cos{}, sin{};  // rotary, from RotaryEmbedding::cos_sin; undefined: no rotary
+  at::Tensor mask{};         // from attention_mask()
+  bool causal = false;       // ForwardStep::causal (plain causal, no mask tensor)
+  at::Tensor cos{}, sin{};   // rotary, from RotaryEmbedding::cos_sin; undefined: no rotary
+  bool interleaved = false;  // RotaryEmbedding::interleaved (GPT-J's pairs)
+  at::Tensor bias{};         // added to the scores: ALiBi [batch, heads/tp, 1, kv] (BLOOM, MPT)
   KVCache* cache = nullptr;
   std::shared_ptr<const SequenceSplit> sequence{};  // ForwardStep::sequence (null: not split)
 };
@@ -68,10 +70,13 @@ class SelfAttention : public torch::nn::Module {
 // fewer KV heads than ranks (tp a multiple of them) each KV head is shared by tp / kv ranks,
 // which split its group's query heads, differing by at most one (Falcon-7B's 71 and 1).
 struct HeadSplit {
-  std::vector<int64_t> heads;     // query heads of each rank
-  std::vector<int64_t> kv_heads;  // KV heads of each rank
-  bool even() const;              // every rank the same: the plain Megatron split
+  std::vector<int64_t> heads;              // query heads of each rank
+  std::vector<int64_t> kv_heads;           // KV heads of each rank
+  bool even() const;                       // every rank the same: the plain Megatron split
+  int64_t first_head(int64_t rank) const;  // the first query head rank holds
 };
+// Throws ModelError where the heads cannot split over ctx's tp ranks, or split unevenly under
+// sequence parallelism (whose exchanges need equal shares).
 HeadSplit split_heads(const BuildContext& ctx, int64_t heads, int64_t kv_heads);
 
 }  // namespace shardformer::layers

@@ -1,0 +1,41 @@
+// The two-layer MLP of GPT-J, GPT-NeoX, GPT-Neo and Falcon: out(act(in(x))), under the family's
+// HF names (fc_in / fc_out, dense_h_to_4h / dense_4h_to_h, c_fc / c_proj). Under tensor
+// parallelism `in` is column-parallel and `out` row-parallel (one all-reduce), as the policy says.
+#pragma once
+
+#include "shardformer/build_context.h"
+#include "shardformer/layers/activation.h"
+#include "shardformer/layers/linear.h"
+
+#include <torch/nn/module.h>
+
+#include <memory>
+#include <string>
+
+namespace shardformer::layers {
+
+struct MLPOptions {
+  int64_t hidden_size = 0, intermediate_size = 0;
+  Activation activation = Activation::kGeluNew;
+  bool bias = true;
+  std::string in_name = "dense_h_to_4h", out_name = "dense_4h_to_h";
+};
+
+class MLP : public torch::nn::Module {
+ public:
+  MLP(const BuildContext& ctx, const MLPOptions& options);  // ctx: the MLP's module
+  at::Tensor forward(const at::Tensor& x);                  // [batch, seq, hidden] -> same
+  // residual + dropout(forward(x)) and, given `norm`, its norm (add_to_residual: joined to
+  // out's all-reduce where it sums its ranks' products).
+  ResidualSum forward_residual(const at::Tensor& x, const at::Tensor& residual,
+                               const ResidualNorm* norm, Dropout* dropout = nullptr,
+                               const SequenceSplit* sequence = nullptr);
+
+ private:
+  at::Tensor hidden(const at::Tensor& x);  // act(in(x)): [batch, seq, intermediate/tp]
+
+  Activation activation_;
+  std::shared_ptr<Linear> in_, out_;
+};
+
+}  // namespace shardformer::layers

@@ -1,0 +1,29 @@
+// Two-layer MLP building block.
+#include "shardformer/layers/mlp.h"
+
+namespace shardformer::layers {
+
+MLP::MLP(const BuildContext& ctx, const MLPOptions& o) : activation_(o.activation) {
+  if (split_pair(ctx.child(o.in_name), ctx.child(o.out_name))) {
+    ctx.divide_by_tp(o.intermediate_size, "the MLP's intermediate size");
+  }
+  const LinearOptions options{.bias = o.bias};
+  in_ = register_module(
+      o.in_name, make_linear(ctx.child(o.in_name), o.hidden_size, o.intermediate_size, options));
+  out_ = register_module(
+      o.out_name, make_linear(ctx.child(o.out_name), o.intermediate_size, o.hidden_size, options));
+}
+
+at::Tensor MLP::forward(const at::Tensor& x) { return out_->forward(hidden(x)); }
+
+ResidualSum MLP::forward_residual(const at::Tensor& x, const at::Tensor& residual,
+                                  const ResidualNorm* norm, Dropout* dropout,
+                                  const SequenceSplit* sequence) {
+  return add_to_residual(*out_, hidden(x), dropout, residual, norm, sequence);
+}
+
+at::Tensor MLP::hidden(const at::Tensor& x) {
+  return apply_activation(activation_, in_->forward(x));  // [b, s, i/tp]
+}
+
+}  // namespace shardformer::layers
