@@ -109,6 +109,15 @@ GPTJ = dict(vocab_size=1013, n_embd=64, n_layer=5, n_head=4, rotary_dim=8, n_inn
             n_positions=128, initializer_range=0.25, bos_token_id=1, eos_token_id=2)
 GPTJ_SCALE = {"out_proj.weight": 0.316, "fc_out.weight": 0.316, "ln_f.weight": 0.35}
 
+FALCON = dict(vocab_size=1013, hidden_size=64, num_hidden_layers=5, num_attention_heads=8,
+              ffn_hidden_size=96, max_position_embeddings=128, initializer_range=0.25,
+              bos_token_id=1, eos_token_id=2,
+              rope_parameters={"rope_type": "default", "rope_theta": 10000.0})
+# The projections into the residual stream scaled down; the final norm negated (the head is
+# tied, as tiny-gpt-neox-seq).
+FALCON_SCALE = {"self_attention.dense.weight": 0.316, "dense_4h_to_h.weight": 0.316,
+                "ln_f.weight": -0.35}
+
 CHECKPOINTS = {
     "tiny-llama": dict(arch="LlamaForCausalLM", base="LlamaModel", config=LLAMA,
                        **LLAMA_TUNING),
@@ -230,6 +239,23 @@ CHECKPOINTS = {
                     bos_token_id=1, eos_token_id=2),
         forward_batch=WINDOW_FORWARD_BATCH, max_new_tokens=12, compare_with={"window_size": 64},
         scale={"out_proj.weight": 0.316, "c_proj.weight": 0.316, "ln_f.weight": -0.35}),
+    # Falcon-7B's layout scaled down: multi-query (one KV head for 5 query heads: at tp 2 and 4
+    # every rank holds the fused [q..., k, v] and attends with 3 + 2 or 2 + 1 + 1 + 1 of the
+    # heads), the parallel block over one norm, rotary, no biases, a tied head.
+    "tiny-falcon": dict(
+        arch="FalconForCausalLM", base="FalconModel",
+        config=dict(FALCON, hidden_size=40, num_attention_heads=5), scale=FALCON_SCALE),
+    # Falcon-40B's: new_decoder_architecture (8 query heads in 2 KV groups, ln_attn and ln_mlp).
+    "tiny-falcon-40b": dict(
+        arch="FalconForCausalLM", base="FalconModel",
+        config=dict(FALCON, new_decoder_architecture=True, num_kv_heads=2), scale=FALCON_SCALE),
+    # Falcon-RW's: ALiBi (6 heads: the slopes interleave two series; uneven at tp 4), one
+    # [q k v] per head, the sequential block, biases.
+    "tiny-falcon-rw": dict(
+        arch="FalconForCausalLM", base="FalconModel",
+        config=dict(FALCON, hidden_size=48, num_attention_heads=6, alibi=True, multi_query=False,
+                    parallel_attn=False, bias=True),
+        scale=FALCON_SCALE),
     # One folder serves BertModel, BertForMaskedLM and BertForSequenceClassification (see
     # gen_family_references.py: BertAllHeads); config.json names BertForMaskedLM.
     "tiny-bert": dict(

@@ -28,19 +28,17 @@ FusedQKVAttention::FusedQKVAttention(const BuildContext& ctx, const FusedQKVAtte
   LinearOptions qkv{.bias = o.qkv_bias, .column_units = kv_heads_};
   LinearOptions out{.bias = o.out_bias};
   if (split_pair(ctx.child(o.qkv_name), ctx.child(o.out_name))) {
-    if (kv_heads_ < ctx.tp_size()) {
-      throw ModelError(str(ctx.path(), ": ", kv_heads_, " KV heads in one fused ", o.qkv_name,
-                           " cannot be split over ", ctx.tp_size(),
-                           " tensor-parallel ranks (each rank needs a KV head of its own)"));
-    }
     const HeadSplit split = split_heads(ctx, o.num_heads, kv_heads_);
     const int64_t rank = ctx.tp_rank();
+    const bool shared = kv_heads_ < ctx.tp_size();  // ranks share a group (multi-query)
     heads_ = split.heads[rank];
-    kv_heads_ = split.kv_heads[rank];
     first_head_ = split.first_head(rank);
+    if (shared) q_offset_ = first_head_ % group_;  // this rank's heads within its group
+    kv_heads_ = split.kv_heads[rank];
     if (!split.even()) {
       for (size_t r = 0; r < split.heads.size(); ++r) {
-        qkv.split_sizes.push_back(split.kv_heads[r] * rows_per_kv);
+        // A shared group is held whole by each of its ranks (column_units), not split.
+        if (!shared) qkv.split_sizes.push_back(split.kv_heads[r] * rows_per_kv);
         out.split_sizes.push_back(split.heads[r] * head_dim_);
       }
     }
@@ -71,8 +69,9 @@ at::Tensor FusedQKVAttention::attend(const at::Tensor& x, const AttentionStep& s
   const at::Tensor qkv = qkv_->forward(x);  // [batch, seq, kv_heads * (group + 2) * head_dim]
   const int64_t batch = qkv.size(0), seq = qkv.size(1);
   const at::Tensor groups = qkv.view({batch, seq, kv_heads_, group_ + 2, head_dim_});
-  at::Tensor q = groups.narrow(3, 0, group_);  // [batch, seq, kv_heads, group, head_dim]
-  q = group_ == 1 ? q.squeeze(3) : q.reshape({batch, seq, heads_, head_dim_});
+  // [batch, seq, kv_heads, heads / kv_heads, head_dim]: this rank's query heads of each group
+  at::Tensor q = groups.narrow(3, q_offset_, heads_ / kv_heads_);
+  q = heads_ == kv_heads_ ? q.squeeze(3) : q.reshape({batch, seq, heads_, head_dim_});
   at::Tensor k = groups.select(3, group_);  // [batch, seq, kv_heads, head_dim]
   const at::Tensor v = groups.select(3, group_ + 1);
   if (step.cos.defined()) {

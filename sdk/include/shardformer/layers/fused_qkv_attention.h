@@ -1,7 +1,9 @@
 // Self-attention whose q, k and v come from one fused projection grouped by KV head (BLOOM,
 // GPT-NeoX, Falcon): the rows of query_key_value are [kv_heads, group + 2, head_dim], each KV
 // head's query heads followed by its key and value, so a column split hands every rank whole
-// groups (unevenly where tp does not divide them, as layers::split_heads says).
+// groups (unevenly where tp does not divide them, as layers::split_heads says). With fewer KV
+// heads than ranks (Falcon-7B's multi-query [q..., k, v] is one group) the ranks sharing a group
+// each hold it whole and attend with their own share of its query heads.
 #pragma once
 
 #include "shardformer/build_context.h"
@@ -46,6 +48,7 @@ class FusedQKVAttention : public torch::nn::Module {
   at::Tensor attend(const at::Tensor& x, const AttentionStep& step);
 
   int64_t layer_idx_, heads_, kv_heads_, group_, head_dim_, first_head_ = 0;  // this rank's
+  int64_t q_offset_ = 0;  // where this rank's query heads start in each group it holds
   double scale_;
   std::shared_ptr<Linear> qkv_, out_;
   std::shared_ptr<Dropout> dropout_;
