@@ -128,11 +128,7 @@ at::Tensor BloomModel::forward(const ForwardInputs& inputs) {
       starts_model(chunk)
           ? word_embeddings_layernorm_->forward(word_embeddings_->forward(inputs.input_ids))
           : layers::stage_input(inputs);  // [batch, seq, hidden]
-  const int64_t batch = x.size(0), kv_len = step.past + x.size(1);
-  const at::Tensor padding =
-      inputs.attention_mask.defined()
-          ? inputs.attention_mask
-          : at::ones({batch, kv_len}, inputs.input_ids.options());  // [batch, past + seq]
+  const at::Tensor padding = layers::key_padding(inputs, step, x.size(0), x.size(1));
   const layers::FusedQKVAttention& attention = h_.front()->attention();
   const layers::AttentionStep bloom{
       .mask = step.mask,

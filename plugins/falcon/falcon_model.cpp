@@ -168,11 +168,7 @@ at::Tensor FalconModel::forward(const ForwardInputs& inputs) {
       .mask = step.mask, .causal = step.causal, .cache = inputs.cache, .sequence = step.sequence};
   if (config_.alibi) {
     // HF adds alibi / sqrt(head_dim) to the scores already scaled by 1 / sqrt(head_dim).
-    const int64_t batch = x.size(0), kv_len = step.past + x.size(1);
-    const at::Tensor padding =
-        inputs.attention_mask.defined()
-            ? inputs.attention_mask
-            : at::ones({batch, kv_len}, inputs.input_ids.options());  // [batch, past + seq]
+    const at::Tensor padding = layers::key_padding(inputs, step, x.size(0), x.size(1));
     const layers::FusedQKVAttention& attention = h_.front()->attention();
     layer_step.bias = layers::alibi_bias(slopes_, attention.first_head(), attention.num_heads(),
                                          padding, x.scalar_type()) /

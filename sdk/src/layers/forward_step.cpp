@@ -66,6 +66,12 @@ ForwardStep forward_step(const ForwardInputs& inputs, int64_t first_layer,
   return step;
 }
 
+at::Tensor key_padding(const ForwardInputs& inputs, const ForwardStep& step, int64_t batch,
+                       int64_t seq) {
+  if (inputs.attention_mask.defined()) return inputs.attention_mask;
+  return at::ones({batch, step.past + seq}, inputs.input_ids.options());
+}
+
 const at::Tensor& stage_input(const ForwardInputs& inputs) {
   if (!inputs.hidden_states.defined()) {
     throw Error(str("pipeline: chunk ", inputs.chunk,

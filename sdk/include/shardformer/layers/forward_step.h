@@ -40,6 +40,11 @@ struct ForwardStep {
 ForwardStep forward_step(const ForwardInputs& inputs, int64_t first_layer,
                          const MaskOptions& options, const SequenceParallelism& sp = {});
 
+// Which keys of this step are real tokens, [batch, past + seq] of 0/1: inputs.attention_mask, or
+// all ones without one (ALiBi's positions count them).
+at::Tensor key_padding(const ForwardInputs& inputs, const ForwardStep& step, int64_t batch,
+                       int64_t seq);
+
 // The hidden states a chunk that does not start the model receives from the previous stage
 // [batch, seq, hidden] (this rank's tokens when the sequence is split); throws Error when
 // there are none.
