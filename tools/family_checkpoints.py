@@ -76,6 +76,12 @@ LLAMA = dict(vocab_size=1013, hidden_size=64, intermediate_size=96, num_hidden_l
 LLAMA_TUNING = dict(scale={"o_proj.weight": 0.316, "down_proj.weight": 0.316,
                            "model.norm.weight": 0.35})
 
+GLM = dict(vocab_size=1013, hidden_size=64, intermediate_size=96, num_hidden_layers=5,
+           num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=128,
+           initializer_range=0.15, tie_word_embeddings=False, bos_token_id=1, eos_token_id=2,
+           pad_token_id=0, rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
+                                            "partial_rotary_factor": 0.5})
+
 OPT = dict(vocab_size=1013, hidden_size=64, num_hidden_layers=5, ffn_dim=96, num_attention_heads=8,
            max_position_embeddings=64, init_std=0.2, do_layer_norm_before=True)
 # A random OPT (ReLU FFN, tied head; post-LN worst) collapses onto a few tokens: the ReLU's
@@ -190,6 +196,15 @@ CHECKPOINTS = {
                     bos_token_id=1010, eos_token_id=1011,
                     rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}),
         **LLAMA_TUNING),
+    # GLM (ChatGLM's architecture in HF): q / k / v biases without an o_proj bias, the fused
+    # gate_up_proj, interleaved rotary on half of each 16-wide head, 2 KV heads (shared at tp 4).
+    # Init 0.15: at 0.2 fp32 rounding of layer 0's o_proj gradient under all_to_all sp 2 came
+    # 5e-8 past the tolerance (HF's own fp32 error there: 2.1e-6).
+    "tiny-glm": dict(arch="GlmForCausalLM", base="GlmModel", config=GLM, **LLAMA_TUNING),
+    # GLM-4: the same with the outputs of attention and MLP normed before each residual add.
+    "tiny-glm4": dict(arch="Glm4ForCausalLM", base="Glm4Model", config=GLM,
+                      scale={**LLAMA_TUNING["scale"], "post_self_attn_layernorm.weight": 0.5,
+                             "post_mlp_layernorm.weight": 0.5}),
     "tiny-opt": dict(arch="OPTForCausalLM", base="OPTModel", config=OPT, **OPT_TUNING),
     "tiny-opt-post-ln": dict(arch="OPTForCausalLM", base="OPTModel",
                              config={**OPT, "do_layer_norm_before": False}, **OPT_TUNING),

@@ -38,8 +38,10 @@ LlamaConfig LlamaConfig::from(const HFConfig& c) {
   LlamaConfig l{};
   l.model_type = c.model_type();
   c.require(l.model_type == "llama" || l.model_type == "mistral" || l.model_type == "qwen2" ||
-                l.model_type == "qwen3",
+                l.model_type == "qwen3" || l.model_type == "glm" || l.model_type == "glm4",
             str("model_type '", l.model_type, "' is not a Llama-family model"));
+  l.glm = l.model_type == "glm" || l.model_type == "glm4";
+  l.sandwich_norms = l.model_type == "glm4";
   l.vocab_size = c.get_int("vocab_size");
   l.hidden_size = c.get_int("hidden_size");
   l.intermediate_size = c.get_int("intermediate_size");
@@ -56,8 +58,8 @@ LlamaConfig LlamaConfig::from(const HFConfig& c) {
   l.hidden_act = layers::parse_activation(c.get_string("hidden_act", "silu"),
                                           c.path().string() + ": hidden_act");
   const bool qwen2 = l.model_type == "qwen2";
-  l.attention_bias = qwen2 || c.get_bool("attention_bias", false);
-  l.out_bias = !qwen2 && l.attention_bias;
+  l.attention_bias = qwen2 || c.get_bool("attention_bias", l.glm);
+  l.out_bias = !qwen2 && !l.glm && l.attention_bias;  // Qwen2 and GLM: q / k / v biases only
   l.mlp_bias = c.get_bool("mlp_bias", false);
   l.qk_norm = l.model_type == "qwen3";
   l.tie_word_embeddings = c.get_bool("tie_word_embeddings", false);

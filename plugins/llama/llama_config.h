@@ -1,5 +1,5 @@
-// The config.json of Llama, Mistral, Qwen2 and Qwen3: one decoder with flags. Every key that
-// changes the computation is read here; unsupported values are refused naming the key.
+// The config.json of Llama, Mistral, Qwen2, Qwen3, GLM and GLM-4: one decoder with flags. Every
+// key that changes the computation is read here; unsupported values are refused naming the key.
 #pragma once
 
 #include "shardformer/checkpoint_io/hf_config.h"
@@ -11,7 +11,7 @@
 namespace shardformer::llama {
 
 struct LlamaConfig {
-  std::string model_type;  // llama, mistral, qwen2, qwen3
+  std::string model_type;  // llama, mistral, qwen2, qwen3, glm, glm4
   int64_t vocab_size, hidden_size, intermediate_size, num_hidden_layers;
   int64_t num_attention_heads, num_key_value_heads, head_dim, max_position_embeddings;
   double rms_norm_eps, attention_dropout;
@@ -20,6 +20,8 @@ struct LlamaConfig {
   bool out_bias;        // o_proj's bias (Llama's attention_bias; Qwen2 has none)
   bool mlp_bias;
   bool qk_norm;  // Qwen3: RMSNorm of each query and key head before rotary
+  bool glm;      // GLM, GLM-4: fused gate_up_proj, interleaved partial rotary (half by default)
+  bool sandwich_norms;  // GLM-4: post_self_attn_layernorm, post_mlp_layernorm on each output
   bool tie_word_embeddings;
   int64_t sliding_window;            // keys a query sees on sliding layers (Mistral, Qwen2)
   std::vector<bool> sliding_layers;  // per layer: sliding window or full attention

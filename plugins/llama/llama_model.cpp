@@ -1,5 +1,6 @@
 // The Llama-family forward pass, as in HF's modeling_llama.py (and Mistral's sliding window,
-// Qwen2's QKV bias, Qwen3's q / k norms by flags).
+// Qwen2's QKV bias, Qwen3's q / k norms, GLM's fused MLP and interleaved partial rotary, GLM-4's
+// sandwich norms by flags).
 #include "llama_model.h"
 
 #include "shardformer/layers/forward_step.h"
@@ -31,9 +32,14 @@ DecoderLayer::DecoderLayer(const BuildContext& ctx, const LlamaConfig& c, int64_
           layer_idx));
   post_attention_layernorm_ =
       register_module("post_attention_layernorm", norm("post_attention_layernorm"));
-  mlp_ = register_module(
-      "mlp", std::make_shared<layers::GatedMLP>(ctx.child("mlp"), c.hidden_size,
-                                                c.intermediate_size, c.hidden_act, c.mlp_bias));
+  mlp_ = register_module("mlp", std::make_shared<layers::GatedMLP>(
+                                    ctx.child("mlp"), c.hidden_size, c.intermediate_size,
+                                    c.hidden_act, c.mlp_bias, /*fused_gate_up=*/c.glm));
+  if (c.sandwich_norms) {
+    post_self_attn_layernorm_ =
+        register_module("post_self_attn_layernorm", norm("post_self_attn_layernorm"));
+    post_mlp_layernorm_ = register_module("post_mlp_layernorm", norm("post_mlp_layernorm"));
+  }
 }
 
 at::Tensor DecoderLayer::forward(const at::Tensor& x, const LlamaStep& step) {
@@ -45,15 +51,30 @@ layers::ResidualSum DecoderLayer::forward(const layers::ResidualSum& in, const L
   // h = x + attention(norm(x)), with post_attention_layernorm(h) computed in the same pass;
   // then h + mlp(norm(h)), with the next layer's input_layernorm of it.
   const at::Tensor& x = in.sum;  // [batch, seq, hidden]
-  const layers::ResidualSum h = self_attn_->forward_residual(
-      in.normed.defined() ? in.normed : input_layernorm_->forward(x),
-      sliding_ ? step.sliding : step.full, x, post_attention_layernorm_.get());
+  const at::Tensor a = in.normed.defined() ? in.normed : input_layernorm_->forward(x);
+  const layers::AttentionStep& attention_step = sliding_ ? step.sliding : step.full;
+  if (post_self_attn_layernorm_) {
+    // GLM-4: h = x + norm(attn(a)); h + norm(mlp(post_attention_layernorm(h))). The outputs'
+    // norms come between the sublayers and the residual adds, so nothing fuses with them.
+    const at::Tensor h =
+        x + post_self_attn_layernorm_->forward(self_attn_->forward(a, attention_step));
+    const at::Tensor m =
+        post_mlp_layernorm_->forward(mlp_->forward(post_attention_layernorm_->forward(h)));
+    if (next == nullptr) return {h + m, at::Tensor()};
+    auto [sum, normed] = next->add_forward(m, h);
+    return {std::move(sum), std::move(normed)};
+  }
+  const layers::ResidualSum h =
+      self_attn_->forward_residual(a, attention_step, x, post_attention_layernorm_.get());
   return mlp_->forward_residual(h.normed, h.sum, next);
 }
 
 LlamaModel::LlamaModel(const BuildContext& ctx, const LlamaConfig& config,
                        bool embedding_on_last_stage)
-    : config_(config), rotary_(ctx.config(), config.head_dim) {
+    : config_(config),
+      rotary_(ctx.config(), config.head_dim,
+              config.glm ? layers::RotaryOptions{.partial = 0.5, .interleaved = true}
+                         : layers::RotaryOptions{}) {
   bind(ctx);
   const bool first = ctx.builds_first_piece(), last = ctx.builds_last_piece();
   if (first || (embedding_on_last_stage && last)) {
@@ -88,6 +109,7 @@ at::Tensor LlamaModel::forward(const ForwardInputs& inputs) {
                                      : layers::stage_input(inputs);  // [batch, seq, hidden]
   LlamaStep layer_step{.full = {.mask = step.mask,
                                 .causal = step.causal,
+                                .interleaved = rotary_.interleaved(),
                                 .cache = inputs.cache,
                                 .sequence = step.sequence}};
   const auto [cos, sin] = rotary_.cos_sin(step.positions, x.scalar_type());  // [batch, seq, d]

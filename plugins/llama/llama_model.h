@@ -1,5 +1,6 @@
-// The Llama-family decoder (HF LlamaModel, MistralModel, Qwen2Model, Qwen3Model) written with SDK
-// blocks; the ...ForCausalLM classes are the SDK's CausalLM over it. Shapes are per rank.
+// The Llama-family decoder (HF LlamaModel, MistralModel, Qwen2Model, Qwen3Model, GlmModel,
+// Glm4Model) written with SDK blocks; the ...ForCausalLM classes are the SDK's CausalLM over it.
+// Shapes are per rank.
 #pragma once
 
 #include "llama_config.h"
@@ -39,6 +40,8 @@ class DecoderLayer : public torch::nn::Module {
  private:
   bool sliding_;
   std::shared_ptr<layers::RMSNorm> input_layernorm_, post_attention_layernorm_;
+  // GLM-4: the norms of the attention's and the MLP's outputs before each residual add
+  std::shared_ptr<layers::RMSNorm> post_self_attn_layernorm_, post_mlp_layernorm_;
   std::shared_ptr<layers::SelfAttention> self_attn_;
   std::shared_ptr<layers::GatedMLP> mlp_;
 };

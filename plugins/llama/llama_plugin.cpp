@@ -1,4 +1,5 @@
-// The Llama-family plugin: Llama, Mistral, Qwen2 and Qwen3, which differ in config flags only.
+// The Llama-family plugin: Llama, Mistral, Qwen2, Qwen3, GLM and GLM-4, which differ in config
+// flags only.
 #include "llama_model.h"
 #include "llama_policy.h"
 
@@ -13,11 +14,12 @@ class LlamaFamily : public ModelFamily {
   std::string name() const override { return "llama"; }
   std::string version() const override { return "0.1.0"; }
   std::string description() const override {
-    return "Llama, Mistral, Qwen2, Qwen3 (HF modeling_llama and its variants)";
+    return "Llama, Mistral, Qwen2, Qwen3, GLM, GLM-4 (HF modeling_llama and its variants)";
   }
   std::vector<std::string> architectures() const override {
     return {"LlamaForCausalLM", "LlamaModel", "MistralForCausalLM", "MistralModel",
-            "Qwen2ForCausalLM", "Qwen2Model", "Qwen3ForCausalLM",   "Qwen3Model"};
+            "Qwen2ForCausalLM", "Qwen2Model", "Qwen3ForCausalLM",   "Qwen3Model",
+            "GlmForCausalLM",   "GlmModel",   "Glm4ForCausalLM",    "Glm4Model"};
   }
 
   std::shared_ptr<Model> create(const ModelArgs& args) const override {

@@ -7,6 +7,7 @@ namespace shardformer::llama {
 
 Policy llama_policy(bool tied) {
   using namespace styles;  // module pattern, style (norms, rotary: replicated)
+  const ShardStyle fused_gate_up{.kind = ShardKind::kColumn, .fused_blocks = 2};
   return Policy(
       {
           {"embed_tokens", vocab},
@@ -17,6 +18,7 @@ Policy llama_policy(bool tied) {
           {"layers.*.self_attn.o_proj", row},
           {"layers.*.mlp.gate_proj", column},
           {"layers.*.mlp.up_proj", column},
+          {"layers.*.mlp.gate_up_proj", fused_gate_up},  // GLM: [gate; up], a slice of each
           {"layers.*.mlp.down_proj", row},
       },
       tied ? std::vector<std::string>{"embed_tokens.weight"} : std::vector<std::string>{},

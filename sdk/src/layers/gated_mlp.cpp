@@ -7,18 +7,27 @@
 namespace shardformer::layers {
 
 GatedMLP::GatedMLP(const BuildContext& ctx, int64_t hidden_size, int64_t intermediate_size,
-                   Activation activation, bool bias)
+                   Activation activation, bool bias, bool fused_gate_up)
     : activation_(activation) {
-  const bool gate_split = split_pair(ctx.child("gate_proj"), ctx.child("down_proj"));
-  if (split_pair(ctx.child("up_proj"), ctx.child("down_proj")) != gate_split) {
-    throw ModelError(str(ctx.path(), ": the policy must split gate_proj and up_proj alike"));
-  }
-  if (gate_split) ctx.divide_by_tp(intermediate_size, "intermediate_size");
   const LinearOptions options{.bias = bias};
-  gate_proj_ = register_module(
-      "gate_proj", make_linear(ctx.child("gate_proj"), hidden_size, intermediate_size, options));
-  up_proj_ = register_module(
-      "up_proj", make_linear(ctx.child("up_proj"), hidden_size, intermediate_size, options));
+  if (fused_gate_up) {
+    if (split_pair(ctx.child("gate_up_proj"), ctx.child("down_proj"), 2)) {
+      ctx.divide_by_tp(intermediate_size, "intermediate_size");
+    }
+    gate_up_proj_ = register_module(
+        "gate_up_proj",
+        make_linear(ctx.child("gate_up_proj"), hidden_size, 2 * intermediate_size, options));
+  } else {
+    const bool gate_split = split_pair(ctx.child("gate_proj"), ctx.child("down_proj"));
+    if (split_pair(ctx.child("up_proj"), ctx.child("down_proj")) != gate_split) {
+      throw ModelError(str(ctx.path(), ": the policy must split gate_proj and up_proj alike"));
+    }
+    if (gate_split) ctx.divide_by_tp(intermediate_size, "intermediate_size");
+    gate_proj_ = register_module(
+        "gate_proj", make_linear(ctx.child("gate_proj"), hidden_size, intermediate_size, options));
+    up_proj_ = register_module(
+        "up_proj", make_linear(ctx.child("up_proj"), hidden_size, intermediate_size, options));
+  }
   down_proj_ = register_module(
       "down_proj", make_linear(ctx.child("down_proj"), intermediate_size, hidden_size, options));
 }
@@ -33,6 +42,10 @@ ResidualSum GatedMLP::forward_residual(const at::Tensor& x, const at::Tensor& re
 }
 
 at::Tensor GatedMLP::gated(const at::Tensor& x) {
+  if (gate_up_proj_) {
+    const std::vector<at::Tensor> gate_up = gate_up_proj_->forward(x).chunk(2, -1);  // [b, s, i/tp]
+    return apply_activation(activation_, gate_up[0]) * gate_up[1];
+  }
   // gate and up read one input, communicated once (they are split alike).
   const std::vector<at::Tensor> gate_up =
       forward_shared_input({gate_proj_.get(), up_proj_.get()}, x);

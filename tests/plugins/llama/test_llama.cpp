@@ -2,7 +2,8 @@
 // (grouped-query attention with fewer KV heads than tp = 4; rope scalings linear, dynamic NTK
 // and Llama 3; head_dim != hidden / heads with attention and MLP biases, gelu and a tied head;
 // bf16 weights in an fp32 job), Mistral (a sliding window shorter than the generation), Qwen2
-// (QKV bias, tied head) and Qwen3 (per-head q / k norms). Llama (grouped-query heads) under
+// (QKV bias, tied head), Qwen3 (per-head q / k norms), GLM (fused gate_up_proj, interleaved
+// partial rotary) and GLM-4 (norms on the sublayers' outputs). Llama (grouped-query heads) under
 // sequence parallelism in every mode, for sequence lengths 11 (padded) and 16, and the
 // collectives of a layer (under split_gather q / k / v and gate / up gather their input once).
 #include "family_checks.h"
@@ -36,6 +37,8 @@ const Case kCases[] = {
     {"tiny-mistral", "MistralForCausalLM", "MistralModel"},
     {"tiny-qwen2", "Qwen2ForCausalLM", "Qwen2Model"},
     {"tiny-qwen3", "Qwen3ForCausalLM", "Qwen3Model"},
+    {"tiny-glm", "GlmForCausalLM", "GlmModel"},
+    {"tiny-glm4", "Glm4ForCausalLM", "Glm4Model"},
 };
 
 INSTANTIATE_TEST_SUITE_P(
@@ -126,8 +129,9 @@ INSTANTIATE_TEST_SUITE_P(
       return shardformer::testing::case_name(std::get<0>(info.param), std::get<1>(info.param));
     });
 
-// Mistral (a sliding window), Qwen2 (QKV bias) and Qwen3 (per-head q / k norms) under each
-// sequence-parallel mode; ring attention has no sliding window and refuses Mistral by name.
+// Mistral (a sliding window), Qwen2 (QKV bias), Qwen3 (per-head q / k norms), GLM (the fused
+// gate_up_proj gathered once) and GLM-4 (sandwich norms) under each sequence-parallel mode; ring
+// attention has no sliding window and refuses Mistral by name.
 class FamilySequenceParallel : public ::testing::TestWithParam<std::tuple<Case, Layout>> {};
 
 TEST_P(FamilySequenceParallel, MatchesHF) {
@@ -139,6 +143,8 @@ const Layout kSplitGatherTp2{.tp = 2, .name = "sg_tp2", .sequence_mode = "split_
 const Layout kAllToAllSp2{.name = "a2a_sp2", .sp = 2, .sequence_mode = "all_to_all"};
 const Layout kRingSp2{.name = "ring_sp2", .sp = 2, .sequence_mode = "ring_attn"};
 const Case kMistral{"tiny-mistral", "MistralForCausalLM", "MistralModel"};
+const Case kGlm{"tiny-glm", "GlmForCausalLM", "GlmModel"};
+const Case kGlm4{"tiny-glm4", "Glm4ForCausalLM", "Glm4Model"};
 
 INSTANTIATE_TEST_SUITE_P(
     Checkpoints, FamilySequenceParallel,
@@ -149,7 +155,10 @@ INSTANTIATE_TEST_SUITE_P(
         std::tuple{Case{"tiny-qwen2", "Qwen2ForCausalLM", "Qwen2Model"}, kRingSp2},
         std::tuple{Case{"tiny-qwen3", "Qwen3ForCausalLM", "Qwen3Model"}, kSplitGatherTp2},
         std::tuple{Case{"tiny-qwen3", "Qwen3ForCausalLM", "Qwen3Model"}, kAllToAllSp2},
-        std::tuple{Case{"tiny-qwen3", "Qwen3ForCausalLM", "Qwen3Model"}, kRingSp2}),
+        std::tuple{Case{"tiny-qwen3", "Qwen3ForCausalLM", "Qwen3Model"}, kRingSp2},
+        std::tuple{kGlm, kSplitGatherTp2}, std::tuple{kGlm, kAllToAllSp2},
+        std::tuple{kGlm, kRingSp2}, std::tuple{kGlm4, kSplitGatherTp2},
+        std::tuple{kGlm4, kAllToAllSp2}, std::tuple{kGlm4, kRingSp2}),
     [](const auto& info) {
       return shardformer::testing::case_name(std::get<0>(info.param).model,
                                              std::get<1>(info.param));
