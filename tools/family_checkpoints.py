@@ -278,6 +278,16 @@ CHECKPOINTS = {
         config=dict(vocab_size=1013, hidden_size=64, num_hidden_layers=5, num_attention_heads=8,
                     intermediate_size=96, max_position_embeddings=64, type_vocab_size=2,
                     initializer_range=0.1, num_labels=3)),
+    # RoBERTa: positions counted past pad_token_id 1 (max_position_embeddings 66 = 64 + 2), one
+    # token type, lm_head and the two-layer classification head; one folder serves the three
+    # classes, as tiny-bert.
+    "tiny-roberta": dict(
+        arch="RobertaForMaskedLM", base="RobertaModel", kind="bert", family="Roberta",
+        config_class="RobertaConfig",
+        config=dict(vocab_size=1013, hidden_size=64, num_hidden_layers=5, num_attention_heads=8,
+                    intermediate_size=96, max_position_embeddings=66, type_vocab_size=1,
+                    initializer_range=0.1, num_labels=3, pad_token_id=1, bos_token_id=0,
+                    eos_token_id=2)),
     # BertForMaskedLM with its own decoder weight and bias (HF then leaves cls.predictions.bias
     # unused).
     "tiny-bert-untied": dict(

@@ -70,11 +70,33 @@ def perturb(model, spec):
                     param.mul_(factor)
 
 
-def bert_all_heads_class():
+def encoder_all_heads_class(family):
     """BertModel (with pooler) + MLM head + classifier under the names BertForMaskedLM and
     BertForSequenceClassification use, so one folder loads into BertModel, BertForMaskedLM and
     BertForSequenceClassification with no key missing (each ignores the others' heads, as
-    bert-base-uncased's pooler and NSP head are ignored by BertForMaskedLM)."""
+    bert-base-uncased's pooler and NSP head are ignored by BertForMaskedLM). family "Roberta":
+    the same for RobertaModel, RobertaForMaskedLM (lm_head) and RobertaForSequenceClassification
+    (classifier.dense / out_proj)."""
+    if family == "Roberta":
+        from transformers.models.roberta.modeling_roberta import (
+            RobertaClassificationHead, RobertaForMaskedLM, RobertaLMHead, RobertaModel,
+            RobertaPreTrainedModel)
+
+        class RobertaAllHeads(RobertaPreTrainedModel):
+            _tied_weights_keys = dict(RobertaForMaskedLM._tied_weights_keys)
+
+            def __init__(self, config):
+                super().__init__(config)
+                self.roberta = RobertaModel(config, add_pooling_layer=True)
+                self.lm_head = RobertaLMHead(config)
+                self.classifier = RobertaClassificationHead(config)
+                self.post_init()
+
+            def get_output_embeddings(self):
+                return self.lm_head.decoder
+
+        return RobertaAllHeads
+
     from transformers.models.bert.modeling_bert import (BertForMaskedLM, BertModel,
                                                         BertOnlyMLMHead, BertPreTrainedModel)
 
@@ -106,7 +128,7 @@ def make_checkpoint(name, spec, folder):
     torch.manual_seed(SEED)
     config = config_class(spec)(**spec["config"])
     if spec.get("kind") == "bert":
-        model = bert_all_heads_class()(config).eval()
+        model = encoder_all_heads_class(spec.get("family", "Bert"))(config).eval()
     else:
         model = getattr(transformers, spec["arch"])(config).eval()
     perturb(model, spec)
@@ -278,19 +300,23 @@ def first_difference(a, b):
 def bert_references(spec, folder, report):
     # In float64, as causal_lm_references' outputs and gradients.
     f64 = torch.float64
-    base = load("BertModel", folder, report, "load_base", dtype=f64)
-    mlm = load("BertForMaskedLM", folder, report, "load_lm", dtype=f64)
-    clf = load("BertForSequenceClassification", folder, report, "load_classification", dtype=f64)
+    family = spec.get("family", "Bert")
+    base = load(f"{family}Model", folder, report, "load_base", dtype=f64)
+    mlm = load(f"{family}ForMaskedLM", folder, report, "load_lm", dtype=f64)
+    clf = load(f"{family}ForSequenceClassification", folder, report, "load_classification",
+               dtype=f64)
     out = {}
-    original, mask = pad(FORWARD_BATCH, 0, left=False)
+    # RoBERTa's positions count the ids that are not pad_token_id: pad with it.
+    original, mask = pad(FORWARD_BATCH, base.config.pad_token_id or 0, left=False)
     ids = original.clone()
     mlm_labels = torch.full_like(ids, -100)
     for row, col in MLM_POSITIONS:
         mlm_labels[row, col] = original[row, col]
         ids[row, col] = MASK_TOKEN_ID
     token_types = torch.zeros_like(ids)
-    for row, length in enumerate(mask.sum(1).tolist()):
-        token_types[row, (length + 1) // 2:length] = 1  # second "sentence"; padding stays 0
+    if base.config.type_vocab_size > 1:
+        for row, length in enumerate(mask.sum(1).tolist()):
+            token_types[row, (length + 1) // 2:length] = 1  # second "sentence"; padding stays 0
     inputs = dict(input_ids=ids, attention_mask=mask, token_type_ids=token_types)
     out["forward_input_ids"], out["forward_attention_mask"] = ids, mask
     out["forward_token_type_ids"] = token_types

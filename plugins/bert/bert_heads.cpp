@@ -1,5 +1,5 @@
-// BERT's task heads: masked-LM (the decoder tied to the word embeddings, or untied) and sequence
-// classification.
+// BERT's and RoBERTa's task heads: masked-LM (the decoder tied to the word embeddings, or
+// untied) and sequence classification.
 #include "bert_model.h"
 
 #include "shardformer/error.h"
@@ -8,42 +8,98 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+
 namespace shardformer::bert {
 
+namespace {
+
+// The module at `path` under `root` ("cls.predictions.transform"), made where missing, so that
+// parameter names follow HF's nesting.
+std::shared_ptr<torch::nn::Module> module_at(torch::nn::Module& root, const std::string& path) {
+  torch::nn::Module* parent = &root;
+  std::shared_ptr<torch::nn::Module> at;
+  size_t begin = 0;
+  while (begin <= path.size()) {
+    const size_t dot = std::min(path.find('.', begin), path.size());
+    const std::string name = path.substr(begin, dot - begin);
+    const auto children = parent->named_children();
+    at = children.contains(name) ? children[name] : nullptr;
+    if (!at) at = parent->register_module(name, std::make_shared<torch::nn::Module>());
+    parent = at.get();
+    begin = dot + 1;
+  }
+  return at;
+}
+
+// Where BERT's and RoBERTa's masked-LM heads keep their parts: the head, its transform's dense
+// layer and LayerNorm (under the head).
+struct MLMHeadNames {
+  std::string head, dense, norm;
+};
+
+MLMHeadNames mlm_head_names(const BertConfig& c) {
+  if (c.roberta) return {"lm_head", "dense", "layer_norm"};
+  return {"cls.predictions", "transform.dense", "transform.LayerNorm"};
+}
+
+// Registers `module` at `path` under `root`, its parents made as module_at() makes them.
+template <typename M>
+std::shared_ptr<M> register_at(torch::nn::Module& root, const std::string& path,
+                               std::shared_ptr<M> module) {
+  const size_t dot = path.rfind('.');
+  if (dot == std::string::npos) return root.register_module(path, std::move(module));
+  return module_at(root, path.substr(0, dot))
+      ->register_module(path.substr(dot + 1), std::move(module));
+}
+
+BuildContext context_at(const BuildContext& ctx, const std::string& path) {
+  BuildContext at = ctx;
+  size_t begin = 0;
+  while (begin <= path.size()) {
+    const size_t dot = std::min(path.find('.', begin), path.size());
+    at = at.child(path.substr(begin, dot - begin));
+    begin = dot + 1;
+  }
+  return at;
+}
+
+}  // namespace
+
 BertForMaskedLM::BertForMaskedLM(const BuildContext& ctx, const BertConfig& c)
-    : act_(c.hidden_act),
+    : act_(c.roberta ? layers::Activation::kGelu : c.hidden_act),  // RoBERTa: always erf GELU
       parallel_output_(ctx.tensor_parallel() && ctx.parallel()->config.parallel_output) {
   bind(ctx);
+  const std::string base = c.base_name();
   bert_ = register_module(
-      "bert", std::make_shared<BertModel>(ctx.child("bert"), c, false, c.tie_word_embeddings));
-  ctx.skip_module("classifier", "BertForMaskedLM has no classifier");
+      base, std::make_shared<BertModel>(ctx.child(base), c, false, c.tie_word_embeddings));
+  ctx.skip_module("classifier", "a masked-LM model has no classifier");
   ctx.child("cls").skip_module("seq_relationship", "the next-sentence head of pre-training");
   if (!ctx.builds_last_piece()) return;
-  const BuildContext predictions = ctx.child("cls").child("predictions");
-  const BuildContext transform = predictions.child("transform");
-  auto cls = register_module("cls", std::make_shared<torch::nn::Module>());
-  auto p = cls->register_module("predictions", std::make_shared<torch::nn::Module>());
-  auto t = p->register_module("transform", std::make_shared<torch::nn::Module>());
-  transform_ = t->register_module(
-      "dense", layers::make_linear(transform.child("dense"), c.hidden_size, c.hidden_size));
-  transform_norm_ = t->register_module(
-      "LayerNorm", std::make_shared<layers::LayerNorm>(transform.child("LayerNorm"), c.hidden_size,
-                                                       c.layer_norm_eps));
-  const BuildContext decoder = predictions.child("decoder");
+  const MLMHeadNames names = mlm_head_names(c);
+  const BuildContext head = context_at(ctx, names.head);
+  const std::shared_ptr<torch::nn::Module> head_module = module_at(*this, names.head);
+  transform_ =
+      register_at(*head_module, names.dense,
+                  layers::make_linear(context_at(head, names.dense), c.hidden_size, c.hidden_size));
+  transform_norm_ = register_at(*head_module, names.norm,
+                                std::make_shared<layers::LayerNorm>(
+                                    context_at(head, names.norm), c.hidden_size, c.layer_norm_eps));
+  const BuildContext decoder = head.child("decoder");
   if (c.tie_word_embeddings) {
     decoder_ = layers::tied_lm_head(decoder, bert_->word_embeddings());
-    decoder.skip("bias", "the same tensor as cls.predictions.bias");
-    bias_ = p->register_parameter("bias",
-                                  predictions.load("bias", {c.vocab_size}, decoder_->bias_shard()));
-    return;
+    decoder.skip("bias", "the same tensor as the head's bias");
+    bias_ = head_module->register_parameter(
+        "bias", head.load("bias", {c.vocab_size}, decoder_->bias_shard()));
+  } else {
+    // Untied (tie_word_embeddings = false): the decoder's own weight and bias, as HF computes
+    // it; HF's forward then never reads the head's bias.
+    decoder_ = head_module->register_module(
+        "decoder", layers::make_lm_head(decoder, c.vocab_size, c.hidden_size));
+    bias_ = decoder_->register_parameter(
+        "bias", decoder.load("bias", {c.vocab_size}, decoder_->bias_shard()));
+    head.skip("bias", "HF's untied decoder adds decoder.bias instead");
   }
-  // Untied (tie_word_embeddings = false): the decoder's own weight and bias, as HF computes it;
-  // HF's forward then never reads cls.predictions.bias.
-  decoder_ =
-      p->register_module("decoder", layers::make_lm_head(decoder, c.vocab_size, c.hidden_size));
-  bias_ = decoder_->register_parameter(
-      "bias", decoder.load("bias", {c.vocab_size}, decoder_->bias_shard()));
-  predictions.skip("bias", "HF's untied decoder adds cls.predictions.decoder.bias instead");
 }
 
 layers::VocabLogits BertForMaskedLM::logits(const ForwardInputs& inputs,
@@ -71,19 +127,36 @@ at::Tensor BertForMaskedLM::loss(const ForwardInputs& inputs, const at::Tensor& 
 BertForSequenceClassification::BertForSequenceClassification(const BuildContext& ctx,
                                                              const BertConfig& c) {
   bind(ctx);
-  bert_ = register_module("bert", std::make_shared<BertModel>(ctx.child("bert"), c, true, false));
-  ctx.skip_module("cls", "the pre-training heads");
+  const std::string base = c.base_name();
+  bert_ = register_module(base, std::make_shared<BertModel>(ctx.child(base), c, !c.roberta, false));
+  ctx.skip_module(c.roberta ? "lm_head" : "cls", "the pre-training heads");
   if (!ctx.builds_last_piece()) return;
-  dropout_ = register_module(
-      "dropout", std::make_shared<layers::Dropout>(ctx.child("dropout"), c.classifier_dropout));
-  classifier_ = register_module(
-      "classifier", layers::make_linear(ctx.child("classifier"), c.hidden_size, c.num_labels));
+  if (!c.roberta) {
+    dropout_ = register_module(
+        "dropout", std::make_shared<layers::Dropout>(ctx.child("dropout"), c.classifier_dropout));
+    classifier_ = register_module(
+        "classifier", layers::make_linear(ctx.child("classifier"), c.hidden_size, c.num_labels));
+    return;
+  }
+  const BuildContext head = ctx.child("classifier");
+  auto head_module = register_module("classifier", std::make_shared<torch::nn::Module>());
+  dense_ = head_module->register_module(
+      "dense", layers::make_linear(head.child("dense"), c.hidden_size, c.hidden_size));
+  dropout_ = head_module->register_module(
+      "dropout", std::make_shared<layers::Dropout>(head.child("dropout"), c.classifier_dropout));
+  classifier_ = head_module->register_module(
+      "out_proj", layers::make_linear(head.child("out_proj"), c.hidden_size, c.num_labels));
 }
 
 at::Tensor BertForSequenceClassification::forward(const ForwardInputs& inputs) {
   const at::Tensor hidden = bert_->forward(inputs);
   if (!ends_model(inputs.chunk)) return hidden;
-  return classifier_->forward(dropout_->forward(bert_->pool(hidden)));  // [batch, num_labels]
+  if (!dense_) {
+    return classifier_->forward(dropout_->forward(bert_->pool(hidden)));  // [batch, labels]
+  }
+  // RoBERTa: the first token (<s>), dropout, dense, tanh, dropout, out_proj.
+  const at::Tensor first = dropout_->forward(hidden.select(1, 0));  // [batch, hidden]
+  return classifier_->forward(dropout_->forward(at::tanh(dense_->forward(first))));
 }
 
 }  // namespace shardformer::bert

@@ -22,6 +22,9 @@ std::shared_ptr<layers::LayerNorm> layer_norm(const BuildContext& ctx, const Ber
 
 BertConfig BertConfig::from(const HFConfig& c) {
   BertConfig b{};
+  c.require(c.model_type() == "bert" || c.model_type() == "roberta",
+            "model_type '" + c.model_type() + "' is neither bert nor roberta");
+  b.roberta = c.model_type() == "roberta";
   b.vocab_size = c.get_int("vocab_size");
   b.hidden_size = c.get_int("hidden_size");
   b.num_hidden_layers = c.get_int("num_hidden_layers");
@@ -29,7 +32,7 @@ BertConfig BertConfig::from(const HFConfig& c) {
   b.intermediate_size = c.get_int("intermediate_size");
   b.max_position_embeddings = c.get_int("max_position_embeddings");
   b.type_vocab_size = c.get_int("type_vocab_size", 2);
-  b.pad_token_id = c.get_int("pad_token_id", 0);
+  b.pad_token_id = c.get_int("pad_token_id", b.roberta ? 1 : 0);
   b.layer_norm_eps = c.get_double("layer_norm_eps", 1e-12);
   b.hidden_dropout = c.get_probability("hidden_dropout_prob", 0.1);
   b.attention_dropout = c.get_probability("attention_probs_dropout_prob", 0.1);
@@ -48,6 +51,9 @@ BertConfig BertConfig::from(const HFConfig& c) {
             str("problem_type '", problem, "' (only single_label_classification)"));
   c.require(b.hidden_size % b.num_attention_heads == 0,
             "hidden_size must divide by num_attention_heads");
+  c.require(
+      !b.roberta || b.max_position_embeddings > b.pad_token_id + 1,
+      "max_position_embeddings must exceed pad_token_id + 1 (RoBERTa's positions start there)");
   return b;
 }
 
@@ -133,6 +139,7 @@ BertModel::BertModel(const BuildContext& ctx, const BertConfig& c, bool pooler,
     position_embeddings_ = embeddings->register_module(
         "position_embeddings", layers::make_embedding(e.child("position_embeddings"),
                                                       c.max_position_embeddings, c.hidden_size));
+    if (c.roberta) position_embeddings_->set_padding_idx(c.pad_token_id);
     token_type_embeddings_ = embeddings->register_module(
         "token_type_embeddings",
         layers::make_embedding(e.child("token_type_embeddings"), c.type_vocab_size, c.hidden_size));
@@ -141,6 +148,7 @@ BertModel::BertModel(const BuildContext& ctx, const BertConfig& c, bool pooler,
         "dropout", std::make_shared<layers::Dropout>(e.child("dropout"), c.hidden_dropout));
   }
   e.skip("position_ids", "a buffer of arange positions in older checkpoints");
+  e.skip("token_type_ids", "a buffer of zeros in older checkpoints");
   auto encoder = register_module("encoder", std::make_shared<torch::nn::Module>());
   layers_ =
       layers::LayerStack<BertLayer>(*encoder, ctx.child("encoder"), "layer", c.num_hidden_layers,
@@ -157,12 +165,15 @@ BertModel::BertModel(const BuildContext& ctx, const BertConfig& c, bool pooler,
 }
 
 ModelShape BertModel::shape() const {
-  return ModelShape{.num_layers = config_.num_hidden_layers,
-                    .num_heads = config_.num_attention_heads,
-                    .head_dim = config_.hidden_size / config_.num_attention_heads,
-                    .hidden_size = config_.hidden_size,
-                    .vocab_size = config_.vocab_size,
-                    .max_positions = config_.max_position_embeddings};
+  return ModelShape{
+      .num_layers = config_.num_hidden_layers,
+      .num_heads = config_.num_attention_heads,
+      .head_dim = config_.hidden_size / config_.num_attention_heads,
+      .hidden_size = config_.hidden_size,
+      .vocab_size = config_.vocab_size,
+      // RoBERTa's positions start past pad_token_id
+      .max_positions = config_.roberta ? config_.max_position_embeddings - config_.pad_token_id - 1
+                                       : config_.max_position_embeddings};
 }
 
 at::Tensor BertModel::forward(const ForwardInputs& inputs) {
@@ -174,8 +185,16 @@ at::Tensor BertModel::forward(const ForwardInputs& inputs) {
     const at::Tensor types =
         inputs.token_type_ids.defined() ? inputs.token_type_ids : at::zeros_like(inputs.input_ids);
     x = word_embeddings_->forward(inputs.input_ids) + token_type_embeddings_->forward(types);
+    // RoBERTa (fairseq): each real token's position is pad_token_id + its count of real
+    // tokens so far; padding sits at pad_token_id itself.
+    const at::Tensor positions =
+        config_.roberta ? [&] {
+          const at::Tensor real = inputs.input_ids.ne(config_.pad_token_id).to(at::kLong);
+          return real.cumsum(1) * real + config_.pad_token_id;  // [batch, seq]
+        }()
+                        : step.positions;
     x = embeddings_dropout_->forward(
-        embeddings_norm_->forward(x + position_embeddings_->forward(step.positions)));
+        embeddings_norm_->forward(x + position_embeddings_->forward(positions)));
   } else {
     x = layers::stage_input(inputs);
   }

@@ -1,6 +1,8 @@
 // BERT (HF BertModel, BertForMaskedLM, BertForSequenceClassification) with SDK blocks: absolute
 // position and token-type embeddings, post-LayerNorm encoder layers with bidirectional attention
 // over padding masks, the pooler, the MLM head tied to the word embeddings and a classifier.
+// RoBERTa is the same network under its own names: positions counted past pad_token_id from the
+// ids, lm_head for cls.predictions, and a two-layer classification head instead of the pooler.
 #pragma once
 
 #include "shardformer/build_context.h"
@@ -18,6 +20,7 @@
 namespace shardformer::bert {
 
 struct BertConfig {
+  bool roberta;  // model_type roberta: RoBERTa's positions, names and heads
   int64_t vocab_size, hidden_size, num_hidden_layers, num_attention_heads, intermediate_size;
   int64_t max_position_embeddings, type_vocab_size, pad_token_id, num_labels;
   double layer_norm_eps, hidden_dropout, attention_dropout, classifier_dropout;
@@ -25,6 +28,7 @@ struct BertConfig {
   bool tie_word_embeddings;
 
   static BertConfig from(const HFConfig& config);
+  std::string base_name() const { return roberta ? "roberta" : "bert"; }  // HF's prefix
 };
 
 class BertLayer : public torch::nn::Module {
@@ -64,6 +68,7 @@ class BertModel : public Model {
 
 // BertForMaskedLM: BertModel under "bert" (no pooler) and cls.predictions: transform (dense,
 // activation, LayerNorm) and the decoder tied to the word embeddings with a bias of its own.
+// RobertaForMaskedLM: the same under "roberta" and lm_head (dense, GELU, layer_norm, decoder).
 class BertForMaskedLM : public Model {
  public:
   BertForMaskedLM(const BuildContext& ctx, const BertConfig& config);
@@ -86,7 +91,8 @@ class BertForMaskedLM : public Model {
 };
 
 // BertForSequenceClassification: the pooled output through dropout and a replicated classifier
-// (num_labels rarely divides by tp).
+// (num_labels rarely divides by tp). RobertaForSequenceClassification: no pooler; the first
+// token through dropout, classifier.dense, tanh, dropout and classifier.out_proj.
 class BertForSequenceClassification : public Model {
  public:
   BertForSequenceClassification(const BuildContext& ctx, const BertConfig& config);
@@ -98,7 +104,8 @@ class BertForSequenceClassification : public Model {
  private:
   std::shared_ptr<BertModel> bert_;
   std::shared_ptr<layers::Dropout> dropout_;
-  std::shared_ptr<layers::Linear> classifier_;
+  std::shared_ptr<layers::Linear> dense_;       // RoBERTa's classifier.dense (null for BERT)
+  std::shared_ptr<layers::Linear> classifier_;  // BERT's classifier, RoBERTa's out_proj
 };
 
 }  // namespace shardformer::bert

@@ -2,6 +2,7 @@
 #include "bert_model.h"
 
 #include "shardformer/checkpoint_io/checkpoint.h"
+#include "shardformer/error.h"
 #include "shardformer/model_builder.h"
 #include "shardformer/plugin.h"
 
@@ -17,6 +18,7 @@ Policy bert_policy(bool tied) {
       {
           {"embeddings.word_embeddings", vocab},
           {"cls.predictions.decoder", vocab},  // the untied decoder
+          {"lm_head.decoder", vocab},          // RoBERTa's
           {"encoder.layer.*.attention.self.query", column},
           {"encoder.layer.*.attention.self.key", column},
           {"encoder.layer.*.attention.self.value", column},
@@ -33,23 +35,31 @@ class BertFamily : public ModelFamily {
  public:
   std::string name() const override { return "bert"; }
   std::string version() const override { return "0.1.0"; }
-  std::string description() const override { return "Google BERT (HF modeling_bert)"; }
+  std::string description() const override {
+    return "Google BERT and Facebook RoBERTa (HF modeling_bert, modeling_roberta)";
+  }
   std::vector<std::string> architectures() const override {
-    return {"BertModel", "BertForMaskedLM", "BertForSequenceClassification"};
+    return {"BertModel",    "BertForMaskedLM",    "BertForSequenceClassification",
+            "RobertaModel", "RobertaForMaskedLM", "RobertaForSequenceClassification"};
   }
 
   std::shared_ptr<Model> create(const ModelArgs& args) const override {
     const BertConfig config = BertConfig::from(args.checkpoint->config());
-    const ModelBuilder builder(args, bert_policy(config.tie_word_embeddings), "bert");
+    const ModelBuilder builder(args, bert_policy(config.tie_word_embeddings), config.base_name());
     const BuildContext& ctx = builder.context();
-    if (args.architecture == "BertForMaskedLM") {
+    if (args.architecture.starts_with("Roberta") != config.roberta) {
+      throw CheckpointError(args.checkpoint->config().path().string() + ": architecture " +
+                            args.architecture + " does not match model_type " +
+                            args.checkpoint->config().model_type());
+    }
+    if (args.architecture.ends_with("ForMaskedLM")) {
       return builder.finish(std::make_shared<BertForMaskedLM>(ctx, config));
     }
-    if (args.architecture == "BertForSequenceClassification") {
+    if (args.architecture.ends_with("ForSequenceClassification")) {
       return builder.finish(std::make_shared<BertForSequenceClassification>(ctx, config));
     }
-    ctx.skip_module("cls", "BertModel has no pre-training heads");
-    ctx.skip_module("classifier", "BertModel has no classifier");
+    ctx.skip_module(config.roberta ? "lm_head" : "cls", "the base model has no pre-training heads");
+    ctx.skip_module("classifier", "the base model has no classifier");
     return builder.finish(std::make_shared<BertModel>(ctx, config, true, false));
   }
 };

@@ -2,7 +2,9 @@
 // checkpoint: BertForMaskedLM (the tied decoder with its bias, vocab-parallel; MLM loss and every
 // gradient), BertForSequenceClassification (pooler and a 3-label classifier, which divides by no
 // tp; classification loss and gradients) and BertModel (last hidden state and pooler output),
-// with token type ids and padding masks; an untied MLM decoder (tie_word_embeddings = false). Also
+// with token type ids and padding masks; an untied MLM decoder (tie_word_embeddings = false).
+// RoBERTa the same way (RobertaForMaskedLM's lm_head, RobertaForSequenceClassification's
+// two-layer head on the first token, RobertaModel; positions counted past pad_token_id). Also
 // the real all-MiniLM-L6-v2 through the host's embed job: sentence-transformers' embeddings at tp 1
 // and 2.
 #include "family_checks.h"
@@ -23,20 +25,27 @@ using shardformer::testing::ModelFixture;
 
 namespace {
 
-class BertFamily : public ::testing::TestWithParam<Layout> {};
+// A checkpoint and its family's class-name prefix (Bert, Roberta).
+struct Case {
+  std::string model, family;
+};
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.model; }
+
+class BertFamily : public ::testing::TestWithParam<std::tuple<Case, Layout>> {};
 
 TEST_P(BertFamily, MaskedLMClassificationAndBaseMatchHF) {
+  const auto& [c, layout] = GetParam();
   shardformer::testing::on_ranks(
-      "tiny-bert", GetParam(),
-      [&](const ModelFixture& f, const distributed::ProcessMesh* mesh, int) {
-        const auto mlm = layout_session(f, mesh, "BertForMaskedLM");
+      c.model, layout, [&](const ModelFixture& f, const distributed::ProcessMesh* mesh, int) {
+        const auto mlm = layout_session(f, mesh, c.family + "ForMaskedLM");
         check_output_loss_and_grads(f, *mlm, mesh, "forward_logits", "train_labels", "train_loss",
                                     "grad.");
-        const auto classifier = layout_session(f, mesh, "BertForSequenceClassification");
+        const auto classifier = layout_session(f, mesh, c.family + "ForSequenceClassification");
         check_output_loss_and_grads(f, *classifier, mesh, "forward_classification_logits",
                                     "classification_labels", "classification_loss",
                                     "grad_classification.");
-        const auto base = layout_session(f, mesh, "BertModel");
+        const auto base = layout_session(f, mesh, c.family + "Model");
         const at::Tensor hidden = base->forward(f.forward_inputs());
         if (base->holds_output()) {
           shardformer::testing::expect_close(hidden, f.ref("forward_last_hidden_state"),
@@ -52,9 +61,15 @@ TEST_P(BertFamily, MaskedLMClassificationAndBaseMatchHF) {
       });
 }
 
-INSTANTIATE_TEST_SUITE_P(Layouts, BertFamily,
-                         ::testing::ValuesIn(shardformer::testing::standard_layouts()),
-                         [](const auto& info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, BertFamily,
+    ::testing::Combine(::testing::Values(Case{"tiny-bert", "Bert"},
+                                         Case{"tiny-roberta", "Roberta"}),
+                       ::testing::ValuesIn(shardformer::testing::standard_layouts())),
+    [](const auto& info) {
+      return shardformer::testing::case_name(std::get<0>(info.param).model,
+                                             std::get<1>(info.param));
+    });
 
 // tie_word_embeddings = false: the MLM decoder's own weight and bias (vocab-parallel), as HF
 // computes it; HF's unused cls.predictions.bias is left unread.
@@ -114,6 +129,11 @@ INSTANTIATE_TEST_SUITE_P(Ranks, MiniLMEmbeddings, ::testing::Values(1, 2),
 
 // config.json keys that change no math (bookkeeping, token ids, generation defaults, export
 // tools' leftovers) load and the logits still equal HF's; keys that change the math are refused.
+TEST(RobertaConfigKeys, ThoseThatChangeNoMathLoadAndOthersAreRefused) {
+  shardformer::testing::check_config_keys_that_change_no_math(
+      "tiny-roberta", "families", "RobertaForMaskedLM", "forward_logits");
+}
+
 TEST(BertConfigKeys, ThoseThatChangeNoMathLoadAndOthersAreRefused) {
   shardformer::testing::check_config_keys_that_change_no_math("tiny-bert", "families",
                                                               "BertForMaskedLM", "forward_logits");
