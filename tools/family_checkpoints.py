@@ -288,6 +288,14 @@ CHECKPOINTS = {
                     intermediate_size=96, max_position_embeddings=66, type_vocab_size=1,
                     initializer_range=0.1, num_labels=3, pad_token_id=1, bos_token_id=0,
                     eos_token_id=2)),
+    # ERNIE: BERT with task-type embeddings (use_task_id; the jobs give every token task 0).
+    "tiny-ernie": dict(
+        arch="ErnieForMaskedLM", base="ErnieModel", kind="bert", family="Ernie",
+        config_class="ErnieConfig",
+        config=dict(vocab_size=1013, hidden_size=64, num_hidden_layers=5, num_attention_heads=8,
+                    intermediate_size=96, max_position_embeddings=64, type_vocab_size=2,
+                    use_task_id=True, task_type_vocab_size=3, initializer_range=0.1,
+                    num_labels=3)),
     # BertForMaskedLM with its own decoder weight and bias (HF then leaves cls.predictions.bias
     # unused).
     "tiny-bert-untied": dict(

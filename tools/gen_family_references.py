@@ -76,7 +76,7 @@ def encoder_all_heads_class(family):
     BertForSequenceClassification with no key missing (each ignores the others' heads, as
     bert-base-uncased's pooler and NSP head are ignored by BertForMaskedLM). family "Roberta":
     the same for RobertaModel, RobertaForMaskedLM (lm_head) and RobertaForSequenceClassification
-    (classifier.dense / out_proj)."""
+    (classifier.dense / out_proj); "Ernie": ERNIE's, as BERT's."""
     if family == "Roberta":
         from transformers.models.roberta.modeling_roberta import (
             RobertaClassificationHead, RobertaForMaskedLM, RobertaLMHead, RobertaModel,
@@ -97,23 +97,29 @@ def encoder_all_heads_class(family):
 
         return RobertaAllHeads
 
-    from transformers.models.bert.modeling_bert import (BertForMaskedLM, BertModel,
-                                                        BertOnlyMLMHead, BertPreTrainedModel)
+    # BERT and ERNIE (BERT's classes with task-type embeddings) under their own prefix.
+    import importlib
+    module = importlib.import_module(
+        f"transformers.models.{family.lower()}.modeling_{family.lower()}")
+    masked_lm, base_model = getattr(module, f"{family}ForMaskedLM"), getattr(module, f"{family}Model")
+    mlm_head, pretrained = getattr(module, f"{family}OnlyMLMHead"), getattr(module,
+                                                                          f"{family}PreTrainedModel")
+    base_name = family.lower()
 
-    class BertAllHeads(BertPreTrainedModel):
-        _tied_weights_keys = dict(BertForMaskedLM._tied_weights_keys)
+    class AllHeads(pretrained):
+        _tied_weights_keys = dict(masked_lm._tied_weights_keys)
 
         def __init__(self, config):
             super().__init__(config)
-            self.bert = BertModel(config, add_pooling_layer=True)
-            self.cls = BertOnlyMLMHead(config)
+            setattr(self, base_name, base_model(config, add_pooling_layer=True))
+            self.cls = mlm_head(config)
             self.classifier = nn.Linear(config.hidden_size, config.num_labels)
             self.post_init()
 
         def get_output_embeddings(self):
             return self.cls.predictions.decoder
 
-    return BertAllHeads
+    return AllHeads
 
 
 def config_class(spec):

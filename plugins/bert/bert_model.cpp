@@ -22,9 +22,17 @@ std::shared_ptr<layers::LayerNorm> layer_norm(const BuildContext& ctx, const Ber
 
 BertConfig BertConfig::from(const HFConfig& c) {
   BertConfig b{};
-  c.require(c.model_type() == "bert" || c.model_type() == "roberta",
-            "model_type '" + c.model_type() + "' is neither bert nor roberta");
+  c.require(c.model_type() == "bert" || c.model_type() == "roberta" || c.model_type() == "ernie",
+            "model_type '" + c.model_type() + "' is not bert, roberta or ernie");
   b.roberta = c.model_type() == "roberta";
+  b.ernie = c.model_type() == "ernie";
+  // ERNIE's task-type embeddings; the jobs pass no task-type ids, so every token gets task 0,
+  // as HF gives it without them.
+  b.task_type_vocab_size =
+      b.ernie && c.get_bool("use_task_id", false) ? c.get_int("task_type_vocab_size", 3) : 0;
+  if (b.ernie && b.task_type_vocab_size == 0) {
+    c.ignore({"task_type_vocab_size"});  // sizes a table HF builds only with use_task_id
+  }
   b.vocab_size = c.get_int("vocab_size");
   b.hidden_size = c.get_int("hidden_size");
   b.num_hidden_layers = c.get_int("num_hidden_layers");
@@ -140,6 +148,11 @@ BertModel::BertModel(const BuildContext& ctx, const BertConfig& c, bool pooler,
         "position_embeddings", layers::make_embedding(e.child("position_embeddings"),
                                                       c.max_position_embeddings, c.hidden_size));
     if (c.roberta) position_embeddings_->set_padding_idx(c.pad_token_id);
+    if (c.task_type_vocab_size > 0) {
+      task_type_embeddings_ = embeddings->register_module(
+          "task_type_embeddings", layers::make_embedding(e.child("task_type_embeddings"),
+                                                         c.task_type_vocab_size, c.hidden_size));
+    }
     token_type_embeddings_ = embeddings->register_module(
         "token_type_embeddings",
         layers::make_embedding(e.child("token_type_embeddings"), c.type_vocab_size, c.hidden_size));
@@ -193,8 +206,11 @@ at::Tensor BertModel::forward(const ForwardInputs& inputs) {
           return real.cumsum(1) * real + config_.pad_token_id;  // [batch, seq]
         }()
                         : step.positions;
-    x = embeddings_dropout_->forward(
-        embeddings_norm_->forward(x + position_embeddings_->forward(positions)));
+    x = x + position_embeddings_->forward(positions);
+    if (task_type_embeddings_) {  // ERNIE: task 0 for every token
+      x = x + task_type_embeddings_->forward(at::zeros_like(inputs.input_ids));
+    }
+    x = embeddings_dropout_->forward(embeddings_norm_->forward(x));
   } else {
     x = layers::stage_input(inputs);
   }

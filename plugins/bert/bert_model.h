@@ -3,6 +3,7 @@
 // over padding masks, the pooler, the MLM head tied to the word embeddings and a classifier.
 // RoBERTa is the same network under its own names: positions counted past pad_token_id from the
 // ids, lm_head for cls.predictions, and a two-layer classification head instead of the pooler.
+// ERNIE is BERT under "ernie" with task-type embeddings (use_task_id) added to the input.
 #pragma once
 
 #include "shardformer/build_context.h"
@@ -21,14 +22,18 @@ namespace shardformer::bert {
 
 struct BertConfig {
   bool roberta;  // model_type roberta: RoBERTa's positions, names and heads
+  bool ernie;    // model_type ernie: BERT under "ernie", task-type embeddings with use_task_id
   int64_t vocab_size, hidden_size, num_hidden_layers, num_attention_heads, intermediate_size;
   int64_t max_position_embeddings, type_vocab_size, pad_token_id, num_labels;
+  int64_t task_type_vocab_size;  // ERNIE with use_task_id (0: no task-type embeddings)
   double layer_norm_eps, hidden_dropout, attention_dropout, classifier_dropout;
   layers::Activation hidden_act;
   bool tie_word_embeddings;
 
   static BertConfig from(const HFConfig& config);
-  std::string base_name() const { return roberta ? "roberta" : "bert"; }  // HF's prefix
+  // HF's base-model prefix and the architectures' class-name prefix
+  std::string base_name() const { return roberta ? "roberta" : ernie ? "ernie" : "bert"; }
+  std::string class_prefix() const { return roberta ? "Roberta" : ernie ? "Ernie" : "Bert"; }
 };
 
 class BertLayer : public torch::nn::Module {
@@ -60,6 +65,7 @@ class BertModel : public Model {
  private:
   BertConfig config_;
   std::shared_ptr<layers::Embedding> word_embeddings_, position_embeddings_, token_type_embeddings_;
+  std::shared_ptr<layers::Embedding> task_type_embeddings_;  // ERNIE with use_task_id
   std::shared_ptr<layers::LayerNorm> embeddings_norm_;
   std::shared_ptr<layers::Dropout> embeddings_dropout_;
   layers::LayerStack<BertLayer> layers_;

@@ -36,18 +36,20 @@ class BertFamily : public ModelFamily {
   std::string name() const override { return "bert"; }
   std::string version() const override { return "0.1.0"; }
   std::string description() const override {
-    return "Google BERT and Facebook RoBERTa (HF modeling_bert, modeling_roberta)";
+    return "Google BERT, Facebook RoBERTa and Baidu ERNIE (HF modeling_bert, modeling_roberta, "
+           "modeling_ernie)";
   }
   std::vector<std::string> architectures() const override {
     return {"BertModel",    "BertForMaskedLM",    "BertForSequenceClassification",
-            "RobertaModel", "RobertaForMaskedLM", "RobertaForSequenceClassification"};
+            "RobertaModel", "RobertaForMaskedLM", "RobertaForSequenceClassification",
+            "ErnieModel",   "ErnieForMaskedLM",   "ErnieForSequenceClassification"};
   }
 
   std::shared_ptr<Model> create(const ModelArgs& args) const override {
     const BertConfig config = BertConfig::from(args.checkpoint->config());
     const ModelBuilder builder(args, bert_policy(config.tie_word_embeddings), config.base_name());
     const BuildContext& ctx = builder.context();
-    if (args.architecture.starts_with("Roberta") != config.roberta) {
+    if (!args.architecture.starts_with(config.class_prefix())) {
       throw CheckpointError(args.checkpoint->config().path().string() + ": architecture " +
                             args.architecture + " does not match model_type " +
                             args.checkpoint->config().model_type());

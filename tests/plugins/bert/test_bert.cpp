@@ -4,7 +4,8 @@
 // tp; classification loss and gradients) and BertModel (last hidden state and pooler output),
 // with token type ids and padding masks; an untied MLM decoder (tie_word_embeddings = false).
 // RoBERTa the same way (RobertaForMaskedLM's lm_head, RobertaForSequenceClassification's
-// two-layer head on the first token, RobertaModel; positions counted past pad_token_id). Also
+// two-layer head on the first token, RobertaModel; positions counted past pad_token_id) and
+// ERNIE's (task-type embeddings). Also
 // the real all-MiniLM-L6-v2 through the host's embed job: sentence-transformers' embeddings at tp 1
 // and 2.
 #include "family_checks.h"
@@ -63,8 +64,8 @@ TEST_P(BertFamily, MaskedLMClassificationAndBaseMatchHF) {
 
 INSTANTIATE_TEST_SUITE_P(
     Layouts, BertFamily,
-    ::testing::Combine(::testing::Values(Case{"tiny-bert", "Bert"},
-                                         Case{"tiny-roberta", "Roberta"}),
+    ::testing::Combine(::testing::Values(Case{"tiny-bert", "Bert"}, Case{"tiny-roberta", "Roberta"},
+                                         Case{"tiny-ernie", "Ernie"}),
                        ::testing::ValuesIn(shardformer::testing::standard_layouts())),
     [](const auto& info) {
       return shardformer::testing::case_name(std::get<0>(info.param).model,
@@ -132,6 +133,11 @@ INSTANTIATE_TEST_SUITE_P(Ranks, MiniLMEmbeddings, ::testing::Values(1, 2),
 TEST(RobertaConfigKeys, ThoseThatChangeNoMathLoadAndOthersAreRefused) {
   shardformer::testing::check_config_keys_that_change_no_math(
       "tiny-roberta", "families", "RobertaForMaskedLM", "forward_logits");
+}
+
+TEST(ErnieConfigKeys, ThoseThatChangeNoMathLoadAndOthersAreRefused) {
+  shardformer::testing::check_config_keys_that_change_no_math("tiny-ernie", "families",
+                                                              "ErnieForMaskedLM", "forward_logits");
 }
 
 TEST(BertConfigKeys, ThoseThatChangeNoMathLoadAndOthersAreRefused) {
