@@ -296,6 +296,16 @@ CHECKPOINTS = {
                     intermediate_size=96, max_position_embeddings=64, type_vocab_size=2,
                     use_task_id=True, task_type_vocab_size=3, initializer_range=0.1,
                     num_labels=3)),
+    # ALBERT: embeddings of 32 projected to 64; 4 layers over 2 groups of 2 shared layers
+    # (layers 0-1 run group 0, layers 2-3 group 1, each both of its layers); gelu_new.
+    "tiny-albert": dict(
+        arch="AlbertForMaskedLM", base="AlbertModel", kind="bert", family="Albert",
+        config_class="AlbertConfig",
+        config=dict(vocab_size=1013, embedding_size=32, hidden_size=64, num_hidden_layers=4,
+                    num_hidden_groups=2, inner_group_num=2, num_attention_heads=8,
+                    intermediate_size=96, max_position_embeddings=64, type_vocab_size=2,
+                    initializer_range=0.1, num_labels=3, pad_token_id=0, bos_token_id=2,
+                    eos_token_id=3)),
     # BertForMaskedLM with its own decoder weight and bias (HF then leaves cls.predictions.bias
     # unused).
     "tiny-bert-untied": dict(

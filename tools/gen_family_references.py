@@ -76,7 +76,8 @@ def encoder_all_heads_class(family):
     BertForSequenceClassification with no key missing (each ignores the others' heads, as
     bert-base-uncased's pooler and NSP head are ignored by BertForMaskedLM). family "Roberta":
     the same for RobertaModel, RobertaForMaskedLM (lm_head) and RobertaForSequenceClassification
-    (classifier.dense / out_proj); "Ernie": ERNIE's, as BERT's."""
+    (classifier.dense / out_proj); "Ernie": ERNIE's, as BERT's; "Albert": ALBERT's (predictions,
+    the pooler as one linear layer)."""
     if family == "Roberta":
         from transformers.models.roberta.modeling_roberta import (
             RobertaClassificationHead, RobertaForMaskedLM, RobertaLMHead, RobertaModel,
@@ -96,6 +97,26 @@ def encoder_all_heads_class(family):
                 return self.lm_head.decoder
 
         return RobertaAllHeads
+
+    if family == "Albert":
+        from transformers.models.albert.modeling_albert import (AlbertForMaskedLM, AlbertMLMHead,
+                                                                AlbertModel,
+                                                                AlbertPreTrainedModel)
+
+        class AlbertAllHeads(AlbertPreTrainedModel):
+            _tied_weights_keys = dict(AlbertForMaskedLM._tied_weights_keys)
+
+            def __init__(self, config):
+                super().__init__(config)
+                self.albert = AlbertModel(config, add_pooling_layer=True)
+                self.predictions = AlbertMLMHead(config)
+                self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+                self.post_init()
+
+            def get_output_embeddings(self):
+                return self.predictions.decoder
+
+        return AlbertAllHeads
 
     # BERT and ERNIE (BERT's classes with task-type embeddings) under their own prefix.
     import importlib

@@ -1,6 +1,7 @@
 // BERT's and RoBERTa's task heads: masked-LM (the decoder tied to the word embeddings, or
 // untied) and sequence classification.
 #include "bert_model.h"
+#include "bert_paths.h"
 
 #include "shardformer/error.h"
 #include "shardformer/layers/lm_head.h"
@@ -14,54 +15,16 @@ namespace shardformer::bert {
 
 namespace {
 
-// The module at `path` under `root` ("cls.predictions.transform"), made where missing, so that
-// parameter names follow HF's nesting.
-std::shared_ptr<torch::nn::Module> module_at(torch::nn::Module& root, const std::string& path) {
-  torch::nn::Module* parent = &root;
-  std::shared_ptr<torch::nn::Module> at;
-  size_t begin = 0;
-  while (begin <= path.size()) {
-    const size_t dot = std::min(path.find('.', begin), path.size());
-    const std::string name = path.substr(begin, dot - begin);
-    const auto children = parent->named_children();
-    at = children.contains(name) ? children[name] : nullptr;
-    if (!at) at = parent->register_module(name, std::make_shared<torch::nn::Module>());
-    parent = at.get();
-    begin = dot + 1;
-  }
-  return at;
-}
-
-// Where BERT's and RoBERTa's masked-LM heads keep their parts: the head, its transform's dense
-// layer and LayerNorm (under the head).
+// Where BERT's, RoBERTa's and ALBERT's masked-LM heads keep their parts: the head, its transform's
+// dense layer and LayerNorm (under the head).
 struct MLMHeadNames {
   std::string head, dense, norm;
 };
 
 MLMHeadNames mlm_head_names(const BertConfig& c) {
   if (c.roberta) return {"lm_head", "dense", "layer_norm"};
+  if (c.albert) return {"predictions", "dense", "LayerNorm"};
   return {"cls.predictions", "transform.dense", "transform.LayerNorm"};
-}
-
-// Registers `module` at `path` under `root`, its parents made as module_at() makes them.
-template <typename M>
-std::shared_ptr<M> register_at(torch::nn::Module& root, const std::string& path,
-                               std::shared_ptr<M> module) {
-  const size_t dot = path.rfind('.');
-  if (dot == std::string::npos) return root.register_module(path, std::move(module));
-  return module_at(root, path.substr(0, dot))
-      ->register_module(path.substr(dot + 1), std::move(module));
-}
-
-BuildContext context_at(const BuildContext& ctx, const std::string& path) {
-  BuildContext at = ctx;
-  size_t begin = 0;
-  while (begin <= path.size()) {
-    const size_t dot = std::min(path.find('.', begin), path.size());
-    at = at.child(path.substr(begin, dot - begin));
-    begin = dot + 1;
-  }
-  return at;
 }
 
 }  // namespace
@@ -75,16 +38,18 @@ BertForMaskedLM::BertForMaskedLM(const BuildContext& ctx, const BertConfig& c)
       base, std::make_shared<BertModel>(ctx.child(base), c, false, c.tie_word_embeddings));
   ctx.skip_module("classifier", "a masked-LM model has no classifier");
   ctx.child("cls").skip_module("seq_relationship", "the next-sentence head of pre-training");
+  ctx.skip_module("sop_classifier", "ALBERT's sentence-order head of pre-training");
   if (!ctx.builds_last_piece()) return;
   const MLMHeadNames names = mlm_head_names(c);
   const BuildContext head = context_at(ctx, names.head);
   const std::shared_ptr<torch::nn::Module> head_module = module_at(*this, names.head);
-  transform_ =
-      register_at(*head_module, names.dense,
-                  layers::make_linear(context_at(head, names.dense), c.hidden_size, c.hidden_size));
-  transform_norm_ = register_at(*head_module, names.norm,
-                                std::make_shared<layers::LayerNorm>(
-                                    context_at(head, names.norm), c.hidden_size, c.layer_norm_eps));
+  transform_ = register_at(
+      *head_module, names.dense,
+      layers::make_linear(context_at(head, names.dense), c.hidden_size, c.embedding_size));
+  transform_norm_ =
+      register_at(*head_module, names.norm,
+                  std::make_shared<layers::LayerNorm>(context_at(head, names.norm),
+                                                      c.embedding_size, c.layer_norm_eps));
   const BuildContext decoder = head.child("decoder");
   if (c.tie_word_embeddings) {
     decoder_ = layers::tied_lm_head(decoder, bert_->word_embeddings());
@@ -95,7 +60,7 @@ BertForMaskedLM::BertForMaskedLM(const BuildContext& ctx, const BertConfig& c)
     // Untied (tie_word_embeddings = false): the decoder's own weight and bias, as HF computes
     // it; HF's forward then never reads the head's bias.
     decoder_ = head_module->register_module(
-        "decoder", layers::make_lm_head(decoder, c.vocab_size, c.hidden_size));
+        "decoder", layers::make_lm_head(decoder, c.vocab_size, c.embedding_size));
     bias_ = decoder_->register_parameter(
         "bias", decoder.load("bias", {c.vocab_size}, decoder_->bias_shard()));
     head.skip("bias", "HF's untied decoder adds decoder.bias instead");
@@ -129,7 +94,11 @@ BertForSequenceClassification::BertForSequenceClassification(const BuildContext&
   bind(ctx);
   const std::string base = c.base_name();
   bert_ = register_module(base, std::make_shared<BertModel>(ctx.child(base), c, !c.roberta, false));
-  ctx.skip_module(c.roberta ? "lm_head" : "cls", "the pre-training heads");
+  ctx.skip_module(c.roberta  ? "lm_head"
+                  : c.albert ? "predictions"
+                             : "cls",
+                  "the pre-training heads");
+  ctx.skip_module("sop_classifier", "ALBERT's sentence-order head of pre-training");
   if (!ctx.builds_last_piece()) return;
   if (!c.roberta) {
     dropout_ = register_module(

@@ -1,5 +1,6 @@
 // BERT's config, embeddings, encoder layers and pooler, as in HF's modeling_bert.py.
 #include "bert_model.h"
+#include "bert_paths.h"
 
 #include "shardformer/error.h"
 #include "shardformer/layers/attention.h"
@@ -13,19 +14,42 @@
 namespace shardformer::bert {
 namespace {
 
-std::shared_ptr<layers::LayerNorm> layer_norm(const BuildContext& ctx, const BertConfig& c) {
-  return std::make_shared<layers::LayerNorm>(ctx.child("LayerNorm"), c.hidden_size,
-                                             c.layer_norm_eps);
+// Where a layer keeps its parts: BERT's (RoBERTa's, ERNIE's) names, or ALBERT's.
+struct LayerNames {
+  std::string query, key, value, probs_dropout, attention_dense, attention_norm, attention_dropout,
+      intermediate, output, output_norm, output_dropout;
+};
+
+LayerNames layer_names(const BertConfig& c) {
+  if (c.albert) {
+    return {"attention.query",
+            "attention.key",
+            "attention.value",
+            "attention.attention_dropout",
+            "attention.dense",
+            "attention.LayerNorm",
+            "attention.output_dropout",
+            "ffn",
+            "ffn_output",
+            "full_layer_layer_norm",
+            "dropout"};
+  }
+  return {"attention.self.query",     "attention.self.key",     "attention.self.value",
+          "attention.self.dropout",   "attention.output.dense", "attention.output.LayerNorm",
+          "attention.output.dropout", "intermediate.dense",     "output.dense",
+          "output.LayerNorm",         "output.dropout"};
 }
 
 }  // namespace
 
 BertConfig BertConfig::from(const HFConfig& c) {
   BertConfig b{};
-  c.require(c.model_type() == "bert" || c.model_type() == "roberta" || c.model_type() == "ernie",
-            "model_type '" + c.model_type() + "' is not bert, roberta or ernie");
-  b.roberta = c.model_type() == "roberta";
-  b.ernie = c.model_type() == "ernie";
+  const std::string type = c.model_type();
+  c.require(type == "bert" || type == "roberta" || type == "ernie" || type == "albert",
+            "model_type '" + type + "' is not bert, roberta, ernie or albert");
+  b.roberta = type == "roberta";
+  b.ernie = type == "ernie";
+  b.albert = type == "albert";
   // ERNIE's task-type embeddings; the jobs pass no task-type ids, so every token gets task 0,
   // as HF gives it without them.
   b.task_type_vocab_size =
@@ -35,6 +59,9 @@ BertConfig BertConfig::from(const HFConfig& c) {
   }
   b.vocab_size = c.get_int("vocab_size");
   b.hidden_size = c.get_int("hidden_size");
+  b.embedding_size = b.albert ? c.get_int("embedding_size", 128) : b.hidden_size;
+  b.num_hidden_groups = b.albert ? c.get_int("num_hidden_groups", 1) : 1;
+  b.inner_group_num = b.albert ? c.get_int("inner_group_num", 1) : 1;
   b.num_hidden_layers = c.get_int("num_hidden_layers");
   b.num_attention_heads = c.get_int("num_attention_heads");
   b.intermediate_size = c.get_int("intermediate_size");
@@ -42,11 +69,13 @@ BertConfig BertConfig::from(const HFConfig& c) {
   b.type_vocab_size = c.get_int("type_vocab_size", 2);
   b.pad_token_id = c.get_int("pad_token_id", b.roberta ? 1 : 0);
   b.layer_norm_eps = c.get_double("layer_norm_eps", 1e-12);
-  b.hidden_dropout = c.get_probability("hidden_dropout_prob", 0.1);
-  b.attention_dropout = c.get_probability("attention_probs_dropout_prob", 0.1);
-  b.classifier_dropout = c.get_probability("classifier_dropout", b.hidden_dropout);
-  b.hidden_act = layers::parse_activation(c.get_string("hidden_act", "gelu"),
-                                          c.path().string() + ": hidden_act");
+  b.hidden_dropout = c.get_probability("hidden_dropout_prob", b.albert ? 0.0 : 0.1);
+  b.attention_dropout = c.get_probability("attention_probs_dropout_prob", b.albert ? 0.0 : 0.1);
+  b.classifier_dropout = b.albert ? c.get_probability("classifier_dropout_prob", 0.1)
+                                  : c.get_probability("classifier_dropout", b.hidden_dropout);
+  b.hidden_act =
+      layers::parse_activation(c.get_string("hidden_act", b.albert ? "gelu_new" : "gelu"),
+                               c.path().string() + ": hidden_act");
   b.tie_word_embeddings = c.get_bool("tie_word_embeddings", true);
   const std::optional<HFConfig> labels = c.get_object("id2label");
   b.num_labels = labels ? static_cast<int64_t>(labels->keys().size()) : 2;
@@ -67,51 +96,43 @@ BertConfig BertConfig::from(const HFConfig& c) {
 
 BertLayer::BertLayer(const BuildContext& ctx, const BertConfig& c, int64_t /*layer_idx*/)
     : head_dim_(c.hidden_size / c.num_attention_heads), act_(c.hidden_act) {
-  const BuildContext attention = ctx.child("attention"), self = attention.child("self");
-  const BuildContext attention_output = attention.child("output");
-  const bool split = layers::split_pair(self.child("query"), attention_output.child("dense"));
+  const LayerNames n = layer_names(c);
+  const auto at = [&](const std::string& path) { return context_at(ctx, path); };
+  const bool split = layers::split_pair(at(n.query), at(n.attention_dense));
   heads_ = split ? ctx.divide_by_tp(c.num_attention_heads, "num_attention_heads")
                  : c.num_attention_heads;
-  const auto linear = [](const BuildContext& at, int64_t in, int64_t out) {
-    return layers::make_linear(at, in, out);
+  const auto linear = [&](const std::string& path, int64_t in, int64_t out) {
+    return register_at(*this, path, layers::make_linear(at(path), in, out));
   };
-  auto attention_module = register_module("attention", std::make_shared<torch::nn::Module>());
-  auto self_module =
-      attention_module->register_module("self", std::make_shared<torch::nn::Module>());
-  auto output_module =
-      attention_module->register_module("output", std::make_shared<torch::nn::Module>());
-  query_ = self_module->register_module("query",
-                                        linear(self.child("query"), c.hidden_size, c.hidden_size));
-  key_ =
-      self_module->register_module("key", linear(self.child("key"), c.hidden_size, c.hidden_size));
-  value_ = self_module->register_module("value",
-                                        linear(self.child("value"), c.hidden_size, c.hidden_size));
-  attention_dense_ = output_module->register_module(
-      "dense", linear(attention_output.child("dense"), c.hidden_size, c.hidden_size));
-  attention_norm_ = output_module->register_module("LayerNorm", layer_norm(attention_output, c));
-  const BuildContext intermediate = ctx.child("intermediate"), output = ctx.child("output");
-  if (layers::split_pair(intermediate.child("dense"), output.child("dense"))) {
+  const auto norm = [&](const std::string& path) {
+    return register_at(
+        *this, path,
+        std::make_shared<layers::LayerNorm>(at(path), c.hidden_size, c.layer_norm_eps));
+  };
+  query_ = linear(n.query, c.hidden_size, c.hidden_size);
+  key_ = linear(n.key, c.hidden_size, c.hidden_size);
+  value_ = linear(n.value, c.hidden_size, c.hidden_size);
+  attention_dense_ = linear(n.attention_dense, c.hidden_size, c.hidden_size);
+  attention_norm_ = norm(n.attention_norm);
+  if (layers::split_pair(at(n.intermediate), at(n.output))) {
     ctx.divide_by_tp(c.intermediate_size, "intermediate_size");
   }
-  intermediate_ = register_module("intermediate", std::make_shared<torch::nn::Module>())
-                      ->register_module("dense", linear(intermediate.child("dense"), c.hidden_size,
-                                                        c.intermediate_size));
-  auto out_module = register_module("output", std::make_shared<torch::nn::Module>());
-  output_ = out_module->register_module(
-      "dense", linear(output.child("dense"), c.intermediate_size, c.hidden_size));
-  output_norm_ = out_module->register_module("LayerNorm", layer_norm(output, c));
+  intermediate_ = linear(n.intermediate, c.hidden_size, c.intermediate_size);
+  output_ = linear(n.output, c.intermediate_size, c.hidden_size);
+  output_norm_ = norm(n.output_norm);
   const int64_t first = split ? ctx.tp_rank() * heads_ : 0;
-  probs_dropout_ = self_module->register_module(
-      "dropout",
+  probs_dropout_ = register_at(
+      *this, n.probs_dropout,
       std::make_shared<layers::Dropout>(
-          self.child("dropout"), c.attention_dropout,
+          at(n.probs_dropout), c.attention_dropout,
           layers::DropoutSlices{
               .dim = 1, .total = c.num_attention_heads, .first = first, .count = heads_}));
-  attention_dropout_ = output_module->register_module(
-      "dropout",
-      std::make_shared<layers::Dropout>(attention_output.child("dropout"), c.hidden_dropout));
-  output_dropout_ = out_module->register_module(
-      "dropout", std::make_shared<layers::Dropout>(output.child("dropout"), c.hidden_dropout));
+  attention_dropout_ =
+      register_at(*this, n.attention_dropout,
+                  std::make_shared<layers::Dropout>(at(n.attention_dropout), c.hidden_dropout));
+  output_dropout_ =
+      register_at(*this, n.output_dropout,
+                  std::make_shared<layers::Dropout>(at(n.output_dropout), c.hidden_dropout));
 }
 
 at::Tensor BertLayer::forward(const at::Tensor& x, const at::Tensor& mask) {
@@ -137,44 +158,72 @@ BertModel::BertModel(const BuildContext& ctx, const BertConfig& c, bool pooler,
   const bool first = ctx.builds_first_piece(), last = ctx.builds_last_piece();
   auto embeddings = register_module("embeddings", std::make_shared<torch::nn::Module>());
   const BuildContext e = ctx.child("embeddings");
+  const int64_t dim = c.embedding_size;  // ALBERT's factorized embeddings; hidden_size otherwise
+  const auto embedding = [&](const char* name, int64_t rows) {
+    return embeddings->register_module(name, layers::make_embedding(e.child(name), rows, dim));
+  };
   if (first || (embedding_on_last_stage && last)) {
-    word_embeddings_ = embeddings->register_module(
-        "word_embeddings",
-        layers::make_embedding(e.child("word_embeddings"), c.vocab_size, c.hidden_size));
+    word_embeddings_ = embedding("word_embeddings", c.vocab_size);
     word_embeddings_->set_padding_idx(c.pad_token_id);
   }
   if (first) {
-    position_embeddings_ = embeddings->register_module(
-        "position_embeddings", layers::make_embedding(e.child("position_embeddings"),
-                                                      c.max_position_embeddings, c.hidden_size));
+    position_embeddings_ = embedding("position_embeddings", c.max_position_embeddings);
     if (c.roberta) position_embeddings_->set_padding_idx(c.pad_token_id);
     if (c.task_type_vocab_size > 0) {
-      task_type_embeddings_ = embeddings->register_module(
-          "task_type_embeddings", layers::make_embedding(e.child("task_type_embeddings"),
-                                                         c.task_type_vocab_size, c.hidden_size));
+      task_type_embeddings_ = embedding("task_type_embeddings", c.task_type_vocab_size);
     }
-    token_type_embeddings_ = embeddings->register_module(
-        "token_type_embeddings",
-        layers::make_embedding(e.child("token_type_embeddings"), c.type_vocab_size, c.hidden_size));
-    embeddings_norm_ = embeddings->register_module("LayerNorm", layer_norm(e, c));
+    token_type_embeddings_ = embedding("token_type_embeddings", c.type_vocab_size);
+    embeddings_norm_ = embeddings->register_module(
+        "LayerNorm",
+        std::make_shared<layers::LayerNorm>(e.child("LayerNorm"), dim, c.layer_norm_eps));
     embeddings_dropout_ = embeddings->register_module(
         "dropout", std::make_shared<layers::Dropout>(e.child("dropout"), c.hidden_dropout));
   }
   e.skip("position_ids", "a buffer of arange positions in older checkpoints");
   e.skip("token_type_ids", "a buffer of zeros in older checkpoints");
-  auto encoder = register_module("encoder", std::make_shared<torch::nn::Module>());
-  layers_ =
-      layers::LayerStack<BertLayer>(*encoder, ctx.child("encoder"), "layer", c.num_hidden_layers,
-                                    [&](const auto& layer_ctx, int64_t i) {
-                                      return std::make_shared<BertLayer>(layer_ctx, c, i);
-                                    });
+  if (c.albert) {
+    if (!first || !last) {
+      throw ModelError(str(ctx.path(), ": ALBERT runs its shared layers at every depth, so a ",
+                           "pipeline cannot split them; run it with pp = 1"));
+    }
+    const std::string mapping = "encoder.embedding_hidden_mapping_in";
+    embedding_hidden_mapping_in_ = register_at(
+        *this, mapping, layers::make_linear(context_at(ctx, mapping), dim, c.hidden_size));
+    for (int64_t g = 0; g < c.num_hidden_groups; ++g) {
+      auto& group = groups_.emplace_back();
+      for (int64_t j = 0; j < c.inner_group_num; ++j) {
+        const std::string path = str("encoder.albert_layer_groups.", g, ".albert_layers.", j);
+        group.push_back(
+            register_at(*this, path, std::make_shared<BertLayer>(context_at(ctx, path), c, j)));
+      }
+    }
+  } else {
+    auto encoder = register_module("encoder", std::make_shared<torch::nn::Module>());
+    layers_ =
+        layers::LayerStack<BertLayer>(*encoder, ctx.child("encoder"), "layer", c.num_hidden_layers,
+                                      [&](const auto& layer_ctx, int64_t i) {
+                                        return std::make_shared<BertLayer>(layer_ctx, c, i);
+                                      });
+  }
   if (pooler && last) {
-    pooler_ = register_module("pooler", std::make_shared<torch::nn::Module>())
-                  ->register_module("dense", layers::make_linear(ctx.child("pooler").child("dense"),
-                                                                 c.hidden_size, c.hidden_size));
+    // ALBERT's pooler is the linear layer itself; BERT's holds it as pooler.dense.
+    const std::string path = c.albert ? "pooler" : "pooler.dense";
+    pooler_ = register_at(*this, path,
+                          layers::make_linear(context_at(ctx, path), c.hidden_size, c.hidden_size));
   } else if (!pooler) {
     ctx.skip_module("pooler", "this class has no pooler");
   }
+}
+
+at::Tensor BertModel::run_groups(at::Tensor x, const at::Tensor& mask) const {
+  // HF: layer i runs group int(i / (layers / groups)), each group all of its inner layers.
+  const double per_group = static_cast<double>(config_.num_hidden_layers) /
+                           static_cast<double>(config_.num_hidden_groups);
+  for (int64_t i = 0; i < config_.num_hidden_layers; ++i) {
+    const auto g = static_cast<size_t>(static_cast<double>(i) / per_group);
+    for (const std::shared_ptr<BertLayer>& layer : groups_[g]) x = layer->forward(x, mask);
+  }
+  return x;
 }
 
 ModelShape BertModel::shape() const {
@@ -191,8 +240,8 @@ ModelShape BertModel::shape() const {
 
 at::Tensor BertModel::forward(const ForwardInputs& inputs) {
   const int64_t chunk = inputs.chunk;
-  const layers::ForwardStep step =
-      layers::forward_step(inputs, layers_.first_layer(chunk), {.causal = false});
+  const layers::ForwardStep step = layers::forward_step(
+      inputs, config_.albert ? 0 : layers_.first_layer(chunk), {.causal = false});
   at::Tensor x;  // [batch, seq, hidden]
   if (starts_model(chunk)) {
     const at::Tensor types =
@@ -214,8 +263,8 @@ at::Tensor BertModel::forward(const ForwardInputs& inputs) {
   } else {
     x = layers::stage_input(inputs);
   }
-  x = layers_.forward(chunk, x, step.mask);
-  return x;
+  if (config_.albert) return run_groups(embedding_hidden_mapping_in_->forward(x), step.mask);
+  return layers_.forward(chunk, x, step.mask);
 }
 
 at::Tensor BertModel::pool(const at::Tensor& hidden) const {

@@ -3,7 +3,10 @@
 // over padding masks, the pooler, the MLM head tied to the word embeddings and a classifier.
 // RoBERTa is the same network under its own names: positions counted past pad_token_id from the
 // ids, lm_head for cls.predictions, and a two-layer classification head instead of the pooler.
-// ERNIE is BERT under "ernie" with task-type embeddings (use_task_id) added to the input.
+// ERNIE is BERT under "ernie" with task-type embeddings (use_task_id) added to the input. ALBERT
+// is BERT's layer under other names, with embeddings of embedding_size projected to the hidden
+// size and layers shared: num_hidden_groups groups of inner_group_num layers, each group run
+// by num_hidden_layers / num_hidden_groups consecutive layers (tp splits them once; pp refused).
 #pragma once
 
 #include "shardformer/build_context.h"
@@ -17,12 +20,17 @@
 #include "shardformer/model.h"
 
 #include <memory>
+#include <string>
+#include <vector>
 
 namespace shardformer::bert {
 
 struct BertConfig {
   bool roberta;  // model_type roberta: RoBERTa's positions, names and heads
   bool ernie;    // model_type ernie: BERT under "ernie", task-type embeddings with use_task_id
+  bool albert;   // model_type albert: factorized embeddings, shared layers, ALBERT's names
+  int64_t embedding_size;                      // ALBERT's; hidden_size otherwise
+  int64_t num_hidden_groups, inner_group_num;  // ALBERT's layer sharing; 1 and 1 otherwise
   int64_t vocab_size, hidden_size, num_hidden_layers, num_attention_heads, intermediate_size;
   int64_t max_position_embeddings, type_vocab_size, pad_token_id, num_labels;
   int64_t task_type_vocab_size;  // ERNIE with use_task_id (0: no task-type embeddings)
@@ -32,8 +40,12 @@ struct BertConfig {
 
   static BertConfig from(const HFConfig& config);
   // HF's base-model prefix and the architectures' class-name prefix
-  std::string base_name() const { return roberta ? "roberta" : ernie ? "ernie" : "bert"; }
-  std::string class_prefix() const { return roberta ? "Roberta" : ernie ? "Ernie" : "Bert"; }
+  std::string base_name() const {
+    return roberta ? "roberta" : ernie ? "ernie" : albert ? "albert" : "bert";
+  }
+  std::string class_prefix() const {
+    return roberta ? "Roberta" : ernie ? "Ernie" : albert ? "Albert" : "Bert";
+  }
 };
 
 class BertLayer : public torch::nn::Module {
@@ -65,11 +77,15 @@ class BertModel : public Model {
  private:
   BertConfig config_;
   std::shared_ptr<layers::Embedding> word_embeddings_, position_embeddings_, token_type_embeddings_;
-  std::shared_ptr<layers::Embedding> task_type_embeddings_;  // ERNIE with use_task_id
+  std::shared_ptr<layers::Embedding> task_type_embeddings_;      // ERNIE with use_task_id
+  std::shared_ptr<layers::Linear> embedding_hidden_mapping_in_;  // ALBERT: embedding -> hidden
+  std::vector<std::vector<std::shared_ptr<BertLayer>>> groups_;  // ALBERT's shared layers
   std::shared_ptr<layers::LayerNorm> embeddings_norm_;
   std::shared_ptr<layers::Dropout> embeddings_dropout_;
   layers::LayerStack<BertLayer> layers_;
   std::shared_ptr<layers::Linear> pooler_;
+  // x [batch, seq, hidden] through ALBERT's groups: layer i runs group i * groups / layers.
+  at::Tensor run_groups(at::Tensor x, const at::Tensor& mask) const;
 };
 
 // BertForMaskedLM: BertModel under "bert" (no pooler) and cls.predictions: transform (dense,

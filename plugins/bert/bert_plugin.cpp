@@ -25,6 +25,14 @@ Policy bert_policy(bool tied) {
           {"encoder.layer.*.attention.output.dense", row},
           {"encoder.layer.*.intermediate.dense", column},
           {"encoder.layer.*.output.dense", row},
+          // ALBERT's shared layers, split once
+          {"predictions.decoder", vocab},
+          {"encoder.albert_layer_groups.*.albert_layers.*.attention.query", column},
+          {"encoder.albert_layer_groups.*.albert_layers.*.attention.key", column},
+          {"encoder.albert_layer_groups.*.albert_layers.*.attention.value", column},
+          {"encoder.albert_layer_groups.*.albert_layers.*.attention.dense", row},
+          {"encoder.albert_layer_groups.*.albert_layers.*.ffn", column},
+          {"encoder.albert_layer_groups.*.albert_layers.*.ffn_output", row},
       },
       // when tied, held by the first pipeline stage (embedding) and the last (MLM decoder)
       tied ? std::vector<std::string>{"embeddings.word_embeddings.weight"}
@@ -36,13 +44,14 @@ class BertFamily : public ModelFamily {
   std::string name() const override { return "bert"; }
   std::string version() const override { return "0.1.0"; }
   std::string description() const override {
-    return "Google BERT, Facebook RoBERTa and Baidu ERNIE (HF modeling_bert, modeling_roberta, "
-           "modeling_ernie)";
+    return "Google BERT and ALBERT, Facebook RoBERTa, Baidu ERNIE (HF modeling_bert, "
+           "modeling_albert, modeling_roberta, modeling_ernie)";
   }
   std::vector<std::string> architectures() const override {
     return {"BertModel",    "BertForMaskedLM",    "BertForSequenceClassification",
             "RobertaModel", "RobertaForMaskedLM", "RobertaForSequenceClassification",
-            "ErnieModel",   "ErnieForMaskedLM",   "ErnieForSequenceClassification"};
+            "ErnieModel",   "ErnieForMaskedLM",   "ErnieForSequenceClassification",
+            "AlbertModel",  "AlbertForMaskedLM",  "AlbertForSequenceClassification"};
   }
 
   std::shared_ptr<Model> create(const ModelArgs& args) const override {
@@ -60,7 +69,11 @@ class BertFamily : public ModelFamily {
     if (args.architecture.ends_with("ForSequenceClassification")) {
       return builder.finish(std::make_shared<BertForSequenceClassification>(ctx, config));
     }
-    ctx.skip_module(config.roberta ? "lm_head" : "cls", "the base model has no pre-training heads");
+    ctx.skip_module(config.roberta  ? "lm_head"
+                    : config.albert ? "predictions"
+                                    : "cls",
+                    "the base model has no pre-training heads");
+    ctx.skip_module("sop_classifier", "ALBERT's sentence-order head of pre-training");
     ctx.skip_module("classifier", "the base model has no classifier");
     return builder.finish(std::make_shared<BertModel>(ctx, config, true, false));
   }

@@ -5,7 +5,8 @@
 // with token type ids and padding masks; an untied MLM decoder (tie_word_embeddings = false).
 // RoBERTa the same way (RobertaForMaskedLM's lm_head, RobertaForSequenceClassification's
 // two-layer head on the first token, RobertaModel; positions counted past pad_token_id) and
-// ERNIE's (task-type embeddings). Also
+// ERNIE's (task-type embeddings), and ALBERT's (factorized embeddings, shared layers; tp only,
+// pp refused). Also
 // the real all-MiniLM-L6-v2 through the host's embed job: sentence-transformers' embeddings at tp 1
 // and 2.
 #include "family_checks.h"
@@ -71,6 +72,32 @@ INSTANTIATE_TEST_SUITE_P(
       return shardformer::testing::case_name(std::get<0>(info.param).model,
                                              std::get<1>(info.param));
     });
+
+// ALBERT: factorized embeddings and layers shared over the depth (2 groups of 2), split once
+// by tp; a pipeline cannot split shared layers and is refused by name.
+INSTANTIATE_TEST_SUITE_P(SharedLayers, BertFamily,
+                         ::testing::Combine(::testing::Values(Case{"tiny-albert", "Albert"}),
+                                            ::testing::Values(Layout{1, 1, "tp1"},
+                                                              Layout{2, 1, "tp2"},
+                                                              Layout{4, 1, "tp4"})),
+                         [](const auto& info) {
+                           return shardformer::testing::case_name(std::get<0>(info.param).model,
+                                                                  std::get<1>(info.param));
+                         });
+
+TEST(AlbertPipeline, IsRefusedByName) {
+  shardformer::testing::on_ranks(
+      "tiny-albert", Layout{1, 2, "pp2"},
+      [&](const ModelFixture& f, const distributed::ProcessMesh* mesh, int) {
+        try {
+          layout_session(f, mesh, "AlbertForMaskedLM");
+          ADD_FAILURE() << "a pipeline split ALBERT's shared layers";
+        } catch (const ModelError& e) {
+          EXPECT_NE(std::string(e.what()).find("ALBERT runs its shared layers"), std::string::npos)
+              << e.what();
+        }
+      });
+}
 
 // tie_word_embeddings = false: the MLM decoder's own weight and bias (vocab-parallel), as HF
 // computes it; HF's unused cls.predictions.bias is left unread.
@@ -138,6 +165,11 @@ TEST(RobertaConfigKeys, ThoseThatChangeNoMathLoadAndOthersAreRefused) {
 TEST(ErnieConfigKeys, ThoseThatChangeNoMathLoadAndOthersAreRefused) {
   shardformer::testing::check_config_keys_that_change_no_math("tiny-ernie", "families",
                                                               "ErnieForMaskedLM", "forward_logits");
+}
+
+TEST(AlbertConfigKeys, ThoseThatChangeNoMathLoadAndOthersAreRefused) {
+  shardformer::testing::check_config_keys_that_change_no_math(
+      "tiny-albert", "families", "AlbertForMaskedLM", "forward_logits");
 }
 
 TEST(BertConfigKeys, ThoseThatChangeNoMathLoadAndOthersAreRefused) {
