@@ -1,6 +1,7 @@
 // Falcon's config and forward pass, as in HF's modeling_falcon.py.
 #include "falcon_model.h"
 
+#include "shardformer/error.h"
 #include "shardformer/layers/attention.h"
 #include "shardformer/layers/forward_step.h"
 #include "shardformer/layers/parallel_residual.h"
@@ -129,6 +130,11 @@ FalconModel::FalconModel(const BuildContext& ctx, const FalconConfig& config,
     : config_(config) {
   bind(ctx);
   if (config.alibi) {
+    if (ctx.parallel()->config.enable_sequence_parallelism) {
+      throw ModelError(str(ctx.path(), ": Falcon with ALiBi (alibi = true) does not run under ",
+                           "sequence parallelism: its biases span the whole sequence and every ",
+                           "head; use the rotary layouts or turn sequence parallelism off"));
+    }
     slopes_ = layers::alibi_slopes(config.num_attention_heads);
   } else {
     rotary_.emplace(ctx.config(), config.head_dim());

@@ -10,7 +10,8 @@ namespace shardformer::falcon {
 // Megatron's split: the fused query_key_value column-parallel by whole KV groups (ranks sharing
 // a multi-query group each hold it, layers::FusedQKVAttention), dense and dense_4h_to_h
 // row-parallel, dense_h_to_4h column-parallel; the vocabulary split in word_embeddings and the
-// head. Norms replicated. Two all-reduces per layer.
+// head. Norms replicated. Two all-reduces per layer. Sequence parallelism in every mode, as the
+// Llama family's (the rotary layouts).
 Policy falcon_policy(bool tied) {
   using namespace styles;
   return Policy(
@@ -22,7 +23,10 @@ Policy falcon_policy(bool tied) {
           {"h.*.mlp.dense_h_to_4h", column},
           {"h.*.mlp.dense_4h_to_h", row},
       },
-      tied ? std::vector<std::string>{"word_embeddings.weight"} : std::vector<std::string>{});
+      tied ? std::vector<std::string>{"word_embeddings.weight"} : std::vector<std::string>{},
+      // rotary Falcon only: ALiBi's biases are refused under sequence parallelism (FalconModel)
+      {SequenceParallelMode::kSplitGather, SequenceParallelMode::kAllToAll,
+       SequenceParallelMode::kRingAttn});
 }
 
 class FalconFamily : public ModelFamily {
