@@ -168,10 +168,8 @@ at::Tensor GPTNeoModel::forward(const ForwardInputs& inputs) {
   const auto& chunk_blocks = h_.chunk(chunk);
   if (std::any_of(chunk_blocks.begin(), chunk_blocks.end(),
                   [](const auto& b) { return b->local(); })) {
-    blocks.local.mask = layers::forward_step(inputs, first, {.sliding_window = config_.window_size},
-                                             sequence_parallelism())
-                            .mask;
-    blocks.local.causal = false;  // the window's mask is a tensor
+    blocks.local = layers::with_window(blocks.global, inputs, first, config_.window_size,
+                                       sequence_parallelism());
   }
   x = h_.forward(chunk, x, blocks);
   return ends_model(chunk) ? step.join(ln_f_->forward(x, step.sequence.get())) : x;

@@ -118,11 +118,8 @@ at::Tensor LlamaModel::forward(const ForwardInputs& inputs) {
   layer_step.sliding = layer_step.full;
   const auto& layers = layers_.chunk(chunk);
   if (std::any_of(layers.begin(), layers.end(), [](const auto& l) { return l->sliding(); })) {
-    layer_step.sliding.mask =
-        layers::forward_step(inputs, first, {.sliding_window = config_.sliding_window},
-                             sequence_parallelism())
-            .mask;
-    layer_step.sliding.causal = false;  // the window's mask is a tensor
+    layer_step.sliding = layers::with_window(layer_step.full, inputs, first, config_.sliding_window,
+                                             sequence_parallelism());
   }
   x = layers_.forward(chunk, x, layer_step);
   // The final norm runs on this rank's tokens; the whole sequence is gathered once, normed.

@@ -80,14 +80,7 @@ at::Tensor FusedQKVAttention::attend(const at::Tensor& x, const AttentionStep& s
   return attention(q.transpose(1, 2),  // [batch, heads, seq, head_dim]
                    k.transpose(1, 2),  // [batch, kv_heads, seq, head_dim]
                    v.transpose(1, 2),
-                   {.mask = step.mask,
-                    .causal = step.causal,
-                    .bias = step.bias,
-                    .scale = scale_,
-                    .dropout = dropout_.get(),
-                    .cache = step.cache,
-                    .layer = layer_idx_,
-                    .sequence = step.sequence.get()});  // [b, seq, heads * d]
+                   attention_args(step, scale_, dropout_.get(), layer_idx_));  // [b, seq, h * d]
 }
 
 }  // namespace shardformer::layers

@@ -2,6 +2,7 @@
 #include "shardformer/layers/self_attention.h"
 
 #include "shardformer/error.h"
+#include "shardformer/layers/forward_step.h"
 #include "shardformer/layers/rotary.h"
 #include "shardformer/strings.h"
 
@@ -12,6 +13,26 @@
 #include <functional>
 
 namespace shardformer::layers {
+
+AttentionArgs attention_args(const AttentionStep& step, double scale, Dropout* dropout,
+                             int64_t layer) {
+  return {.mask = step.mask,
+          .causal = step.causal,
+          .bias = step.bias,
+          .scale = scale,
+          .dropout = dropout,
+          .cache = step.cache,
+          .layer = layer,
+          .sequence = step.sequence.get()};
+}
+
+AttentionStep with_window(const AttentionStep& full, const ForwardInputs& inputs,
+                          int64_t first_layer, int64_t window, const SequenceParallelism& sp) {
+  AttentionStep windowed = full;
+  windowed.mask = forward_step(inputs, first_layer, {.sliding_window = window}, sp).mask;
+  windowed.causal = false;  // the window's mask is a tensor
+  return windowed;
+}
 
 bool HeadSplit::even() const {
   return std::adjacent_find(heads.begin(), heads.end(), std::not_equal_to<>()) == heads.end();
@@ -153,14 +174,8 @@ at::Tensor SelfAttention::attend(const at::Tensor& x, const AttentionStep& step)
   return attention(q.transpose(1, 2),  // [batch, heads, seq, head_dim]
                    k.transpose(1, 2),  // [batch, kv_heads, seq, head_dim]
                    v.transpose(1, 2),
-                   {.mask = step.mask,
-                    .causal = step.causal,
-                    .bias = step.bias,
-                    .scale = scale_queries_ ? 1.0 : scale_,
-                    .dropout = dropout_.get(),
-                    .cache = step.cache,
-                    .layer = layer_idx_,
-                    .sequence = step.sequence.get()});  // [b, seq, heads * d]
+                   attention_args(step, scale_queries_ ? 1.0 : scale_, dropout_.get(),
+                                  layer_idx_));  // [b, seq, heads * d]
 }
 
 }  // namespace shardformer::layers

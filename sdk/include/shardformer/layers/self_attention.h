@@ -10,6 +10,8 @@
 #include "shardformer/layers/dropout.h"
 #include "shardformer/layers/linear.h"
 #include "shardformer/layers/rms_norm.h"
+#include "shardformer/model.h"
+#include "shardformer/parallel/sequence_split.h"
 
 #include <torch/nn/module.h>
 
@@ -39,6 +41,16 @@ struct AttentionStep {
   KVCache* cache = nullptr;
   std::shared_ptr<const SequenceSplit> sequence{};  // ForwardStep::sequence (null: not split)
 };
+
+// The arguments of layers::attention() for a layer in `step`: the step's mask, bias, cache and
+// split with the layer's own scale, dropout and index.
+AttentionArgs attention_args(const AttentionStep& step, double scale, Dropout* dropout,
+                             int64_t layer);
+
+// `full` with the mask of a sliding window of `window` keys instead (Mistral's sliding layers,
+// GPT-Neo's local ones), for a forward pass whose chunk starts at first_layer.
+AttentionStep with_window(const AttentionStep& full, const ForwardInputs& inputs,
+                          int64_t first_layer, int64_t window, const SequenceParallelism& sp);
 
 class SelfAttention : public torch::nn::Module {
  public:
