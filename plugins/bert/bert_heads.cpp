@@ -1,7 +1,8 @@
 // BERT's and RoBERTa's task heads: masked-LM (the decoder tied to the word embeddings, or
 // untied) and sequence classification.
 #include "bert_model.h"
-#include "bert_paths.h"
+
+#include "shardformer/layers/module_path.h"
 
 #include "shardformer/error.h"
 #include "shardformer/layers/lm_head.h"
@@ -12,6 +13,10 @@
 #include <algorithm>
 
 namespace shardformer::bert {
+
+using layers::context_at;
+using layers::module_at;
+using layers::register_at;
 
 namespace {
 

@@ -1,6 +1,7 @@
 // BERT's config, embeddings, encoder layers and pooler, as in HF's modeling_bert.py.
 #include "bert_model.h"
-#include "bert_paths.h"
+
+#include "shardformer/layers/module_path.h"
 
 #include "shardformer/error.h"
 #include "shardformer/layers/attention.h"
@@ -12,6 +13,10 @@
 #include <cmath>
 
 namespace shardformer::bert {
+
+using layers::context_at;
+using layers::module_at;
+using layers::register_at;
 namespace {
 
 // Where a layer keeps its parts: BERT's (RoBERTa's, ERNIE's) names, or ALBERT's.

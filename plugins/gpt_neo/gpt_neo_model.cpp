@@ -3,6 +3,7 @@
 
 #include "shardformer/error.h"
 #include "shardformer/layers/forward_step.h"
+#include "shardformer/layers/module_path.h"
 #include "shardformer/layers/parallel_residual.h"
 #include "shardformer/strings.h"
 
@@ -75,19 +76,19 @@ GPTNeoBlock::GPTNeoBlock(const BuildContext& ctx, const GPTNeoConfig& c, int64_t
   for (const char* buffer : {"bias", "masked_bias"}) {  // the causal / window mask, recomputed
     attention.skip(buffer, "a buffer HF recomputes");
   }
-  auto attn = register_module("attn", std::make_shared<torch::nn::Module>());
-  attention_ = attn->register_module(
-      "attention", std::make_shared<layers::SelfAttention>(
-                       attention,
-                       layers::SelfAttentionOptions{.hidden_size = c.hidden_size,
-                                                    .num_heads = c.num_heads,
-                                                    .num_kv_heads = c.num_heads,
-                                                    .head_dim = c.head_dim(),
-                                                    .out_bias = true,
-                                                    .scale = 1.0,  // GPT-Neo does not scale
-                                                    .dropout = c.attention_dropout,
-                                                    .out_name = "out_proj"},
-                       layer_idx));
+  attention_ =
+      layers::register_at(*this, "attn.attention",
+                          std::make_shared<layers::SelfAttention>(
+                              attention,
+                              layers::SelfAttentionOptions{.hidden_size = c.hidden_size,
+                                                           .num_heads = c.num_heads,
+                                                           .num_kv_heads = c.num_heads,
+                                                           .head_dim = c.head_dim(),
+                                                           .out_bias = true,
+                                                           .scale = 1.0,  // GPT-Neo does not scale
+                                                           .dropout = c.attention_dropout,
+                                                           .out_name = "out_proj"},
+                              layer_idx));
   resid_dropout_ = attention_->register_module(
       "resid_dropout",
       std::make_shared<layers::Dropout>(attention.child("resid_dropout"), c.resid_dropout));

@@ -1,15 +1,17 @@
-// Modules and build contexts at dotted paths ("attention.self.query"), so that one BERT layer
-// and one MLM head serve the module names of BERT, RoBERTa, ERNIE and ALBERT alike.
+// Modules and build contexts at dotted paths ("attention.self.query") under HF's nesting, so a
+// block can take its module names from a table (BERT's layer serves BERT's, RoBERTa's, ERNIE's
+// and ALBERT's names) and a model can register a layer two levels down in one call.
 #pragma once
 
 #include "shardformer/build_context.h"
 
 #include <torch/nn/module.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 
-namespace shardformer::bert {
+namespace shardformer::layers {
 
 // The module at `path` under `root`, made (empty) where missing.
 inline std::shared_ptr<torch::nn::Module> module_at(torch::nn::Module& root,
@@ -50,4 +52,4 @@ inline BuildContext context_at(const BuildContext& ctx, const std::string& path)
   return at;
 }
 
-}  // namespace shardformer::bert
+}  // namespace shardformer::layers
