@@ -70,6 +70,9 @@ class ModelFixture {
     config.max_new_tokens = ref_scalar("generate_max_new_tokens");
     config.pad_token_id = ref_scalar("generate_pad_token_id");
     if (with_eos) config.eos_token_id = ref_scalar("generate_eos_token_id");
+    if (reference.contains("generate_decoder_start_token_id")) {  // encoder-decoder models
+      config.decoder_start_token_id = ref_scalar("generate_decoder_start_token_id");
+    }
     return config;
   }
 
@@ -92,6 +95,9 @@ class ModelFixture {
     inputs.attention_mask = ref("forward_attention_mask");  // [batch, seq]
     if (reference.contains("forward_token_type_ids")) {
       inputs.token_type_ids = ref("forward_token_type_ids");  // [batch, seq]
+    }
+    if (reference.contains("forward_decoder_input_ids")) {          // encoder-decoder models
+      inputs.decoder_input_ids = ref("forward_decoder_input_ids");  // [batch, tgt]
     }
     return inputs;
   }

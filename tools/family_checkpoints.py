@@ -61,6 +61,19 @@ LONG_GENERATE_PROMPTS = [
     [(43 * i + 250) % 1013 for i in range(9)],
 ]
 
+# Encoder-decoder targets (labels), right-padded with -100 to length 7; the decoder reads them
+# shifted right from decoder_start_token_id.
+SEQ2SEQ_TARGETS = [
+    [40, 41, 42, 43, 44, 1],
+    [700, 8, 1],
+    [3, 999, 250, 251, 252, 253, 1],
+    [77, 1],
+]
+# Sizes shared by the T5 checkpoints: 3 encoder and 2 decoder blocks (num_decoder_layers apart).
+T5 = dict(vocab_size=1013, d_model=64, d_kv=16, d_ff=96, num_layers=3, num_decoder_layers=2,
+          relative_attention_num_buckets=8, relative_attention_max_distance=20,
+          decoder_start_token_id=0, pad_token_id=0, eos_token_id=1)
+
 DEFAULT_ROPE = {"rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}}
 LLAMA = dict(vocab_size=1013, hidden_size=64, intermediate_size=96, num_hidden_layers=5,
              num_attention_heads=8, num_key_value_heads=2, max_position_embeddings=128,
@@ -313,4 +326,19 @@ CHECKPOINTS = {
         config=dict(vocab_size=1013, hidden_size=64, num_hidden_layers=2, num_attention_heads=8,
                     intermediate_size=96, max_position_embeddings=64, type_vocab_size=2,
                     initializer_range=0.1, num_labels=3, tie_word_embeddings=False)),
+    # T5 v1.0: ReLU, the head tied to shared and its input scaled by d_model^-0.5, as HF 5 writes
+    # the config (scale_decoder_outputs). Buckets 8 over distances up to 20: the forward batch's
+    # 11 tokens reach the logarithmic buckets. The tied head is turned away from the token just
+    # read by a negated final norm (greedy decoding otherwise repeats it).
+    "tiny-t5": dict(arch="T5ForConditionalGeneration", base="T5EncoderModel", kind="seq2seq",
+                    config=dict(T5, num_heads=4, feed_forward_proj="relu",
+                                initializer_factor=1.0),
+                    scale={"decoder.final_layer_norm.weight": -1.0}),
+    # T5 v1.1 / flan-T5: gated GELU, 6 heads (uneven at tp 4, the bias table's columns too), an
+    # lm_head of its own and no scaling, in an older config's terms (tie_word_embeddings false,
+    # no scale_decoder_outputs).
+    "tiny-t5-v1_1": dict(arch="T5ForConditionalGeneration", base="T5EncoderModel",
+                         kind="seq2seq", untied_head=True,
+                         config=dict(T5, d_model=48, d_kv=8, num_heads=6,
+                                     feed_forward_proj="gated-gelu", initializer_factor=1.0)),
 }

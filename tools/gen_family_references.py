@@ -40,7 +40,7 @@ from torch import nn
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from family_checkpoints import (CHECKPOINTS, FORWARD_BATCH, GENERATE_PROMPTS,  # noqa: E402
-                                MAX_NEW_TOKENS)
+                                MAX_NEW_TOKENS, SEQ2SEQ_TARGETS)
 from gen_gpt2_references import pad  # noqa: E402
 
 SEED = 1234
@@ -148,7 +148,7 @@ def config_class(spec):
         return getattr(transformers, spec["config_class"])
     arch = spec["arch"]
     return getattr(transformers, arch.replace("ForCausalLM", "").replace("ForMaskedLM", "")
-                   + "Config")
+                   .replace("ForConditionalGeneration", "") + "Config")
 
 
 def make_checkpoint(name, spec, folder):
@@ -169,8 +169,22 @@ def make_checkpoint(name, spec, folder):
     if spec.get("legacy_config"):  # rope settings as older transformers wrote them
         del saved["rope_parameters"]
         saved.update(spec["legacy_config"])
+    if spec.get("untied_head"):
+        untie_t5_head(folder, saved, model.config.d_model)
     path.write_text(json.dumps(saved, indent=2, sort_keys=True) + "\n")
     return sorted(spec["config"])
+
+
+def untie_t5_head(folder, saved, d_model):
+    """A flan-T5 checkpoint as older transformers saved it: lm_head.weight of its own beside
+    shared.weight and tie_word_embeddings false (no scale_decoder_outputs). transformers 5 always
+    ties T5's head when saving; loading, it keeps a head whose values differ from shared."""
+    from safetensors.torch import load_file
+    weights = load_file(str(folder / "model.safetensors"))
+    weights["lm_head.weight"] = torch.randn_like(weights["shared.weight"]) * d_model ** -0.5
+    save_file(weights, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    saved["tie_word_embeddings"] = False
+    saved.pop("scale_decoder_outputs", None)
 
 
 def load(cls_name, folder, report, key, dtype=torch.float32, **kwargs):
@@ -262,23 +276,25 @@ def generation_settings(spec, lm):
     return spec.get("max_new_tokens", MAX_NEW_TOKENS), pad_id
 
 
-def generation_references(spec, folder, lm, out, report):
+def generation_references(spec, folder, lm, out, report, new_from=None):
     """Greedy generations of the left-padded prompts, without and with an early eos; refuses a
-    checkpoint whose generations repeat themselves."""
+    checkpoint whose generations repeat themselves. new_from: where the new tokens start in the
+    sequences (default: after the prompts; an encoder-decoder model's after its start token)."""
     max_new, pad_id = generation_settings(spec, lm)
     with torch.no_grad():
         gids, gmask = pad(spec.get("generate_prompts", GENERATE_PROMPTS), pad_id, left=True)
         out["generate_input_ids"], out["generate_attention_mask"] = gids, gmask
         seqs = greedy(lm, gids, gmask, None, pad_id, max_new)
-        assert seqs.shape[1] == gids.shape[1] + max_new, seqs.shape
+        start = gids.shape[1] if new_from is None else new_from
+        assert seqs.shape[1] == start + max_new, seqs.shape
         out["generate_sequences"] = seqs
-        eos = int(seqs[0, gids.shape[1] + 2])
+        eos = int(seqs[0, start + 2])
         out["generate_eos_token_id"] = torch.tensor([eos])
         out["generate_eos_sequences"] = greedy(lm, gids, gmask, eos, pad_id, max_new)
         out["generate_pad_token_id"] = torch.tensor([pad_id])
         out["generate_max_new_tokens"] = torch.tensor([max_new])
 
-    new = seqs[:, gids.shape[1]:]
+    new = seqs[:, start:]
     distinct = [len(set(row.tolist())) for row in new]
     runs = [longest_run(row.tolist()) for row in new]
     report["generate_distinct_new_tokens_per_row"] = distinct
@@ -287,7 +303,7 @@ def generation_references(spec, folder, lm, out, report):
         raise SystemExit(f"{folder}: greedy decoding barely varies: {new.tolist()}")
     report["generate_new_tokens"] = new.tolist()
     report["generate_eos"] = {"eos": eos, "pad": pad_id,
-                              "rows": out["generate_eos_sequences"][:, gids.shape[1]:].tolist()}
+                              "rows": out["generate_eos_sequences"][:, start:].tolist()}
 
 
 def compare_check(spec, folder, out, max_new, pad_id):
@@ -322,6 +338,53 @@ def first_difference(a, b):
     """Index of the first differing element, None when equal."""
     unequal = (a != b).nonzero()
     return int(unequal[0]) if len(unequal) else None
+
+
+def seq2seq_outputs(spec, folder, report, inputs, labels, dtype, tag):
+    """An encoder-decoder LM's logits, loss and every gradient in `dtype`, and the encoder's
+    output through the base class; the LM model."""
+    lm = load(spec["arch"], folder, report, f"load_lm{tag}", dtype=dtype)
+    base = load(spec["base"], folder, report, f"load_base{tag}", dtype=dtype)
+    out = {}
+    with torch.no_grad():
+        out["forward_logits"] = lm(**inputs).logits
+        out["forward_last_hidden_state"] = base(
+            input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"]).last_hidden_state
+    loss = lm(**inputs, labels=labels).loss
+    loss.backward()
+    out["train_loss"] = loss.detach().reshape(1)
+    out.update(grads(lm, "grad."))
+    lm.zero_grad(set_to_none=True)
+    return out, lm
+
+
+def seq2seq_references(spec, folder, report):
+    """As causal_lm_references for an encoder-decoder LM: the forward batch is the encoder's input,
+    SEQ2SEQ_TARGETS the labels (-100 padded) and their right shift the decoder's input; the base
+    class is the encoder alone. Greedy generations return HF's decoder sequences
+    (decoder_start_token_id, then the new tokens)."""
+    out = {}
+    ids, mask = pad(spec.get("forward_batch", FORWARD_BATCH), 0, left=False)
+    labels, _ = pad(SEQ2SEQ_TARGETS, -100, left=False)
+    shifted = transformers.T5ForConditionalGeneration._shift_right
+    lm32 = load(spec["arch"], folder, report, "load_shift")
+    decoder_ids = shifted(lm32, labels)
+    out["forward_input_ids"], out["forward_attention_mask"] = ids, mask
+    out["forward_decoder_input_ids"], out["train_labels"] = decoder_ids, labels
+    inputs = dict(input_ids=ids, attention_mask=mask, decoder_input_ids=decoder_ids)
+    exact, _ = seq2seq_outputs(spec, folder, report, inputs, labels, torch.float64, "_float64")
+    out.update(exact)
+    hf32, lm = seq2seq_outputs(spec, folder, report, inputs, labels, torch.float32, "")
+    out.update({f"hf_fp32.{k}": v for k, v in hf32.items()})
+    with torch.no_grad():
+        low = load(spec["arch"], folder, report, "load_lm_bfloat16", dtype=torch.bfloat16)
+        out["forward_logits_bfloat16"] = low(**inputs).logits
+        del low
+    max_new, pad_id = generation_settings(spec, lm)
+    out["generate_decoder_start_token_id"] = torch.tensor([lm.config.decoder_start_token_id])
+    generation_references(spec, folder, lm, out, report, new_from=1)
+    report["train_loss"] = out["train_loss"].item()
+    return out
 
 
 def bert_references(spec, folder, report):
@@ -390,6 +453,8 @@ def run_one(name, spec, models, data):
     report = {"arch": spec["arch"]}
     if spec.get("kind") == "bert":
         out = bert_references(spec, folder, report)
+    elif spec.get("kind") == "seq2seq":
+        out = seq2seq_references(spec, folder, report)
     else:
         out = causal_lm_references(spec, folder, report)
     bad = [k for k, v in out.items() if v.is_floating_point() and not torch.isfinite(v).all()]

@@ -7,6 +7,8 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+
 namespace shardformer {
 
 BuildContext::BuildContext(const Checkpoint& checkpoint, c10::ScalarType dtype, c10::Device device,
@@ -68,6 +70,17 @@ std::vector<LayerRange> BuildContext::layer_ranges(int64_t num_layers) const {
   std::vector<LayerRange> ranges;
   for (int64_t chunk = 0; chunk < stages->num_chunks(); ++chunk) {
     ranges.push_back(stages->layers(chunk));
+  }
+  return ranges;
+}
+
+std::vector<LayerRange> BuildContext::layer_ranges(int64_t num_layers, int64_t first,
+                                                   int64_t count) const {
+  std::vector<LayerRange> ranges;
+  for (const LayerRange& range : layer_ranges(num_layers)) {
+    const int64_t begin = std::clamp(range.begin - first, int64_t{0}, count);
+    const int64_t end = std::clamp(range.end - first, int64_t{0}, count);
+    ranges.push_back({begin, std::max(begin, end)});
   }
   return ranges;
 }

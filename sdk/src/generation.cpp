@@ -11,6 +11,7 @@
 #include <torch/nn/module.h>
 
 #include <algorithm>
+#include <optional>
 
 namespace shardformer {
 
@@ -74,6 +75,12 @@ GenerationResult generate(Model& model, const std::vector<std::vector<int64_t>>&
 GenerationResult generate(Model& model, const std::vector<std::vector<int64_t>>& prompts,
                           const GenerationConfig& config, const DecodeStep& decode) {
   check_prompts(model, prompts, config);
+  const bool seq2seq = model.is_encoder_decoder();
+  if (seq2seq && !config.decoder_start_token_id) {
+    throw Error(
+        "generate: an encoder-decoder model needs decoder_start_token_id (config.json or "
+        "generation_config.json)");
+  }
   const runtime::InferenceScope inference;
   const ModelShape shape = model.shape();
   const at::Tensor any_param = model.parameters().front();
@@ -84,29 +91,46 @@ GenerationResult generate(Model& model, const std::vector<std::vector<int64_t>>&
   attention_mask = attention_mask.to(device);
   const int64_t batch = input_ids.size(0);
   const int64_t prompt_len = input_ids.size(1);
-  KVCache cache(shape.num_layers, batch, shape.num_heads, prompt_len + config.max_new_tokens,
-                shape.head_dim, any_param.options());
-
-  // HF: positions count real tokens only; padding positions are 0.
-  at::Tensor position_ids = (attention_mask.cumsum(-1) - 1).masked_fill(attention_mask == 0, 0);
   // With no prompt padded the forward passes get no mask, which they read as every token seen:
   // the prompt's attention takes the plain causal path, and a decoding step's attention has no
   // mask for SDPA to convert in every layer (on a GPU four kernels a layer and token).
   const bool padded = std::any_of(prompts.begin(), prompts.end(), [&](const auto& prompt) {
     return static_cast<int64_t>(prompt.size()) != prompt_len;
   });
+  const at::Tensor prompt_mask = padded ? attention_mask : at::Tensor();
+
+  // A decoder-only model decodes after the prompt: positions count real tokens only (padding
+  // positions are 0). An encoder-decoder model encodes the prompt once and decodes from
+  // decoder_start_token_id, its cross-attention keys and values projected at the first step.
+  at::Tensor position_ids;
+  std::optional<KVCache> cross_cache;
   at::Tensor step_ids = input_ids;
-  at::Tensor sequences = input_ids;  // [batch, prompt_len + steps so far]
+  if (seq2seq) {
+    step_ids = at::full({batch, 1}, *config.decoder_start_token_id, input_ids.options());
+    cross_cache.emplace(shape.num_layers, batch, shape.num_heads, prompt_len, shape.head_dim,
+                        any_param.options());
+  } else {
+    position_ids = (attention_mask.cumsum(-1) - 1).masked_fill(attention_mask == 0, 0);
+  }
+  KVCache cache(shape.num_layers, batch, shape.num_heads, step_ids.size(1) + config.max_new_tokens,
+                shape.head_dim, any_param.options());
+  at::Tensor sequences = step_ids;  // [batch, prompt_len or 1 + steps so far]
   std::vector<bool> unfinished(batch, true);
   std::vector<int64_t> last_step(batch, config.max_new_tokens - 1);  // a row's last token
   TokenChooser chooser(config.sampling);
   std::vector<at::Tensor> generated;
   for (int64_t step = 0; step < config.max_new_tokens; ++step) {
-    const ForwardInputs inputs{.input_ids = step_ids,
-                               .attention_mask = padded ? attention_mask : at::Tensor(),
-                               .position_ids = position_ids,
-                               .cache = &cache,
-                               .logits_to_keep = 1};  // the next token needs the last only
+    ForwardInputs inputs{.cache = &cache, .logits_to_keep = 1};  // the next token needs the last
+    if (seq2seq) {  // the encoder at the first step only
+      inputs.input_ids = step == 0 ? input_ids : at::Tensor();
+      inputs.attention_mask = prompt_mask;
+      inputs.decoder_input_ids = step_ids;
+      inputs.cross_cache = &*cross_cache;
+    } else {
+      inputs.input_ids = step_ids;
+      inputs.attention_mask = padded ? attention_mask : at::Tensor();
+      inputs.position_ids = position_ids;
+    }
     const at::Tensor logits = decode.logits(inputs);  // [batch, vocab] or undefined
     at::Tensor next = logits.defined() ? chooser.next(logits, sequences)
                                        : at::empty({batch}, input_ids.options());  // [batch]
@@ -129,14 +153,16 @@ GenerationResult generate(Model& model, const std::vector<std::vector<int64_t>>&
     generated.push_back(next);
     sequences = at::cat({sequences, next.unsqueeze(1)}, 1);
     if (std::none_of(unfinished.begin(), unfinished.end(), [](bool u) { return u; })) break;
-    step_ids = next.unsqueeze(1);                                // [batch, 1]
-    position_ids = position_ids.select(1, -1).unsqueeze(1) + 1;  // [batch, 1]
-    if (padded) attention_mask = at::cat({attention_mask, at::ones_like(step_ids)}, 1);
+    step_ids = next.unsqueeze(1);  // [batch, 1]
+    if (!seq2seq) {
+      position_ids = position_ids.select(1, -1).unsqueeze(1) + 1;  // [batch, 1]
+      if (padded) attention_mask = at::cat({attention_mask, at::ones_like(step_ids)}, 1);
+    }
   }
 
   GenerationResult result;
   const at::Tensor new_ids = at::stack(generated, 1).cpu();  // [batch, steps]
-  result.sequences = at::cat({input_ids.cpu(), new_ids}, 1);
+  result.sequences = sequences.cpu();
   auto ids = new_ids.accessor<int64_t, 2>();
   for (int64_t row = 0; row < batch; ++row) {
     std::vector<int64_t> tokens;

@@ -54,6 +54,9 @@ void apply_generation_config_file(const std::filesystem::path& folder, Generatio
         config.eos_token_id = ids.front();
         config.more_eos_token_ids.assign(ids.begin() + 1, ids.end());
       }
+    } else if (key == "decoder_start_token_id") {
+      if (!value.is_number_integer()) fail(key, "expected an integer");
+      config.decoder_start_token_id = value.get<int64_t>();
     } else if (key == "pad_token_id") {
       if (!value.is_number_integer()) fail(key, "expected an integer");
       config.pad_token_id = value.get<int64_t>();
@@ -76,7 +79,7 @@ void apply_generation_config_file(const std::filesystem::path& folder, Generatio
     } else {
       fail(key,
            "is not supported by the host's generation (supported: eos_token_id, "
-           "pad_token_id, do_sample, temperature, top_k, top_p, min_p, "
+           "pad_token_id, decoder_start_token_id, do_sample, temperature, top_k, top_p, min_p, "
            "repetition_penalty); remove it or generate with HF");
     }
   }

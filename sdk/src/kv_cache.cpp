@@ -34,6 +34,13 @@ int64_t KVCache::length(int64_t layer) const {
   return lengths_[layer];
 }
 
+std::pair<at::Tensor, at::Tensor> KVCache::get(int64_t layer) const {
+  check_layer(layer, num_layers());
+  const int64_t length = lengths_[layer];
+  if (length == 0) throw Error(str("KV cache: layer ", layer, " holds no keys yet"));
+  return {keys_[layer].narrow(2, 0, length), values_[layer].narrow(2, 0, length)};
+}
+
 std::pair<at::Tensor, at::Tensor> KVCache::append(int64_t layer, const at::Tensor& keys,
                                                   const at::Tensor& values) {
   check_layer(layer, num_layers());

@@ -132,6 +132,7 @@ at::Tensor task_loss(ModelTask task, const layers::VocabLogits& logits, const at
   switch (task) {
     case ModelTask::kCausalLM: return causal_lm_loss(logits, labels);
     case ModelTask::kMaskedLM:
+    case ModelTask::kSeq2SeqLM:
     case ModelTask::kSequenceClassification: return cross_entropy_loss(logits, labels);
     case ModelTask::kBase: break;
   }

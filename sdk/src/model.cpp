@@ -17,6 +17,10 @@ at::Tensor Model::loss(const ForwardInputs& inputs, const at::Tensor& labels) {
   return task_loss(task(), layers::VocabLogits{logits, false, 0, logits.size(-1), nullptr}, labels);
 }
 
+ForwardInputs Model::with_labels(const ForwardInputs& inputs, const at::Tensor& /*labels*/) const {
+  return inputs;
+}
+
 std::map<std::string, at::Tensor> Model::forward_all(const ForwardInputs& inputs) {
   return {{output_name(), forward(inputs)}};
 }

@@ -69,6 +69,10 @@ class BuildContext {
   // was made for another layer count), and whether it builds the model's first piece
   // (embeddings) or last (final norm, head).
   std::vector<LayerRange> layer_ranges(int64_t num_layers) const;
+  // The same for one stack of a model with several (an encoder-decoder's): its layers are
+  // [first, first + count) of the model's num_layers, and the ranges are in the stack's own
+  // indices (empty where the chunk holds none of them).
+  std::vector<LayerRange> layer_ranges(int64_t num_layers, int64_t first, int64_t count) const;
   bool builds_first_piece() const;
   bool builds_last_piece() const;
   const PipelineStageManager* pipeline() const {

@@ -1,6 +1,7 @@
 // Decoding with a KV cache for any Model with an LM head, following HF generate(): prompts
 // left-padded, positions from the attention mask, greedy or sampled tokens (sampling.h),
-// finished rows padded.
+// finished rows padded. An encoder-decoder model runs its encoder on the prompts at the first
+// step only and decodes from decoder_start_token_id, its cross-attention keys and values cached.
 #pragma once
 
 #include "shardformer/model.h"
@@ -19,6 +20,8 @@ struct GenerationConfig {
   std::optional<int64_t> eos_token_id;      // none: never stops early
   std::vector<int64_t> more_eos_token_ids;  // further ids that end a row (HF's eos lists)
   int64_t pad_token_id = 0;                 // written for left padding and after a row finished
+  // An encoder-decoder model's first decoder token (config.json / generation_config.json).
+  std::optional<int64_t> decoder_start_token_id;
   SamplingConfig sampling;
   // Called on every rank after each step with the step's token of every row (pad for rows
   // already finished); setting stop[row] ends that row after this token (stop strings). It
@@ -29,7 +32,9 @@ struct GenerationConfig {
 };
 
 struct GenerationResult {
-  at::Tensor sequences;  // [batch, prompt_len + steps] int64: left-padded prompts + new tokens
+  // [batch, prompt_len + steps] int64: left-padded prompts + new tokens; an encoder-decoder
+  // model's [batch, 1 + steps]: decoder_start_token_id + new tokens, as HF returns them.
+  at::Tensor sequences;
   // per prompt, up to and including its eos or the token on_step stopped it at
   std::vector<std::vector<int64_t>> new_tokens;
 };

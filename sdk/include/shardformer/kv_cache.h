@@ -21,6 +21,10 @@ class KVCache {
   std::pair<at::Tensor, at::Tensor> append(int64_t layer, const at::Tensor& keys,
                                            const at::Tensor& values);
 
+  // The keys / values cached for `layer` [batch, heads, length, head_dim] (cross-attention's,
+  // appended once); throws Error when none are.
+  std::pair<at::Tensor, at::Tensor> get(int64_t layer) const;
+
   // Tokens cached for `layer`: the past length a forward pass reads from its first layer
   // (a pipeline stage holds some layers only, and an interleaved step runs several chunks).
   int64_t length(int64_t layer) const;

@@ -26,7 +26,7 @@ at::Tensor causal_lm_loss(const layers::VocabLogits& logits, const at::Tensor& l
 // single-label classification loss ([batch]).
 at::Tensor cross_entropy_loss(const layers::VocabLogits& logits, const at::Tensor& labels);
 
-// The loss of `task` (causal LM: shifted; masked LM and classification: unshifted).
+// The loss of `task` (causal LM: shifted; masked LM, seq2seq LM and classification: unshifted).
 at::Tensor task_loss(ModelTask task, const layers::VocabLogits& logits, const at::Tensor& labels);
 
 // The number of labels `task`'s loss averages over (a pipeline weights micro-batches by it).

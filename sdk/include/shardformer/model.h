@@ -53,6 +53,14 @@ struct ForwardInputs {
   // and mask); a piece that does not start the model also gets the previous piece's output.
   at::Tensor hidden_states{};  // [batch, seq, hidden]
   int64_t chunk = 0;           // which of this stage's model chunks runs (interleaved schedule)
+  // Encoder-decoder models (ModelTask::kSeq2SeqLM): input_ids and attention_mask are the
+  // encoder's (source), these the decoder's (target). Generation's steps after the first leave
+  // input_ids undefined: the encoder ran once, its keys and values are in cross_cache.
+  at::Tensor decoder_input_ids{};       // [batch, tgt] int64
+  at::Tensor decoder_attention_mask{};  // [batch, past + tgt], 1 = attend; undefined = all 1
+  // The cross-attention keys and values of every decoder layer, projected from the encoder's
+  // output at the first step and read at every later one.
+  KVCache* cross_cache = nullptr;
 };
 
 // Hyper-parameters the host needs to drive any model (generation, cache sizing, reporting).
@@ -71,6 +79,9 @@ enum class ModelTask {
   kCausalLM,                // logits [batch, seq, vocab]; shifted next-token loss; generates
   kMaskedLM,                // logits [batch, seq, vocab]; loss on the labelled positions
   kSequenceClassification,  // logits [batch, num_labels]; labels [batch]
+  // An encoder-decoder LM: logits [batch, tgt, vocab] of the decoder's inputs; labels [batch,
+  // tgt] unshifted (the decoder's inputs are the labels shifted right); generates.
+  kSeq2SeqLM,
 };
 
 // A built model. forward() returns the model's main output: logits for a head, the last hidden
@@ -84,7 +95,21 @@ class Model : public torch::nn::Module {
   // "logits" or "last_hidden_state": the name of forward()'s output in HF terms.
   virtual std::string output_name() const = 0;
   virtual ModelTask task() const { return ModelTask::kBase; }
-  bool has_lm_head() const { return task() == ModelTask::kCausalLM; }
+  bool has_lm_head() const {
+    return task() == ModelTask::kCausalLM || task() == ModelTask::kSeq2SeqLM;
+  }
+  bool is_encoder_decoder() const { return task() == ModelTask::kSeq2SeqLM; }
+  // The inputs a loss over `labels` runs on: an encoder-decoder model fills its decoder inputs
+  // from the labels (shifted right) where they are not given; others return `inputs`.
+  virtual ForwardInputs with_labels(const ForwardInputs& inputs, const at::Tensor& labels) const;
+  // Under a pipeline, for a pass that not every piece takes part in (an encoder-decoder's
+  // decoding steps after the first skip the encoder): whether chunk `chunk` runs `inputs`, and
+  // whether it starts the pass (reads ids, receives nothing). By default every chunk runs and
+  // the model's first piece starts.
+  virtual bool runs_step(const ForwardInputs& /*inputs*/, int64_t /*chunk*/) const { return true; }
+  virtual bool starts_step(const ForwardInputs& /*inputs*/, int64_t chunk) const {
+    return starts_model(chunk);
+  }
   // Every output by its HF name (BertModel adds "pooler_output"); forward()'s by default.
   virtual std::map<std::string, at::Tensor> forward_all(const ForwardInputs& inputs);
 

@@ -319,6 +319,20 @@ std::optional<int64_t> HFConfig::get_optional_int(const std::string& key) const 
   return impl_->to_int(key, *value);
 }
 
+std::optional<int64_t> HFConfig::pipeline_layers() const {
+  if (get_bool("is_encoder_decoder", false)) {
+    const std::optional<int64_t> encoder = get_optional_int("encoder_layers");
+    if (encoder) {
+      const std::optional<int64_t> decoder = get_optional_int("decoder_layers");
+      return decoder ? std::optional<int64_t>(*encoder + *decoder) : std::nullopt;
+    }
+    const std::optional<int64_t> layers = get_optional_int("num_layers");
+    if (!layers) return std::nullopt;
+    return *layers + get_optional_int("num_decoder_layers").value_or(*layers);
+  }
+  return num_hidden_layers();
+}
+
 std::optional<int64_t> HFConfig::num_hidden_layers() const {
   for (const char* key : {"num_hidden_layers", "n_layer", "num_layers", "n_layers"}) {
     if (auto layers = get_optional_int(key)) return layers;

@@ -7,29 +7,34 @@
 namespace shardformer::layers {
 
 GatedMLP::GatedMLP(const BuildContext& ctx, int64_t hidden_size, int64_t intermediate_size,
-                   Activation activation, bool bias, bool fused_gate_up)
+                   Activation activation, bool bias, bool fused_gate_up, const GatedMLPNames& names)
     : activation_(activation) {
   const LinearOptions options{.bias = bias};
   if (fused_gate_up) {
-    if (split_pair(ctx.child("gate_up_proj"), ctx.child("down_proj"), 2)) {
+    if (split_pair(ctx.child("gate_up_proj"), ctx.child(names.down), 2)) {
       ctx.divide_by_tp(intermediate_size, "intermediate_size");
     }
     gate_up_proj_ = register_module(
         "gate_up_proj",
         make_linear(ctx.child("gate_up_proj"), hidden_size, 2 * intermediate_size, options));
   } else {
-    const bool gate_split = split_pair(ctx.child("gate_proj"), ctx.child("down_proj"));
-    if (split_pair(ctx.child("up_proj"), ctx.child("down_proj")) != gate_split) {
-      throw ModelError(str(ctx.path(), ": the policy must split gate_proj and up_proj alike"));
+    const bool gate_split = split_pair(ctx.child(names.gate), ctx.child(names.down));
+    if (split_pair(ctx.child(names.up), ctx.child(names.down)) != gate_split) {
+      throw ModelError(
+          str(ctx.path(), ": the policy must split ", names.gate, " and ", names.up, " alike"));
     }
     if (gate_split) ctx.divide_by_tp(intermediate_size, "intermediate_size");
     gate_proj_ = register_module(
-        "gate_proj", make_linear(ctx.child("gate_proj"), hidden_size, intermediate_size, options));
+        names.gate, make_linear(ctx.child(names.gate), hidden_size, intermediate_size, options));
     up_proj_ = register_module(
-        "up_proj", make_linear(ctx.child("up_proj"), hidden_size, intermediate_size, options));
+        names.up, make_linear(ctx.child(names.up), hidden_size, intermediate_size, options));
   }
   down_proj_ = register_module(
-      "down_proj", make_linear(ctx.child("down_proj"), intermediate_size, hidden_size, options));
+      names.down, make_linear(ctx.child(names.down), intermediate_size, hidden_size, options));
+  if (names.inner_dropout > 0) {
+    dropout_ = register_module(
+        "dropout", std::make_shared<Dropout>(ctx.child("dropout"), names.inner_dropout));
+  }
 }
 
 at::Tensor GatedMLP::forward(const at::Tensor& x) {
@@ -37,8 +42,8 @@ at::Tensor GatedMLP::forward(const at::Tensor& x) {
 }
 
 ResidualSum GatedMLP::forward_residual(const at::Tensor& x, const at::Tensor& residual,
-                                       const ResidualNorm* norm) {
-  return add_to_residual(*down_proj_, gated(x), nullptr, residual, norm);
+                                       const ResidualNorm* norm, Dropout* dropout) {
+  return add_to_residual(*down_proj_, gated(x), dropout, residual, norm);
 }
 
 at::Tensor GatedMLP::gated(const at::Tensor& x) {
@@ -49,7 +54,8 @@ at::Tensor GatedMLP::gated(const at::Tensor& x) {
   // gate and up read one input, communicated once (they are split alike).
   const std::vector<at::Tensor> gate_up =
       forward_shared_input({gate_proj_.get(), up_proj_.get()}, x);
-  return apply_activation(activation_, gate_up[0]) * gate_up[1];  // [b, s, i/tp]
+  const at::Tensor h = apply_activation(activation_, gate_up[0]) * gate_up[1];  // [b, s, i/tp]
+  return dropout_ ? dropout_->forward(h) : h;
 }
 
 }  // namespace shardformer::layers

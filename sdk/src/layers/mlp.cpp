@@ -12,6 +12,10 @@ MLP::MLP(const BuildContext& ctx, const MLPOptions& o) : activation_(o.activatio
       o.in_name, make_linear(ctx.child(o.in_name), o.hidden_size, o.intermediate_size, options));
   out_ = register_module(
       o.out_name, make_linear(ctx.child(o.out_name), o.intermediate_size, o.hidden_size, options));
+  if (o.inner_dropout > 0) {
+    dropout_ = register_module("dropout",
+                               std::make_shared<Dropout>(ctx.child("dropout"), o.inner_dropout));
+  }
 }
 
 at::Tensor MLP::forward(const at::Tensor& x) { return out_->forward(hidden(x)); }
@@ -23,7 +27,8 @@ ResidualSum MLP::forward_residual(const at::Tensor& x, const at::Tensor& residua
 }
 
 at::Tensor MLP::hidden(const at::Tensor& x) {
-  return apply_activation(activation_, in_->forward(x));  // [b, s, i/tp]
+  const at::Tensor h = apply_activation(activation_, in_->forward(x));  // [b, s, i/tp]
+  return dropout_ ? dropout_->forward(h) : h;
 }
 
 }  // namespace shardformer::layers

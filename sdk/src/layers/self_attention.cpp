@@ -85,46 +85,57 @@ HeadSplit split_heads(const BuildContext& ctx, int64_t heads, int64_t kv_heads) 
   return split;
 }
 
+HeadProjections head_projections(const BuildContext& ctx, bool split, int64_t heads,
+                                 int64_t kv_heads, int64_t head_dim) {
+  HeadProjections p{.heads = heads,
+                    .kv_heads = kv_heads,
+                    .q = {.bias = false, .column_units = heads},
+                    .kv = {.bias = false, .column_units = kv_heads},
+                    .out = {.bias = false}};
+  if (!split) return p;
+  p.split = split_heads(ctx, heads, kv_heads);
+  const int64_t rank = ctx.tp_rank();
+  p.heads = p.split.heads[rank];
+  p.kv_heads = p.split.kv_heads[rank];
+  p.first_head = p.split.first_head(rank);
+  if (!p.split.even()) {
+    for (int64_t n : p.split.heads) p.q.split_sizes.push_back(n * head_dim);
+    p.out.split_sizes = p.q.split_sizes;
+    if (kv_heads >= ctx.tp_size()) {
+      for (int64_t n : p.split.kv_heads) p.kv.split_sizes.push_back(n * head_dim);
+    }
+  }
+  return p;
+}
+
 SelfAttention::SelfAttention(const BuildContext& ctx, const SelfAttentionOptions& o,
                              int64_t layer_idx)
     : layer_idx_(layer_idx),
       head_dim_(o.head_dim),
       scale_(o.scale > 0 ? o.scale : 1.0 / std::sqrt(static_cast<double>(o.head_dim))),
       scale_queries_(o.scale_queries) {
-  const bool split = split_pair(ctx.child("q_proj"), ctx.child(o.out_name));
-  for (const char* name : {"k_proj", "v_proj"}) {
+  const bool split = split_pair(ctx.child(o.q_name), ctx.child(o.out_name));
+  for (const std::string& name : {o.k_name, o.v_name}) {
     if (split_pair(ctx.child(name), ctx.child(o.out_name)) != split) {
-      throw ModelError(str(ctx.path(), ": the policy must split q_proj, k_proj and v_proj alike"));
+      throw ModelError(str(ctx.path(), ": the policy must split ", o.q_name, ", ", o.k_name,
+                           " and ", o.v_name, " alike"));
     }
   }
   if (o.num_heads % o.num_kv_heads != 0) {
     throw ModelError(str(ctx.path(), ": num_attention_heads (", o.num_heads,
                          ") is not a multiple of num_key_value_heads (", o.num_kv_heads, ")"));
   }
-  heads_ = o.num_heads;
-  kv_heads_ = o.num_kv_heads;
-  LinearOptions q{.bias = o.qkv_bias, .column_units = o.num_heads};
-  LinearOptions kv{.bias = o.qkv_bias, .column_units = o.num_kv_heads};
-  LinearOptions out{.bias = o.out_bias};
-  int64_t first_head = 0;
-  if (split) {
-    const HeadSplit heads = split_heads(ctx, o.num_heads, o.num_kv_heads);
-    const int64_t rank = ctx.tp_rank();
-    heads_ = heads.heads[rank];
-    kv_heads_ = heads.kv_heads[rank];
-    first_head = heads.first_head(rank);
-    if (!heads.even()) {
-      for (int64_t n : heads.heads) q.split_sizes.push_back(n * o.head_dim);
-      out.split_sizes = q.split_sizes;
-      if (o.num_kv_heads >= ctx.tp_size()) {
-        for (int64_t n : heads.kv_heads) kv.split_sizes.push_back(n * o.head_dim);
-      }
-    }
-  }
+  HeadProjections p = head_projections(ctx, split, o.num_heads, o.num_kv_heads, o.head_dim);
+  heads_ = p.heads;
+  kv_heads_ = p.kv_heads;
+  LinearOptions q = p.q, kv = p.kv, out = p.out;
+  q.bias = kv.bias = o.qkv_bias;
+  out.bias = o.out_bias;
+  const int64_t first_head = p.first_head;
   const int64_t q_out = o.num_heads * o.head_dim, kv_out = o.num_kv_heads * o.head_dim;
-  q_proj_ = register_module("q_proj", make_linear(ctx.child("q_proj"), o.hidden_size, q_out, q));
-  k_proj_ = register_module("k_proj", make_linear(ctx.child("k_proj"), o.hidden_size, kv_out, kv));
-  v_proj_ = register_module("v_proj", make_linear(ctx.child("v_proj"), o.hidden_size, kv_out, kv));
+  q_proj_ = register_module(o.q_name, make_linear(ctx.child(o.q_name), o.hidden_size, q_out, q));
+  k_proj_ = register_module(o.k_name, make_linear(ctx.child(o.k_name), o.hidden_size, kv_out, kv));
+  v_proj_ = register_module(o.v_name, make_linear(ctx.child(o.v_name), o.hidden_size, kv_out, kv));
   o_proj_ =
       register_module(o.out_name, make_linear(ctx.child(o.out_name), q_out, o.hidden_size, out));
   if (o.qk_norm_eps > 0) {

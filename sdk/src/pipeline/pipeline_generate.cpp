@@ -16,20 +16,20 @@ GenerationResult pipeline_generate(Model& model, const distributed::ProcessGroup
   int64_t step = 0;
   DecodeStep decode;
   decode.logits = [&](const ForwardInputs& step_inputs) {
-    const at::Tensor& ids = step_inputs.input_ids;  // [batch, seq]
-    const c10::Device device = ids.device();
+    const std::vector<int64_t> key = step_shape(step_inputs);  // [batch, seq] (+ [batch, tgt])
+    const c10::Device device = step_inputs.attention_mask.defined()
+                                   ? step_inputs.attention_mask.device()
+                                   : model.parameters().front().device();
     at::Tensor out;
     for (int64_t chunk = 0; chunk < stages->num_chunks(); ++chunk) {
       ForwardInputs inputs = step_inputs;
       inputs.chunk = chunk;
-      if (!model.starts_model(chunk)) {
-        inputs.hidden_states =
-            channel.recv(Direction::kForward, chunk, ids.sizes().vec(), step, device);
+      if (!model.runs_step(inputs, chunk)) continue;  // an encoder-decoder's encoder, after step 0
+      if (!model.starts_step(inputs, chunk)) {
+        inputs.hidden_states = channel.recv(Direction::kForward, chunk, key, step, device);
       }
       out = model.forward(inputs);  // hidden [batch, seq, hidden], or logits on the last piece
-      if (!model.ends_model(chunk)) {
-        channel.send(out, Direction::kForward, chunk, ids.sizes().vec(), step);
-      }
+      if (!model.ends_model(chunk)) channel.send(out, Direction::kForward, chunk, key, step);
     }
     // [batch, vocab] on the last stage
     return stages->is_last_stage() ? out.select(1, -1) : at::Tensor();

@@ -70,6 +70,8 @@ std::vector<PipelineRunner::MicroBatch> PipelineRunner::split(const ForwardInput
   check_rows(batch.attention_mask, "attention_mask");
   check_rows(batch.position_ids, "position_ids");
   check_rows(batch.token_type_ids, "token_type_ids");
+  check_rows(batch.decoder_input_ids, "decoder_input_ids");
+  check_rows(batch.decoder_attention_mask, "decoder_attention_mask");
   check_rows(labels, "labels");
   std::vector<MicroBatch> result(m);
   for (int64_t i = 0; i < m; ++i) {  // parts of [rows / m (+1), seq]
@@ -77,6 +79,8 @@ std::vector<PipelineRunner::MicroBatch> PipelineRunner::split(const ForwardInput
     result[i].inputs.attention_mask = split_part(batch.attention_mask, i, m);
     result[i].inputs.position_ids = split_part(batch.position_ids, i, m);
     result[i].inputs.token_type_ids = split_part(batch.token_type_ids, i, m);
+    result[i].inputs.decoder_input_ids = split_part(batch.decoder_input_ids, i, m);
+    result[i].inputs.decoder_attention_mask = split_part(batch.decoder_attention_mask, i, m);
     result[i].labels = split_part(labels, i, m);
   }
   if (labels.defined()) {
@@ -174,11 +178,16 @@ void PipelineRunner::check_labels(const ForwardInputs& batch, const at::Tensor& 
     throw Error("pipeline: a base model (" + model_->output_name() + ") has no loss");
   }
   const bool per_sequence = model_->task() == ModelTask::kSequenceClassification;
-  const auto expected =
-      per_sequence ? std::vector<int64_t>{batch.input_ids.size(0)} : batch.input_ids.sizes().vec();
+  const bool seq2seq = model_->task() == ModelTask::kSeq2SeqLM;
+  const auto expected = per_sequence ? std::vector<int64_t>{batch.input_ids.size(0)}
+                        : seq2seq && labels.defined() && labels.dim() == 2
+                            ? std::vector<int64_t>{batch.input_ids.size(0), labels.size(1)}
+                            : batch.input_ids.sizes().vec();
   if (!labels.defined() || labels.sizes().vec() != expected) {
     throw Error(str("pipeline: labels must be ", shape_str(expected),
-                    per_sequence ? " (one per sequence)" : " (shaped like input_ids)"));
+                    per_sequence ? " (one per sequence)"
+                    : seq2seq    ? " (one row per sequence, shaped like the decoder's inputs)"
+                                 : " (shaped like input_ids)"));
   }
 }
 
@@ -186,7 +195,7 @@ at::Tensor PipelineRunner::train_step(const ForwardInputs& batch, const at::Tens
                                       double loss_scale) {
   check_labels(batch, labels);
   loss_scale_ = loss_scale;
-  const std::vector<MicroBatch> microbatches = split(batch, labels);
+  const std::vector<MicroBatch> microbatches = split(model_->with_labels(batch, labels), labels);
   check_usable();
   find_shared_parameters();
   // Gradients already accumulated (identical on every holder): only this step's part of a
@@ -226,7 +235,7 @@ at::Tensor PipelineRunner::forward(const ForwardInputs& batch) {
 
 at::Tensor PipelineRunner::loss(const ForwardInputs& batch, const at::Tensor& labels) {
   check_labels(batch, labels);
-  const std::vector<MicroBatch> microbatches = split(batch, labels);
+  const std::vector<MicroBatch> microbatches = split(model_->with_labels(batch, labels), labels);
   check_usable();
   const runtime::InferenceScope inference;
   loss_ = at::Tensor();

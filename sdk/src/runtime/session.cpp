@@ -65,11 +65,11 @@ Session::Session(SessionOptions options, const ModelFactory& factory,
   }
   const int64_t pp = mesh_ ? mesh_->shape().pp : 1;
   if (pp > 1) {
-    const std::optional<int64_t> layers = checkpoint_->config().num_hidden_layers();
+    const std::optional<int64_t> layers = checkpoint_->config().pipeline_layers();
     if (!layers) {
       throw ConfigError(str(checkpoint_->config().path().string(),
-                            ": no layer count (num_hidden_layers, n_layer, num_layers) to split "
-                            "over ",
+                            ": no layer count (num_hidden_layers, n_layer, num_layers; an "
+                            "encoder-decoder's two) to split over ",
                             pp, " pipeline stages"));
     }
     try {
@@ -126,6 +126,7 @@ GenerationConfig Session::generation_config(int64_t max_new_tokens,
   config.max_new_tokens = max_new_tokens;
   config.eos_token_id = hf.get_optional_int("eos_token_id");
   config.pad_token_id = hf.get_optional_int("pad_token_id").value_or(-1);
+  config.decoder_start_token_id = hf.get_optional_int("decoder_start_token_id");
   apply_generation_config_file(checkpoint_->directory(), config);
   if (config.pad_token_id < 0) config.pad_token_id = config.eos_token_id.value_or(0);
   if (eos_token_id) {
@@ -150,8 +151,9 @@ namespace {
 // callers may pass CPU token ids to a GPU session, as the host's jobs and data loader do.
 ForwardInputs on_device(const ForwardInputs& batch, c10::Device device) {
   ForwardInputs moved = batch;
-  for (at::Tensor* t : {&moved.input_ids, &moved.attention_mask, &moved.position_ids,
-                        &moved.token_type_ids, &moved.hidden_states}) {
+  for (at::Tensor* t :
+       {&moved.input_ids, &moved.attention_mask, &moved.position_ids, &moved.token_type_ids,
+        &moved.hidden_states, &moved.decoder_input_ids, &moved.decoder_attention_mask}) {
     if (t->defined()) *t = t->to(device);
   }
   return moved;

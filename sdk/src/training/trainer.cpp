@@ -76,6 +76,11 @@ Trainer::Trainer(Session& session, const TokenDataset& data, TrainOptions option
   }
   const bool mlm_data = data.options().mlm_probability > 0.0;
   const ModelTask task = session.model().task();
+  if (task == ModelTask::kSeq2SeqLM) {
+    throw ConfigError(str(session.architecture(),
+                          " is an encoder-decoder model: the train job does not read source and "
+                          "target pairs yet"));
+  }
   if (task == ModelTask::kMaskedLM && !mlm_data) {
     throw ConfigError(str(session.architecture(),
                           " is a masked-LM model: its data needs data.mlm_probability and "

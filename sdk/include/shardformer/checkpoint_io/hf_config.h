@@ -68,6 +68,10 @@ class HFConfig {
   // The transformer layer count under the names HF families use (num_hidden_layers, n_layer,
   // num_layers, n_layers), as a pipeline needs it before the model is built.
   std::optional<int64_t> num_hidden_layers() const;
+  // The layers a pipeline splits: an encoder-decoder's (is_encoder_decoder) encoder and decoder
+  // layers together, T5's num_layers + num_decoder_layers or BART's and Whisper's
+  // encoder_layers + decoder_layers; otherwise num_hidden_layers().
+  std::optional<int64_t> pipeline_layers() const;
 
  private:
   struct Impl;

@@ -46,16 +46,25 @@ concept HandsOnNorm = requires(Layer& layer, const ResidualSum& in, const Step& 
   { layer.forward(in, step, next) } -> std::same_as<ResidualSum>;
 };
 
+// Where a stack's layers sit in a model of several stacks (an encoder-decoder's decoder: after
+// the encoder's): layers [first, first + its count) of the model's total.
+struct StackSpan {
+  int64_t first = 0, total = 0;  // total 0: the stack is the whole model
+};
+
 template <typename Layer>
 class LayerStack {
  public:
   LayerStack() = default;
-  // Builds this stage's layers of a model of num_layers: make(layer_ctx, index) for each,
-  // registered under parent's module `name` (ctx is parent's context).
+  // Builds this stage's layers of a model of num_layers (or of the stack at `span`):
+  // make(layer_ctx, index) for each, index counted within the stack, registered under parent's
+  // module `name` (ctx is parent's context).
   template <typename Make>
   LayerStack(torch::nn::Module& parent, const BuildContext& ctx, const std::string& name,
-             int64_t num_layers, Make make) {
-    const std::vector<LayerRange> ranges = ctx.layer_ranges(num_layers);
+             int64_t num_layers, Make make, StackSpan span = {}) {
+    const std::vector<LayerRange> ranges =
+        span.total > 0 ? ctx.layer_ranges(span.total, span.first, num_layers)
+                       : ctx.layer_ranges(num_layers);
     std::vector<int64_t> sizes;
     for (const LayerRange& range : ranges) sizes.push_back(range.size());
     list_ = parent.register_module(name, std::make_shared<LayerList>(ctx, sizes));
@@ -80,6 +89,13 @@ class LayerStack {
     return first_[static_cast<size_t>(chunk)];
   }
   const std::shared_ptr<Layer>& front() const { return chunks_.front().front(); }
+  // Whether this stage holds any layer of the stack.
+  bool empty() const {
+    for (const auto& chunk : chunks_) {
+      if (!chunk.empty()) return false;
+    }
+    return true;
+  }
 
   // x through the chunk's layers: x = layer->forward(x, step). A recomputed layer keeps a copy
   // of `step` for its replay in backward. Layers that hand on their norms (HandsOnNorm) pass

@@ -1,10 +1,12 @@
-// The two-layer MLP of GPT-J, GPT-NeoX, GPT-Neo and Falcon: out(act(in(x))), under the family's
-// HF names (fc_in / fc_out, dense_h_to_4h / dense_4h_to_h, c_fc / c_proj). Under tensor
+// The two-layer MLP of GPT-J, GPT-NeoX, GPT-Neo, Falcon and T5: out(act(in(x))), under the
+// family's HF names (fc_in / fc_out, dense_h_to_4h / dense_4h_to_h, c_fc / c_proj, wi / wo), with
+// T5's dropout on the activation. Under tensor
 // parallelism `in` is column-parallel and `out` row-parallel (one all-reduce), as the policy says.
 #pragma once
 
 #include "shardformer/build_context.h"
 #include "shardformer/layers/activation.h"
+#include "shardformer/layers/dropout.h"
 #include "shardformer/layers/linear.h"
 
 #include <torch/nn/module.h>
@@ -19,6 +21,7 @@ struct MLPOptions {
   Activation activation = Activation::kGeluNew;
   bool bias = true;
   std::string in_name = "dense_h_to_4h", out_name = "dense_4h_to_h";
+  double inner_dropout = 0;  // > 0: "dropout" on act(in(x)) in training (T5)
 };
 
 class MLP : public torch::nn::Module {
@@ -36,6 +39,7 @@ class MLP : public torch::nn::Module {
 
   Activation activation_;
   std::shared_ptr<Linear> in_, out_;
+  std::shared_ptr<Dropout> dropout_;  // T5's, or null
 };
 
 }  // namespace shardformer::layers

@@ -29,6 +29,7 @@ struct SelfAttentionOptions {
   double dropout = 0;               // on the attention probabilities, in training
   double qk_norm_eps = 0;           // > 0: q_norm / k_norm, RMSNorm over each head (Qwen3)
   std::string out_name = "o_proj";  // OPT: "out_proj"
+  std::string q_name = "q_proj", k_name = "k_proj", v_name = "v_proj";  // T5: "q", "k", "v"
 };
 
 // What every layer's attention shares in one forward pass.
@@ -90,5 +91,16 @@ struct HeadSplit {
 // Throws ModelError where the heads cannot split over ctx's tp ranks, or split unevenly under
 // sequence parallelism (whose exchanges need equal shares).
 HeadSplit split_heads(const BuildContext& ctx, int64_t heads, int64_t kv_heads);
+
+// What separate q / k / v / o projections of `heads` query and `kv_heads` key/value heads hold on
+// this rank, split over tp or not (split: the policy splits them): its heads, and the linear
+// options (column units, uneven split sizes; biases off) of q, of k and v, and of the output.
+struct HeadProjections {
+  int64_t heads = 0, kv_heads = 0, first_head = 0;  // this rank's
+  HeadSplit split{};                                // every rank's (empty: not split)
+  LinearOptions q{}, kv{}, out{};
+};
+HeadProjections head_projections(const BuildContext& ctx, bool split, int64_t heads,
+                                 int64_t kv_heads, int64_t head_dim);
 
 }  // namespace shardformer::layers

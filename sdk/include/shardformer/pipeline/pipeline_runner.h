@@ -65,7 +65,7 @@ class PipelineRunner {
     ForwardInputs inputs;
     at::Tensor labels;
     double loss_weight = 0;  // valid tokens of this micro-batch / of the batch
-    std::vector<int64_t> input_shape() const { return inputs.input_ids.sizes().vec(); }
+    std::vector<int64_t> input_shape() const { return step_shape(inputs); }
   };
   struct SharedParameter {
     at::Tensor param;              // this stage's copy

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "shardformer/distributed/process_group.h"
+#include "shardformer/model.h"
 #include "shardformer/parallel/pipeline_stage_manager.h"
 
 #include <ATen/Tensor.h>
@@ -17,6 +18,10 @@
 namespace shardformer::pipeline {
 
 enum class Direction { kForward, kBackward };
+
+// The shape a transfer's key takes from a pass's inputs, which every stage has: input_ids'
+// [batch, seq] (when given), then an encoder-decoder's decoder_input_ids' [batch, tgt].
+std::vector<int64_t> step_shape(const ForwardInputs& inputs);
 
 // Message tags below this are the channel's; other exchanges on the pp group use tags from it.
 inline constexpr int kFirstFreeTag = 1 << 30;

@@ -1,0 +1,125 @@
+// T5 (HF T5ForConditionalGeneration, T5EncoderModel) with SDK blocks: pre-norm blocks of
+// self-attention (no q.k scaling; the first block's bucketed relative position bias shared by
+// the rest), cross-attention in the decoder, and a ReLU or gated-GELU feed-forward; T5's RMS
+// norm; one embedding "shared" by both stacks and the head. Shapes are per rank.
+#pragma once
+
+#include "t5_config.h"
+
+#include "shardformer/build_context.h"
+#include "shardformer/layers/cross_attention.h"
+#include "shardformer/layers/dropout.h"
+#include "shardformer/layers/embedding.h"
+#include "shardformer/layers/gated_mlp.h"
+#include "shardformer/layers/layer_stack.h"
+#include "shardformer/layers/mlp.h"
+#include "shardformer/layers/relative_position_bias.h"
+#include "shardformer/layers/rms_norm.h"
+#include "shardformer/layers/self_attention.h"
+#include "shardformer/model.h"
+
+#include <memory>
+
+namespace shardformer::t5 {
+
+// What every block of one stack shares in a forward pass.
+struct T5Step {
+  layers::AttentionStep self;  // the padding (and causal) mask, the position bias, the cache
+  at::Tensor memory{};         // the decoder's: the encoder's output [batch, src, d_model]
+  at::Tensor memory_mask{};    // [batch, 1, 1, src] (layers::memory_mask)
+  KVCache* cross_cache = nullptr;
+};
+
+// One block: layer.0 self-attention, layer.1 cross-attention (decoder), then the feed-forward.
+class T5Block : public torch::nn::Module {
+ public:
+  T5Block(const BuildContext& ctx, const T5Config& config, bool decoder, int64_t layer_idx);
+  at::Tensor forward(const at::Tensor& x, const T5Step& step);  // [b, s, d_model] -> same
+
+ private:
+  std::shared_ptr<layers::RMSNorm> self_norm_, cross_norm_, ff_norm_;
+  std::shared_ptr<layers::SelfAttention> self_attn_;
+  std::shared_ptr<layers::CrossAttention> cross_attn_;
+  std::shared_ptr<layers::MLP> mlp_;             // ReLU (v1.0)
+  std::shared_ptr<layers::GatedMLP> gated_mlp_;  // gated GELU (v1.1)
+  std::shared_ptr<layers::Dropout> self_dropout_, cross_dropout_, ff_dropout_;
+};
+
+// This stage's part of the encoder or the decoder ("encoder" / "decoder"): the embedding's
+// dropout where it starts the stack, its blocks, the final norm where it ends it, and the
+// relative position bias table of block 0, which every stage running the stack holds (its
+// gradient summed over them, as the policy's shared parameter).
+class T5Stack : public torch::nn::Module {
+ public:
+  // shared: the embedding (null where this stage does not start the stack); span: where the
+  // stack's layers sit among the pipeline's (the decoder's after the encoder's).
+  T5Stack(const BuildContext& ctx, const T5Config& config, bool decoder,
+          std::shared_ptr<layers::Embedding> shared, layers::StackSpan span);
+  bool starts() const { return range_.begin == 0; }   // holds block 0
+  bool ends() const { return range_.end == count_; }  // holds the last block
+  at::Tensor embed(const at::Tensor& ids) const;      // [batch, len] -> [batch, len, d_model]
+  // x through this stage's blocks; padding [batch, past + len] or undefined; the decoder also
+  // reads memory, memory_mask and the caches. -> [batch, len, d_model]
+  at::Tensor run(const at::Tensor& x, const at::Tensor& padding, const T5Step& context) const;
+  at::Tensor finish(const at::Tensor& x) const;  // the final norm and dropout
+
+ private:
+  bool decoder_;
+  int64_t count_;
+  LayerRange range_;  // this stage's blocks, in the stack's indices
+  std::shared_ptr<layers::Embedding> shared_;
+  std::shared_ptr<layers::Dropout> dropout_;
+  layers::LayerStack<T5Block> blocks_;
+  std::shared_ptr<layers::RelativePositionBias> bias_;
+  std::shared_ptr<layers::RMSNorm> final_layer_norm_;
+};
+
+// T5ForConditionalGeneration: the encoder, the decoder and the LM head (tied to "shared" unless
+// the checkpoint holds lm_head.weight, as HF unties it then). Under a pipeline the stages split
+// the encoder's blocks and then the decoder's; a stage past the encoder's end receives and
+// sends the decoder's hidden states and the encoder's output together, [batch, tgt + src,
+// d_model], so every decoder stage has it for cross-attention.
+class T5ForConditionalGeneration : public Model {
+ public:
+  T5ForConditionalGeneration(const BuildContext& ctx, const T5Config& config);
+  at::Tensor forward(const ForwardInputs& inputs) override;  // [batch, tgt, vocab]
+  ModelShape shape() const override;
+  std::string output_name() const override { return "logits"; }
+  ModelTask task() const override { return ModelTask::kSeq2SeqLM; }
+  // decoder_input_ids default to the labels shifted right (decoder_start_token_id first, -100
+  // as pad_token_id), as HF's labels= argument does.
+  ForwardInputs with_labels(const ForwardInputs& inputs, const at::Tensor& labels) const override;
+  at::Tensor loss(const ForwardInputs& inputs, const at::Tensor& labels) override;
+  // Decoding steps after the first (no input_ids) run the decoder's stages only.
+  bool runs_step(const ForwardInputs& inputs, int64_t chunk) const override;
+  bool starts_step(const ForwardInputs& inputs, int64_t chunk) const override;
+
+ private:
+  // This stage's part of the pass: what it sends on, or, on the last stage, the decoder's
+  // output scaled for the head [batch, tgt or keep, d_model].
+  at::Tensor run_stage(const ForwardInputs& inputs);
+
+  T5Config config_;
+  int64_t decoder_start_token_id_, pad_token_id_, heads_;  // heads_: this rank's
+  bool parallel_output_;
+  LayerRange range_;  // this stage's blocks among the encoder's and then the decoder's
+  std::shared_ptr<layers::Embedding> shared_, lm_head_;
+  std::shared_ptr<T5Stack> encoder_, decoder_;  // null where this stage holds none of it
+};
+
+// T5EncoderModel: the shared embedding and the encoder; its output is the last hidden state.
+class T5EncoderModel : public Model {
+ public:
+  T5EncoderModel(const BuildContext& ctx, const T5Config& config);
+  at::Tensor forward(const ForwardInputs& inputs) override;  // [batch, src, d_model]
+  ModelShape shape() const override;
+  std::string output_name() const override { return "last_hidden_state"; }
+
+ private:
+  T5Config config_;
+  int64_t heads_;
+  std::shared_ptr<layers::Embedding> shared_;
+  std::shared_ptr<T5Stack> encoder_;
+};
+
+}  // namespace shardformer::t5
