@@ -268,6 +268,58 @@ inline void check_config_keys_that_change_no_math(const std::string& model,
   std::filesystem::remove_all(changed);
 }
 
+// An encoder-decoder layout: under a pipeline, the layers of each stage (the encoder's, then the
+// decoder's).
+struct StackLayout {
+  Layout layout;
+  std::vector<int64_t> layers_per_stage{};
+};
+
+inline void PrintTo(const StackLayout& l, std::ostream* os) { *os << l.layout.name; }
+
+// tp 1, 2, 4; pp 2 with the stage boundary inside the encoder, at its end and inside the
+// decoder of a model of 3 encoder and 2 decoder layers; pp 2 x tp 2 (1F1B, 2 micro-batches).
+inline std::vector<StackLayout> encoder_decoder_layouts() {
+  return {{{1, 1, "tp1"}},
+          {{2, 1, "tp2"}},
+          {{4, 1, "tp4"}},
+          {{1, 2, "pp2_in_encoder"}, {2, 3}},
+          {{1, 2, "pp2_at_encoder_end"}, {3, 2}},
+          {{1, 2, "pp2_in_decoder"}, {4, 1}},
+          {{2, 2, "pp2_tp2"}, {3, 2}}};
+}
+
+// The session of `architecture` at an encoder-decoder layout.
+inline std::unique_ptr<Session> stack_session(const ModelFixture& f,
+                                              const distributed::ProcessMesh* mesh,
+                                              const StackLayout& layout,
+                                              const std::string& architecture,
+                                              c10::ScalarType dtype = c10::kFloat) {
+  SessionOptions options{.architecture = architecture, .dtype = dtype};
+  if (layout.layout.pp > 1) {
+    options.pipeline.num_microbatches = 2;
+    options.pipeline.layers_per_stage = layout.layers_per_stage;
+  }
+  return f.session(options, mesh);
+}
+
+// An encoder-decoder LM's logits, loss (with decoder inputs, and from the labels alone) and
+// every gradient equal HF's.
+inline void check_seq2seq_output_loss_and_grads(const ModelFixture& f, Session& session,
+                                                const distributed::ProcessMesh* mesh) {
+  ASSERT_TRUE(session.model().is_encoder_decoder());
+  check_output_loss_and_grads(f, session, mesh, "forward_logits", "train_labels", "train_loss",
+                              "grad.");
+  // HF's labels= shifts the labels right into the decoder's inputs.
+  ForwardInputs from_labels = f.forward_inputs();
+  from_labels.decoder_input_ids = at::Tensor();
+  const at::Tensor loss = session.loss(from_labels, f.ref("train_labels"));
+  if (session.holds_output()) {
+    expect_close_to_hf(f, loss.reshape({1}), "train_loss", kOutputAtol, 0.0,
+                       "loss from labels alone");
+  }
+}
+
 // The string a parameterised test's name ends with: "tiny_opt_pp2".
 inline std::string case_name(const std::string& model, const Layout& layout) {
   std::string name = model + "_" + layout.name;

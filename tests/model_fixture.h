@@ -91,8 +91,12 @@ class ModelFixture {
 
   ForwardInputs forward_inputs() const {
     ForwardInputs inputs;
-    inputs.input_ids = ref("forward_input_ids");            // [batch, seq]
-    inputs.attention_mask = ref("forward_attention_mask");  // [batch, seq]
+    if (reference.contains("forward_input_features")) {  // audio: [batch, mels, frames]
+      inputs.input_features = ref("forward_input_features");
+    } else {
+      inputs.input_ids = ref("forward_input_ids");            // [batch, seq]
+      inputs.attention_mask = ref("forward_attention_mask");  // [batch, seq]
+    }
     if (reference.contains("forward_token_type_ids")) {
       inputs.token_type_ids = ref("forward_token_type_ids");  // [batch, seq]
     }

@@ -74,6 +74,16 @@ T5 = dict(vocab_size=1013, d_model=64, d_kv=16, d_ff=96, num_layers=3, num_decod
           relative_attention_num_buckets=8, relative_attention_max_distance=20,
           decoder_start_token_id=0, pad_token_id=0, eos_token_id=1)
 
+# Whisper: 8 mel bins over 32 frames (max_source_positions 16 after the stride-2 convolution), 3
+# encoder and 2 decoder layers; no suppressed tokens (a plain greedy reference).
+WHISPER = dict(vocab_size=1013, num_mel_bins=8, d_model=64, encoder_layers=3, decoder_layers=2,
+               encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=96,
+               decoder_ffn_dim=96, max_source_positions=16, max_target_positions=32,
+               decoder_start_token_id=1, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+               begin_suppress_tokens=None, suppress_tokens=None)
+# The decoder prompt of the Whisper generations (as <|startoftranscript|> <|en|> <|transcribe|>).
+WHISPER_DECODER_PROMPT = [1, 5, 6]
+
 DEFAULT_ROPE = {"rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}}
 LLAMA = dict(vocab_size=1013, hidden_size=64, intermediate_size=96, num_hidden_layers=5,
              num_attention_heads=8, num_key_value_heads=2, max_position_embeddings=128,
@@ -341,4 +351,10 @@ CHECKPOINTS = {
                          kind="seq2seq", untied_head=True,
                          config=dict(T5, d_model=48, d_kv=8, num_heads=6,
                                      feed_forward_proj="gated-gelu", initializer_factor=1.0)),
+    # Whisper: pre-LN layers, k_proj without a bias, queries scaled before q . k, sinusoidal encoder
+    # positions, learned decoder positions (scaled up: with HF's init greedy decoding repeats one
+    # token), proj_out tied to the decoder's embedding.
+    "tiny-whisper": dict(arch="WhisperForConditionalGeneration", base="WhisperModel",
+                         kind="speech_seq2seq", config=dict(WHISPER, init_std=0.1),
+                         scale={"model.decoder.embed_positions.weight": 10.0}),
 }

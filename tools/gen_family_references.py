@@ -40,7 +40,7 @@ from torch import nn
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from family_checkpoints import (CHECKPOINTS, FORWARD_BATCH, GENERATE_PROMPTS,  # noqa: E402
-                                MAX_NEW_TOKENS, SEQ2SEQ_TARGETS)
+                                MAX_NEW_TOKENS, SEQ2SEQ_TARGETS, WHISPER_DECODER_PROMPT)
 from gen_gpt2_references import pad  # noqa: E402
 
 SEED = 1234
@@ -341,21 +341,39 @@ def first_difference(a, b):
 
 
 def seq2seq_outputs(spec, folder, report, inputs, labels, dtype, tag):
-    """An encoder-decoder LM's logits, loss and every gradient in `dtype`, and the encoder's
-    output through the base class; the LM model."""
+    """An encoder-decoder LM's logits, loss and every gradient in `dtype`, and the base class's
+    last hidden state (T5EncoderModel: the encoder's output; WhisperModel: the decoder's); the LM
+    model."""
     lm = load(spec["arch"], folder, report, f"load_lm{tag}", dtype=dtype)
     base = load(spec["base"], folder, report, f"load_base{tag}", dtype=dtype)
+    inputs = {k: v.to(dtype) if v.is_floating_point() else v for k, v in inputs.items()}
     out = {}
     with torch.no_grad():
         out["forward_logits"] = lm(**inputs).logits
-        out["forward_last_hidden_state"] = base(
-            input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"]).last_hidden_state
+        base_inputs = inputs if spec["kind"] == "speech_seq2seq" else dict(
+            input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"])
+        out["forward_last_hidden_state"] = base(**base_inputs).last_hidden_state
     loss = lm(**inputs, labels=labels).loss
     loss.backward()
     out["train_loss"] = loss.detach().reshape(1)
     out.update(grads(lm, "grad."))
     lm.zero_grad(set_to_none=True)
     return out, lm
+
+
+def seq2seq_forward_references(spec, folder, report, inputs, labels, out):
+    """Into `out`: the float64 outputs, loss and gradients (the exact values), HF's fp32 ones as
+    "hf_fp32.<key>", and HF's bf16 logits; returns the fp32 LM model."""
+    exact, _ = seq2seq_outputs(spec, folder, report, inputs, labels, torch.float64, "_float64")
+    out.update(exact)
+    hf32, lm = seq2seq_outputs(spec, folder, report, inputs, labels, torch.float32, "")
+    out.update({f"hf_fp32.{k}": v for k, v in hf32.items()})
+    with torch.no_grad():
+        low = load(spec["arch"], folder, report, "load_lm_bfloat16", dtype=torch.bfloat16)
+        out["forward_logits_bfloat16"] = low(**{
+            k: v.to(torch.bfloat16) if v.is_floating_point() else v for k, v in inputs.items()
+        }).logits
+    return lm
 
 
 def seq2seq_references(spec, folder, report):
@@ -372,17 +390,57 @@ def seq2seq_references(spec, folder, report):
     out["forward_input_ids"], out["forward_attention_mask"] = ids, mask
     out["forward_decoder_input_ids"], out["train_labels"] = decoder_ids, labels
     inputs = dict(input_ids=ids, attention_mask=mask, decoder_input_ids=decoder_ids)
-    exact, _ = seq2seq_outputs(spec, folder, report, inputs, labels, torch.float64, "_float64")
-    out.update(exact)
-    hf32, lm = seq2seq_outputs(spec, folder, report, inputs, labels, torch.float32, "")
-    out.update({f"hf_fp32.{k}": v for k, v in hf32.items()})
-    with torch.no_grad():
-        low = load(spec["arch"], folder, report, "load_lm_bfloat16", dtype=torch.bfloat16)
-        out["forward_logits_bfloat16"] = low(**inputs).logits
-        del low
-    max_new, pad_id = generation_settings(spec, lm)
+    lm = seq2seq_forward_references(spec, folder, report, inputs, labels, out)
     out["generate_decoder_start_token_id"] = torch.tensor([lm.config.decoder_start_token_id])
     generation_references(spec, folder, lm, out, report, new_from=1)
+    report["train_loss"] = out["train_loss"].item()
+    return out
+
+
+def speech_seq2seq_references(spec, folder, report):
+    """As seq2seq_references for an audio encoder-decoder (Whisper): the encoder reads random
+    log-mel features [4, mels, 2 max_source_positions] (torch.manual_seed(SEED)). Greedy
+    generations of 3 feature rows start from WHISPER_DECODER_PROMPT, through GenerationMixin's
+    generate (Whisper's own generate() adds its long-form and timestamp logic on top)."""
+    out = {}
+    config = transformers.AutoConfig.from_pretrained(folder)
+    frames = 2 * config.max_source_positions
+    torch.manual_seed(SEED)
+    features = torch.randn(4, config.num_mel_bins, frames)
+    labels, _ = pad(SEQ2SEQ_TARGETS, -100, left=False)
+    from transformers.models.whisper.modeling_whisper import shift_tokens_right
+    decoder_ids = shift_tokens_right(labels, config.pad_token_id, config.decoder_start_token_id)
+    out["forward_input_features"], out["forward_decoder_input_ids"] = features, decoder_ids
+    out["train_labels"] = labels
+    inputs = dict(input_features=features, decoder_input_ids=decoder_ids)
+    lm = seq2seq_forward_references(spec, folder, report, inputs, labels, out)
+    with torch.no_grad():
+        max_new, pad_id = spec.get("max_new_tokens", MAX_NEW_TOKENS), config.pad_token_id
+        gfeatures = torch.randn(3, config.num_mel_bins, frames)
+        prompt = torch.tensor([WHISPER_DECODER_PROMPT] * 3)
+        out["generate_input_features"] = gfeatures
+        out["generate_decoder_prompt"] = prompt[0]
+
+        def greedy_speech(eos):
+            return transformers.GenerationMixin.generate(
+                lm, input_features=gfeatures, decoder_input_ids=prompt, max_new_tokens=max_new,
+                do_sample=False, num_beams=1, eos_token_id=eos, pad_token_id=pad_id)
+
+        seqs = greedy_speech(None)
+        start = prompt.shape[1]
+        assert seqs.shape[1] == start + max_new, seqs.shape
+        out["generate_sequences"] = seqs
+        eos = int(seqs[0, start + 2])
+        out["generate_eos_token_id"] = torch.tensor([eos])
+        out["generate_eos_sequences"] = greedy_speech(eos)
+        out["generate_pad_token_id"] = torch.tensor([pad_id])
+        out["generate_max_new_tokens"] = torch.tensor([max_new])
+    new = seqs[:, start:]
+    distinct = [len(set(row.tolist())) for row in new]
+    runs = [longest_run(row.tolist()) for row in new]
+    if min(distinct) < max_new // 2 or max(runs) > 4:
+        raise SystemExit(f"{folder}: greedy decoding barely varies: {new.tolist()}")
+    report["generate_new_tokens"] = new.tolist()
     report["train_loss"] = out["train_loss"].item()
     return out
 
@@ -455,6 +513,8 @@ def run_one(name, spec, models, data):
         out = bert_references(spec, folder, report)
     elif spec.get("kind") == "seq2seq":
         out = seq2seq_references(spec, folder, report)
+    elif spec.get("kind") == "speech_seq2seq":
+        out = speech_seq2seq_references(spec, folder, report)
     else:
         out = causal_lm_references(spec, folder, report)
     bad = [k for k, v in out.items() if v.is_floating_point() and not torch.isfinite(v).all()]

@@ -10,6 +10,7 @@ apt_packages=(
   libboost-dev libboost-program-options-dev
   libtomlplusplus-dev libspdlog-dev nlohmann-json3-dev libgtest-dev libgloo-dev
   libpcre2-dev libicu-dev  # the tokenizer: regexes, Unicode normalization
+  libsndfile1-dev libsoxr-dev  # speech models: audio files, resampling
   python3 python3-venv
   clang libclang-rt-dev  # tools/fuzz.sh: clang++ and libFuzzer / sanitizer runtimes
 )

@@ -7,7 +7,6 @@
 #include "shardformer/layers/forward_step.h"
 #include "shardformer/layers/lm_head.h"
 #include "shardformer/layers/module_path.h"
-#include "shardformer/losses.h"
 #include "shardformer/strings.h"
 
 #include <ATen/ATen.h>
@@ -116,17 +115,6 @@ layers::HeadProjections stack_heads(const BuildContext& stack, const T5Config& c
   return layers::head_projections(attention, split, c.num_heads, c.num_heads, c.d_kv);
 }
 
-// This stage's layers among a pipeline's (all of them without one); one chunk only.
-LayerRange stage_range(const BuildContext& ctx, int64_t total) {
-  const std::vector<LayerRange> ranges = ctx.layer_ranges(total);
-  if (ranges.size() != 1) {
-    throw ModelError(str(ctx.config().path().string(),
-                         ": T5 does not run under the interleaved schedule (several model "
-                         "chunks per stage); use 1F1B or GPipe"));
-  }
-  return ranges.front();
-}
-
 }  // namespace
 
 T5Stack::T5Stack(const BuildContext& ctx, const T5Config& c, bool decoder,
@@ -202,117 +190,66 @@ ModelShape t5_shape(const T5Config& c, int64_t layers, int64_t heads) {
 }  // namespace
 
 T5ForConditionalGeneration::T5ForConditionalGeneration(const BuildContext& ctx, const T5Config& c)
-    : config_(c),
-      decoder_start_token_id_(ctx.config().get_int("decoder_start_token_id", 0)),
-      pad_token_id_(ctx.config().get_int("pad_token_id", 0)),
+    : Seq2SeqLM(ctx, ctx.config().get_int("decoder_start_token_id", 0),
+                ctx.config().get_int("pad_token_id", 0)),
+      config_(c),
       heads_(stack_heads(ctx.child("decoder"), c).heads),
-      parallel_output_(ctx.tensor_parallel() && ctx.parallel()->config.parallel_output) {
-  bind(ctx);
+      stage_(ctx, c.num_layers, c.num_decoder_layers) {
   refuse_sequence_parallelism(ctx);
-  const int64_t encoder_layers = c.num_layers, total = c.num_layers + c.num_decoder_layers;
-  range_ = stage_range(ctx, total);
-  const bool pipelined = ctx.pipeline() != nullptr;
-  const bool encoder_here = range_.begin<encoder_layers, decoder_here = range_.end> encoder_layers;
-  const bool starts_decoder = decoder_here && range_.begin <= encoder_layers;
   // HF ties lm_head to shared unless the checkpoint holds a head of its own (flan-T5's).
   const bool tied = !ctx.checkpoint().contains("lm_head.weight");
-  if (range_.begin == 0 || starts_decoder || (tied && range_.end == total)) {
+  if (stage_.starts_encoder() || stage_.starts_decoder() || (tied && stage_.ends_decoder())) {
     shared_ = register_module("shared",
                               layers::make_embedding(ctx.child("shared"), c.vocab_size, c.d_model));
   }
-  if (encoder_here) {
+  if (stage_.holds_encoder()) {
     encoder_ = register_module(
-        "encoder", std::make_shared<T5Stack>(ctx.child("encoder"), c, false, shared_,
-                                             layers::StackSpan{0, pipelined ? total : 0}));
+        "encoder",
+        std::make_shared<T5Stack>(ctx.child("encoder"), c, false, shared_, stage_.encoder_span()));
   }
-  if (decoder_here) {
+  if (stage_.holds_decoder()) {
     decoder_ = register_module(
         "decoder",
-        std::make_shared<T5Stack>(ctx.child("decoder"), c, true, shared_,
-                                  layers::StackSpan{encoder_layers, pipelined ? total : 0}));
+        std::make_shared<T5Stack>(ctx.child("decoder"), c, true, shared_, stage_.decoder_span()));
   }
-  if (range_.end == total) {
-    lm_head_ = tied ? layers::tied_lm_head(ctx.child("lm_head"), shared_)
-                    : register_module("lm_head", layers::make_lm_head(ctx.child("lm_head"),
-                                                                      c.vocab_size, c.d_model));
+  if (stage_.ends_decoder()) {
+    set_head(tied ? layers::tied_lm_head(ctx.child("lm_head"), shared_)
+                  : register_module("lm_head", layers::make_lm_head(ctx.child("lm_head"),
+                                                                    c.vocab_size, c.d_model)));
   }
 }
 
-at::Tensor T5ForConditionalGeneration::run_stage(const ForwardInputs& inputs) {
-  if (!inputs.decoder_input_ids.defined()) {
-    throw Error(
-        "T5ForConditionalGeneration needs decoder_input_ids (or labels, shifted right into "
-        "them)");
-  }
-  // The encoder runs when the pass has its input (training, the first decoding step); later
-  // decoding steps read its keys and values from the cross-attention cache.
-  const bool encoding = inputs.input_ids.defined();
-  const int64_t tgt = inputs.decoder_input_ids.size(1);
-  at::Tensor memory, x;  // the encoder's output [b, src, d]; the decoder's hidden [b, tgt, d]
-  if (encoding && encoder_) {
-    at::Tensor h = encoder_->starts() ? encoder_->embed(inputs.input_ids)
-                                      : layers::stage_input(inputs);  // [batch, src, d_model]
-    h = encoder_->run(h, inputs.attention_mask, T5Step{});
-    if (!encoder_->ends()) return h;
-    memory = encoder_->finish(h);
-    if (!decoder_) return memory;  // the encoder ends this stage: its output goes on
-  } else if (!decoder_->starts()) {
-    const at::Tensor& in = layers::stage_input(inputs);  // [batch, tgt (+ src), d_model]
-    x = in.narrow(1, 0, tgt);
-    if (encoding) memory = in.narrow(1, tgt, in.size(1) - tgt);
-  } else if (encoding) {
-    memory = layers::stage_input(inputs);  // the encoder's output, from the stage before
-  }
-  if (decoder_->starts()) x = decoder_->embed(inputs.decoder_input_ids);
-  T5Step context;
-  context.self.cache = inputs.cache;
-  context.memory = memory;
-  context.memory_mask = layers::memory_mask(inputs.attention_mask);
-  context.cross_cache = inputs.cross_cache;
-  x = decoder_->run(x, inputs.decoder_attention_mask, context);
-  if (!decoder_->ends()) return encoding ? at::cat({x, memory}, 1) : x;
-  at::Tensor hidden = decoder_->finish(x);  // [batch, tgt, d_model]
-  if (inputs.logits_to_keep > 0 && inputs.logits_to_keep < tgt) {
-    hidden = hidden.narrow(1, tgt - inputs.logits_to_keep, inputs.logits_to_keep).contiguous();
-  }
+at::Tensor T5ForConditionalGeneration::decoder_output(const ForwardInputs& inputs) {
+  const at::Tensor out = stage_.run(
+      inputs,
+      {.encoder_input = [&] { return encoder_->embed(inputs.input_ids); },
+       .encoder = [&](const at::Tensor& x) { return encoder_->run(x, inputs.attention_mask, {}); },
+       .encoder_output = [&](const at::Tensor& x) { return encoder_->finish(x); },
+       .decoder_input = [&] { return decoder_->embed(inputs.decoder_input_ids); },
+       .decoder =
+           [&](const at::Tensor& x, const at::Tensor& memory) {
+             T5Step context;
+             context.self.cache = inputs.cache;
+             context.memory = memory;
+             context.memory_mask = layers::memory_mask(inputs.attention_mask);
+             context.cross_cache = inputs.cross_cache;
+             return decoder_->run(x, inputs.decoder_attention_mask, context);
+           }});
+  if (!stage_.ends_decoder()) return out;
+  at::Tensor hidden =  // [batch, tgt or keep, d_model]
+      layers::kept_positions(decoder_->finish(out), inputs);
   if (config_.scale_decoder_outputs) {
     hidden = hidden * std::pow(static_cast<double>(config_.d_model), -0.5);
   }
   return hidden;
 }
 
-at::Tensor T5ForConditionalGeneration::forward(const ForwardInputs& inputs) {
-  const at::Tensor hidden = run_stage(inputs);
-  if (!ends_model(inputs.chunk)) return hidden;
-  const auto gather = inputs.logits_on_first_tp_rank ? layers::LogitsGather::kFirstRank
-                                                     : layers::LogitsGather::kAll;
-  return lm_head_->lm_logits(hidden, gather).logits;  // [batch, tgt, vocab]
-}
-
-ForwardInputs T5ForConditionalGeneration::with_labels(const ForwardInputs& inputs,
-                                                      const at::Tensor& labels) const {
-  ForwardInputs batch = inputs;
-  if (batch.decoder_input_ids.defined() || !labels.defined()) return batch;
-  at::Tensor shifted = at::full_like(labels, decoder_start_token_id_);  // HF's _shift_right
-  shifted.narrow(1, 1, labels.size(1) - 1).copy_(labels.narrow(1, 0, labels.size(1) - 1));
-  batch.decoder_input_ids = shifted.masked_fill(shifted == kIgnoreIndex, pad_token_id_);
-  return batch;
-}
-
-at::Tensor T5ForConditionalGeneration::loss(const ForwardInputs& inputs, const at::Tensor& labels) {
-  if (!ends_model(inputs.chunk)) throw Error("loss runs on the last pipeline piece");
-  const ForwardInputs batch = with_labels(inputs, labels);
-  if (!parallel_output_) return Model::loss(batch, labels);
-  return cross_entropy_loss(lm_head_->lm_logits(run_stage(batch), layers::LogitsGather::kNone),
-                            labels);
-}
-
 bool T5ForConditionalGeneration::runs_step(const ForwardInputs& inputs, int64_t /*chunk*/) const {
-  return inputs.input_ids.defined() || decoder_ != nullptr;
+  return stage_.runs_step(inputs);
 }
 
-bool T5ForConditionalGeneration::starts_step(const ForwardInputs& inputs, int64_t chunk) const {
-  return inputs.input_ids.defined() ? starts_model(chunk) : decoder_ && decoder_->starts();
+bool T5ForConditionalGeneration::starts_step(const ForwardInputs& inputs, int64_t /*chunk*/) const {
+  return stage_.starts_step(inputs);
 }
 
 ModelShape T5ForConditionalGeneration::shape() const {

@@ -10,6 +10,7 @@
 #include "shardformer/layers/cross_attention.h"
 #include "shardformer/layers/dropout.h"
 #include "shardformer/layers/embedding.h"
+#include "shardformer/layers/encoder_decoder.h"
 #include "shardformer/layers/gated_mlp.h"
 #include "shardformer/layers/layer_stack.h"
 #include "shardformer/layers/mlp.h"
@@ -17,6 +18,7 @@
 #include "shardformer/layers/rms_norm.h"
 #include "shardformer/layers/self_attention.h"
 #include "shardformer/model.h"
+#include "shardformer/seq2seq_lm.h"
 
 #include <memory>
 
@@ -55,7 +57,6 @@ class T5Stack : public torch::nn::Module {
   // stack's layers sit among the pipeline's (the decoder's after the encoder's).
   T5Stack(const BuildContext& ctx, const T5Config& config, bool decoder,
           std::shared_ptr<layers::Embedding> shared, layers::StackSpan span);
-  bool starts() const { return range_.begin == 0; }   // holds block 0
   bool ends() const { return range_.end == count_; }  // holds the last block
   at::Tensor embed(const at::Tensor& ids) const;      // [batch, len] -> [batch, len, d_model]
   // x through this stage's blocks; padding [batch, past + len] or undefined; the decoder also
@@ -76,34 +77,25 @@ class T5Stack : public torch::nn::Module {
 
 // T5ForConditionalGeneration: the encoder, the decoder and the LM head (tied to "shared" unless
 // the checkpoint holds lm_head.weight, as HF unties it then). Under a pipeline the stages split
-// the encoder's blocks and then the decoder's; a stage past the encoder's end receives and
-// sends the decoder's hidden states and the encoder's output together, [batch, tgt + src,
-// d_model], so every decoder stage has it for cross-attention.
-class T5ForConditionalGeneration : public Model {
+// the encoder's blocks and then the decoder's (layers::EncoderDecoderStage).
+class T5ForConditionalGeneration : public Seq2SeqLM {
  public:
   T5ForConditionalGeneration(const BuildContext& ctx, const T5Config& config);
-  at::Tensor forward(const ForwardInputs& inputs) override;  // [batch, tgt, vocab]
   ModelShape shape() const override;
-  std::string output_name() const override { return "logits"; }
-  ModelTask task() const override { return ModelTask::kSeq2SeqLM; }
-  // decoder_input_ids default to the labels shifted right (decoder_start_token_id first, -100
-  // as pad_token_id), as HF's labels= argument does.
-  ForwardInputs with_labels(const ForwardInputs& inputs, const at::Tensor& labels) const override;
-  at::Tensor loss(const ForwardInputs& inputs, const at::Tensor& labels) override;
   // Decoding steps after the first (no input_ids) run the decoder's stages only.
   bool runs_step(const ForwardInputs& inputs, int64_t chunk) const override;
   bool starts_step(const ForwardInputs& inputs, int64_t chunk) const override;
 
- private:
+ protected:
   // This stage's part of the pass: what it sends on, or, on the last stage, the decoder's
   // output scaled for the head [batch, tgt or keep, d_model].
-  at::Tensor run_stage(const ForwardInputs& inputs);
+  at::Tensor decoder_output(const ForwardInputs& inputs) override;
 
+ private:
   T5Config config_;
-  int64_t decoder_start_token_id_, pad_token_id_, heads_;  // heads_: this rank's
-  bool parallel_output_;
-  LayerRange range_;  // this stage's blocks among the encoder's and then the decoder's
-  std::shared_ptr<layers::Embedding> shared_, lm_head_;
+  int64_t heads_;  // this rank's
+  layers::EncoderDecoderStage stage_;
+  std::shared_ptr<layers::Embedding> shared_;
   std::shared_ptr<T5Stack> encoder_, decoder_;  // null where this stage holds none of it
 };
 

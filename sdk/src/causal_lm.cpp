@@ -2,6 +2,7 @@
 #include "shardformer/causal_lm.h"
 
 #include "shardformer/error.h"
+#include "shardformer/layers/forward_step.h"
 #include "shardformer/layers/lm_head.h"
 #include "shardformer/losses.h"
 #include "shardformer/strings.h"
@@ -31,10 +32,7 @@ CausalLM::CausalLM(const BuildContext& ctx, const std::string& base_name,
 at::Tensor CausalLM::forward(const ForwardInputs& inputs) {
   at::Tensor hidden = base_->forward(inputs);  // [batch, seq, hidden]
   if (!ends_model(inputs.chunk)) return hidden;
-  const int64_t seq = hidden.size(1);
-  if (inputs.logits_to_keep > 0 && inputs.logits_to_keep < seq) {  // [batch, keep, hidden]
-    hidden = hidden.narrow(1, seq - inputs.logits_to_keep, inputs.logits_to_keep).contiguous();
-  }
+  hidden = layers::kept_positions(hidden, inputs);  // [batch, seq or keep, hidden]
   const auto gather = inputs.logits_on_first_tp_rank ? layers::LogitsGather::kFirstRank
                                                      : layers::LogitsGather::kAll;
   return lm_head_->lm_logits(hidden, gather, head_bias_).logits;  // [batch, seq or keep, vocab]

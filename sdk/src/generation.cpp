@@ -62,34 +62,54 @@ bool GenerationConfig::is_eos(int64_t id) const {
              more_eos_token_ids.end();
 }
 
-GenerationResult generate(Model& model, const std::vector<std::vector<int64_t>>& prompts,
-                          const GenerationConfig& config) {
-  const DecodeStep step{.logits =
-                            [&model](const ForwardInputs& inputs) {
-                              return model.forward(inputs).select(1, -1);  // [batch, vocab]
-                            },
-                        .share = [](at::Tensor&) {}};
-  return generate(model, prompts, config, step);
+DecodeStep forward_step_of(Model& model) {
+  return DecodeStep{.logits =
+                        [&model](const ForwardInputs& inputs) {
+                          return model.forward(inputs).select(1, -1);  // [batch, vocab]
+                        },
+                    .share = [](at::Tensor&) {}};
 }
 
 GenerationResult generate(Model& model, const std::vector<std::vector<int64_t>>& prompts,
-                          const GenerationConfig& config, const DecodeStep& decode) {
-  check_prompts(model, prompts, config);
-  const bool seq2seq = model.is_encoder_decoder();
-  if (seq2seq && !config.decoder_start_token_id) {
+                          const GenerationConfig& config) {
+  return generate(model, prompts, config, forward_step_of(model));
+}
+
+GenerationResult generate_from_features(Model& model, const at::Tensor& input_features,
+                                        const GenerationConfig& config) {
+  return generate_from_features(model, input_features, config, forward_step_of(model));
+}
+
+namespace {
+
+// What decoding starts from: left-padded prompt ids with their mask, or an audio encoder's
+// features.
+struct Source {
+  at::Tensor input_ids, attention_mask, input_features;
+  bool padded = false;  // some prompt is padded: the forward passes get the mask
+  int64_t rows = 0;
+};
+
+GenerationResult decode_loop(Model& model, const Source& source, const GenerationConfig& config,
+                             const DecodeStep& decode);
+
+void check_seq2seq(const Model& model, const GenerationConfig& config) {
+  if (model.is_encoder_decoder() && !config.decoder_start_token_id &&
+      config.decoder_prompt.empty()) {
     throw Error(
         "generate: an encoder-decoder model needs decoder_start_token_id (config.json or "
         "generation_config.json)");
   }
-  const runtime::InferenceScope inference;
-  const ModelShape shape = model.shape();
-  const at::Tensor any_param = model.parameters().front();
-  const c10::Device device = any_param.device();
+}
 
+}  // namespace
+
+GenerationResult generate(Model& model, const std::vector<std::vector<int64_t>>& prompts,
+                          const GenerationConfig& config, const DecodeStep& decode) {
+  check_prompts(model, prompts, config);
+  check_seq2seq(model, config);
+  const c10::Device device = model.parameters().front().device();
   auto [input_ids, attention_mask] = left_pad(prompts, config.pad_token_id);
-  input_ids = input_ids.to(device);
-  attention_mask = attention_mask.to(device);
-  const int64_t batch = input_ids.size(0);
   const int64_t prompt_len = input_ids.size(1);
   // With no prompt padded the forward passes get no mask, which they read as every token seen:
   // the prompt's attention takes the plain causal path, and a decoding step's attention has no
@@ -97,24 +117,72 @@ GenerationResult generate(Model& model, const std::vector<std::vector<int64_t>>&
   const bool padded = std::any_of(prompts.begin(), prompts.end(), [&](const auto& prompt) {
     return static_cast<int64_t>(prompt.size()) != prompt_len;
   });
-  const at::Tensor prompt_mask = padded ? attention_mask : at::Tensor();
+  return decode_loop(model,
+                     Source{.input_ids = input_ids.to(device),
+                            .attention_mask = attention_mask.to(device),
+                            .input_features = {},
+                            .padded = padded,
+                            .rows = input_ids.size(0)},
+                     config, decode);
+}
+
+GenerationResult generate_from_features(Model& model, const at::Tensor& input_features,
+                                        const GenerationConfig& config, const DecodeStep& decode) {
+  if (!model.is_encoder_decoder()) {
+    throw Error("generate: audio features need an encoder-decoder model; this one outputs " +
+                model.output_name());
+  }
+  if (!input_features.defined() || input_features.dim() != 3 || input_features.size(0) == 0) {
+    throw Error("generate: input_features must be [batch, mels, frames]");
+  }
+  check_seq2seq(model, config);
+  if (config.max_new_tokens < 1) throw Error("generate: max_new_tokens must be at least 1");
+  const at::Tensor any_param = model.parameters().front();
+  return decode_loop(
+      model,
+      Source{.input_ids = {},
+             .attention_mask = {},
+             .input_features = input_features.to(any_param.device(), any_param.scalar_type()),
+             .padded = false,
+             .rows = input_features.size(0)},
+      config, decode);
+}
+
+namespace {
+
+GenerationResult decode_loop(Model& model, const Source& source, const GenerationConfig& config,
+                             const DecodeStep& decode) {
+  const bool seq2seq = model.is_encoder_decoder();
+  const runtime::InferenceScope inference;
+  const ModelShape shape = model.shape();
+  const at::Tensor any_param = model.parameters().front();
+  const at::TensorOptions ids_options =
+      at::TensorOptions().dtype(at::kLong).device(any_param.device());
+  const int64_t batch = source.rows;
+  const bool padded = source.padded;
+  at::Tensor attention_mask = source.attention_mask;  // grows with a decoder-only model's tokens
+  const at::Tensor prompt_mask = padded ? source.attention_mask : at::Tensor();
 
   // A decoder-only model decodes after the prompt: positions count real tokens only (padding
-  // positions are 0). An encoder-decoder model encodes the prompt once and decodes from
-  // decoder_start_token_id, its cross-attention keys and values projected at the first step.
+  // positions are 0). An encoder-decoder model encodes its input once and decodes from the
+  // decoder prompt or decoder_start_token_id, its cross-attention keys and values projected at
+  // the first step (the cache sizes each layer at that step).
   at::Tensor position_ids;
   std::optional<KVCache> cross_cache;
-  at::Tensor step_ids = input_ids;
+  at::Tensor step_ids = source.input_ids;
   if (seq2seq) {
-    step_ids = at::full({batch, 1}, *config.decoder_start_token_id, input_ids.options());
-    cross_cache.emplace(shape.num_layers, batch, shape.num_heads, prompt_len, shape.head_dim,
+    const std::vector<int64_t> start = config.decoder_prompt.empty()
+                                           ? std::vector<int64_t>{*config.decoder_start_token_id}
+                                           : config.decoder_prompt;
+    step_ids = at::tensor(start, ids_options).repeat({batch, 1});  // [batch, start]
+    cross_cache.emplace(shape.num_layers, batch, shape.num_heads, 0, shape.head_dim,
                         any_param.options());
   } else {
     position_ids = (attention_mask.cumsum(-1) - 1).masked_fill(attention_mask == 0, 0);
   }
   KVCache cache(shape.num_layers, batch, shape.num_heads, step_ids.size(1) + config.max_new_tokens,
                 shape.head_dim, any_param.options());
-  at::Tensor sequences = step_ids;  // [batch, prompt_len or 1 + steps so far]
+  at::Tensor sequences = step_ids;  // [batch, prompt or decoder start + steps so far]
   std::vector<bool> unfinished(batch, true);
   std::vector<int64_t> last_step(batch, config.max_new_tokens - 1);  // a row's last token
   TokenChooser chooser(config.sampling);
@@ -122,7 +190,10 @@ GenerationResult generate(Model& model, const std::vector<std::vector<int64_t>>&
   for (int64_t step = 0; step < config.max_new_tokens; ++step) {
     ForwardInputs inputs{.cache = &cache, .logits_to_keep = 1};  // the next token needs the last
     if (seq2seq) {  // the encoder at the first step only
-      inputs.input_ids = step == 0 ? input_ids : at::Tensor();
+      if (step == 0) {
+        inputs.input_ids = source.input_ids;
+        inputs.input_features = source.input_features;
+      }
       inputs.attention_mask = prompt_mask;
       inputs.decoder_input_ids = step_ids;
       inputs.cross_cache = &*cross_cache;
@@ -133,7 +204,7 @@ GenerationResult generate(Model& model, const std::vector<std::vector<int64_t>>&
     }
     const at::Tensor logits = decode.logits(inputs);  // [batch, vocab] or undefined
     at::Tensor next = logits.defined() ? chooser.next(logits, sequences)
-                                       : at::empty({batch}, input_ids.options());  // [batch]
+                                       : at::empty({batch}, ids_options);  // [batch]
     decode.share(next);
     // Finished rows get the pad token; the rest are checked for their end.
     const at::Tensor chosen = next.cpu();
@@ -149,7 +220,7 @@ GenerationResult generate(Model& model, const std::vector<std::vector<int64_t>>&
         last_step[row] = step;
       }
     }
-    next = at::tensor(tokens, input_ids.options());
+    next = at::tensor(tokens, ids_options);
     generated.push_back(next);
     sequences = at::cat({sequences, next.unsqueeze(1)}, 1);
     if (std::none_of(unfinished.begin(), unfinished.end(), [](bool u) { return u; })) break;
@@ -173,5 +244,7 @@ GenerationResult generate(Model& model, const std::vector<std::vector<int64_t>>&
   }
   return result;
 }
+
+}  // namespace
 
 }  // namespace shardformer

@@ -46,6 +46,13 @@ std::pair<at::Tensor, at::Tensor> KVCache::append(int64_t layer, const at::Tenso
   check_layer(layer, num_layers());
   int64_t& length = lengths_[layer];
   const int64_t added = keys.size(2);
+  if (max_length_ == 0) {  // sized by its one append
+    if (length > 0) throw Error(str("KV cache: layer ", layer, " takes one append (filled)"));
+    keys_[layer] = keys.clone(at::MemoryFormat::Contiguous);
+    values_[layer] = values.clone(at::MemoryFormat::Contiguous);
+    length = added;
+    return {keys_[layer], values_[layer]};
+  }
   if (length + added > max_length_) {
     throw Error(str("KV cache: ", length, " cached + ", added, " new tokens exceed its capacity ",
                     max_length_));

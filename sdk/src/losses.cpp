@@ -128,6 +128,13 @@ at::Tensor cross_entropy_loss(const layers::VocabLogits& logits, const at::Tenso
   return mean_cross_entropy(logits, logits.logits.reshape({-1, classes}), labels.reshape({-1}));
 }
 
+at::Tensor shift_right(const at::Tensor& labels, int64_t start, int64_t pad) {
+  at::Tensor shifted = at::full_like(labels, start);  // [batch, tgt]
+  const int64_t tgt = labels.size(1);
+  shifted.narrow(1, 1, tgt - 1).copy_(labels.narrow(1, 0, tgt - 1));
+  return shifted.masked_fill(shifted == kIgnoreIndex, pad);
+}
+
 at::Tensor task_loss(ModelTask task, const layers::VocabLogits& logits, const at::Tensor& labels) {
   switch (task) {
     case ModelTask::kCausalLM: return causal_lm_loss(logits, labels);

@@ -17,6 +17,13 @@ at::Tensor Model::loss(const ForwardInputs& inputs, const at::Tensor& labels) {
   return task_loss(task(), layers::VocabLogits{logits, false, 0, logits.size(-1), nullptr}, labels);
 }
 
+int64_t ForwardInputs::rows() const {
+  for (const at::Tensor* t : {&input_ids, &input_features, &decoder_input_ids}) {
+    if (t->defined() && t->dim() >= 1) return t->size(0);
+  }
+  return 0;
+}
+
 ForwardInputs Model::with_labels(const ForwardInputs& inputs, const at::Tensor& /*labels*/) const {
   return inputs;
 }

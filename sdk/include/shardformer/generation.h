@@ -22,6 +22,9 @@ struct GenerationConfig {
   int64_t pad_token_id = 0;                 // written for left padding and after a row finished
   // An encoder-decoder model's first decoder token (config.json / generation_config.json).
   std::optional<int64_t> decoder_start_token_id;
+  // An encoder-decoder model's first decoder tokens, the same for every row, instead
+  // (Whisper's <|startoftranscript|> <|en|> <|transcribe|> <|notimestamps|>).
+  std::vector<int64_t> decoder_prompt;
   SamplingConfig sampling;
   // Called on every rank after each step with the step's token of every row (pad for rows
   // already finished); setting stop[row] ends that row after this token (stop strings). It
@@ -60,5 +63,16 @@ struct DecodeStep {
 };
 GenerationResult generate(Model& model, const std::vector<std::vector<int64_t>>& prompts,
                           const GenerationConfig& config, const DecodeStep& step);
+
+// An audio encoder-decoder model (Whisper): the encoder reads input_features [batch, mels,
+// frames] once; sequences are the decoder's (its prompt, then the new tokens). Throws Error for
+// another kind of model or features of another rank.
+GenerationResult generate_from_features(Model& model, const at::Tensor& input_features,
+                                        const GenerationConfig& config);
+GenerationResult generate_from_features(Model& model, const at::Tensor& input_features,
+                                        const GenerationConfig& config, const DecodeStep& step);
+
+// The DecodeStep of generate(model, prompts, config): model.forward(), nothing shared.
+DecodeStep forward_step_of(Model& model);
 
 }  // namespace shardformer

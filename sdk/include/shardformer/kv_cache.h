@@ -13,6 +13,8 @@ namespace shardformer {
 class KVCache {
  public:
   // Buffers of [batch, num_heads, max_length, head_dim] per layer, with options' dtype/device.
+  // max_length 0: each layer takes one append, which sizes it (cross-attention's keys and
+  // values, whose length the encoder's output gives).
   KVCache(int64_t num_layers, int64_t batch, int64_t num_heads, int64_t max_length,
           int64_t head_dim, at::TensorOptions options);
 

@@ -26,6 +26,11 @@ at::Tensor causal_lm_loss(const layers::VocabLogits& logits, const at::Tensor& l
 // single-label classification loss ([batch]).
 at::Tensor cross_entropy_loss(const layers::VocabLogits& logits, const at::Tensor& labels);
 
+// An encoder-decoder's decoder inputs from its labels [batch, tgt]: shifted right by one,
+// `start` (decoder_start_token_id) first, kIgnoreIndex replaced by `pad` (HF's _shift_right,
+// shift_tokens_right).
+at::Tensor shift_right(const at::Tensor& labels, int64_t start, int64_t pad);
+
 // The loss of `task` (causal LM: shifted; masked LM, seq2seq LM and classification: unshifted).
 at::Tensor task_loss(ModelTask task, const layers::VocabLogits& logits, const at::Tensor& labels);
 

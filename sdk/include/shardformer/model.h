@@ -56,11 +56,18 @@ struct ForwardInputs {
   // Encoder-decoder models (ModelTask::kSeq2SeqLM): input_ids and attention_mask are the
   // encoder's (source), these the decoder's (target). Generation's steps after the first leave
   // input_ids undefined: the encoder ran once, its keys and values are in cross_cache.
-  at::Tensor decoder_input_ids{};       // [batch, tgt] int64
+  at::Tensor decoder_input_ids{};  // [batch, tgt] int64
+  // An audio encoder's input instead of input_ids: log-mel features [batch, mels, frames]
+  // (Whisper's, as HF's WhisperFeatureExtractor makes them).
+  at::Tensor input_features{};
   at::Tensor decoder_attention_mask{};  // [batch, past + tgt], 1 = attend; undefined = all 1
   // The cross-attention keys and values of every decoder layer, projected from the encoder's
   // output at the first step and read at every later one.
   KVCache* cross_cache = nullptr;
+
+  // The batch's number of sequences: the rows of the first tensor given of input_ids,
+  // input_features, decoder_input_ids; 0 when none is.
+  int64_t rows() const;
 };
 
 // Hyper-parameters the host needs to drive any model (generation, cache sizing, reporting).

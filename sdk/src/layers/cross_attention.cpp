@@ -21,7 +21,8 @@ CrossAttention::CrossAttention(const BuildContext& ctx, const CrossAttentionOpti
                                int64_t layer_idx)
     : layer_idx_(layer_idx),
       head_dim_(o.head_dim),
-      scale_(o.scale > 0 ? o.scale : 1.0 / std::sqrt(static_cast<double>(o.head_dim))) {
+      scale_(o.scale > 0 ? o.scale : 1.0 / std::sqrt(static_cast<double>(o.head_dim))),
+      scale_queries_(o.scale_queries) {
   const bool split = split_pair(ctx.child(o.q_name), ctx.child(o.out_name));
   for (const std::string& name : {o.k_name, o.v_name}) {
     if (split_pair(ctx.child(name), ctx.child(o.out_name)) != split) {
@@ -63,8 +64,10 @@ ResidualSum CrossAttention::forward_residual(const at::Tensor& x, const at::Tens
 
 at::Tensor CrossAttention::attend(const at::Tensor& x, const at::Tensor& memory,
                                   const at::Tensor& mask, KVCache* cache) {
-  const at::Tensor q = split_heads(q_proj_->forward(x), heads_, head_dim_);  // [b, h, tgt, d]
-  at::Tensor k, v;                                                           // [b, h, src, d]
+  at::Tensor q = q_proj_->forward(x);  // [batch, tgt, heads/tp * head_dim]
+  if (scale_queries_) q = q * scale_;
+  q = split_heads(q, heads_, head_dim_);  // [batch, heads/tp, tgt, head_dim]
+  at::Tensor k, v;                        // [b, h, src, d]
   if (cache != nullptr && cache->length(layer_idx_) > 0) {
     std::tie(k, v) = cache->get(layer_idx_);
   } else {
@@ -77,7 +80,8 @@ at::Tensor CrossAttention::attend(const at::Tensor& x, const at::Tensor& memory,
     v = split_heads(kv[1], heads_, head_dim_);
     if (cache != nullptr) std::tie(k, v) = cache->append(layer_idx_, k, v);
   }
-  return attention(q, k, v, {.mask = mask, .scale = scale_, .dropout = dropout_.get()});
+  return attention(
+      q, k, v, {.mask = mask, .scale = scale_queries_ ? 1.0 : scale_, .dropout = dropout_.get()});
 }
 
 }  // namespace shardformer::layers

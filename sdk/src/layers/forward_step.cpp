@@ -72,6 +72,12 @@ at::Tensor key_padding(const ForwardInputs& inputs, const ForwardStep& step, int
   return at::ones({batch, step.past + seq}, inputs.input_ids.options());
 }
 
+at::Tensor kept_positions(const at::Tensor& hidden, const ForwardInputs& inputs) {
+  const int64_t seq = hidden.size(1), keep = inputs.logits_to_keep;
+  if (keep <= 0 || keep >= seq) return hidden;
+  return hidden.narrow(1, seq - keep, keep).contiguous();  // [batch, keep, hidden]
+}
+
 const at::Tensor& stage_input(const ForwardInputs& inputs) {
   if (!inputs.hidden_states.defined()) {
     throw Error(str("pipeline: chunk ", inputs.chunk,

@@ -8,13 +8,14 @@ MLP::MLP(const BuildContext& ctx, const MLPOptions& o) : activation_(o.activatio
     ctx.divide_by_tp(o.intermediate_size, "the MLP's intermediate size");
   }
   const LinearOptions options{.bias = o.bias};
-  in_ = register_module(
+  torch::nn::Module& owner = o.owner != nullptr ? *o.owner : *this;
+  in_ = owner.register_module(
       o.in_name, make_linear(ctx.child(o.in_name), o.hidden_size, o.intermediate_size, options));
-  out_ = register_module(
+  out_ = owner.register_module(
       o.out_name, make_linear(ctx.child(o.out_name), o.intermediate_size, o.hidden_size, options));
   if (o.inner_dropout > 0) {
-    dropout_ = register_module("dropout",
-                               std::make_shared<Dropout>(ctx.child("dropout"), o.inner_dropout));
+    dropout_ = owner.register_module(
+        o.dropout_name, std::make_shared<Dropout>(ctx.child(o.dropout_name), o.inner_dropout));
   }
 }
 

@@ -128,14 +128,15 @@ SelfAttention::SelfAttention(const BuildContext& ctx, const SelfAttentionOptions
   HeadProjections p = head_projections(ctx, split, o.num_heads, o.num_kv_heads, o.head_dim);
   heads_ = p.heads;
   kv_heads_ = p.kv_heads;
-  LinearOptions q = p.q, kv = p.kv, out = p.out;
-  q.bias = kv.bias = o.qkv_bias;
+  LinearOptions q = p.q, k = p.kv, v = p.kv, out = p.out;
+  q.bias = v.bias = o.qkv_bias;
+  k.bias = o.qkv_bias && o.key_bias;
   out.bias = o.out_bias;
   const int64_t first_head = p.first_head;
   const int64_t q_out = o.num_heads * o.head_dim, kv_out = o.num_kv_heads * o.head_dim;
   q_proj_ = register_module(o.q_name, make_linear(ctx.child(o.q_name), o.hidden_size, q_out, q));
-  k_proj_ = register_module(o.k_name, make_linear(ctx.child(o.k_name), o.hidden_size, kv_out, kv));
-  v_proj_ = register_module(o.v_name, make_linear(ctx.child(o.v_name), o.hidden_size, kv_out, kv));
+  k_proj_ = register_module(o.k_name, make_linear(ctx.child(o.k_name), o.hidden_size, kv_out, k));
+  v_proj_ = register_module(o.v_name, make_linear(ctx.child(o.v_name), o.hidden_size, kv_out, v));
   o_proj_ =
       register_module(o.out_name, make_linear(ctx.child(o.out_name), q_out, o.hidden_size, out));
   if (o.qk_norm_eps > 0) {

@@ -50,23 +50,27 @@ PipelineRunner::PipelineRunner(Model& model, const distributed::ProcessGroup& pp
 std::vector<PipelineRunner::MicroBatch> PipelineRunner::split(const ForwardInputs& batch,
                                                               const at::Tensor& labels) const {
   const int64_t m = options_.num_microbatches;
-  if (!batch.input_ids.defined() || batch.input_ids.dim() != 2) {
-    throw Error("pipeline: input_ids must be [batch, seq]");
+  if ((!batch.input_ids.defined() || batch.input_ids.dim() != 2) &&
+      (!batch.input_features.defined() || batch.input_features.dim() != 3)) {
+    throw Error(
+        "pipeline: input_ids must be [batch, seq] (or input_features [batch, mels, frames])");
   }
-  if (batch.input_ids.size(0) < m) {
-    throw ConfigError(str("pipeline: a batch of ", batch.input_ids.size(0),
-                          " sequences cannot be split into ", m, " micro-batches"));
+  if (batch.rows() < m) {
+    throw ConfigError(str("pipeline: a batch of ", batch.rows(), " sequences cannot be split into ",
+                          m, " micro-batches"));
   }
   if (batch.cache != nullptr || batch.hidden_states.defined()) {
     throw Error("pipeline: a scheduled batch takes no KV cache and no hidden states");
   }
-  const int64_t rows = batch.input_ids.size(0);
+  const int64_t rows = batch.rows();
   const auto check_rows = [&](const at::Tensor& t, const char* what) {
     if (t.defined() && (t.dim() < 1 || t.size(0) != rows)) {
       throw Error(str("pipeline: ", what, " has shape ", shape_str(t.sizes().vec()),
                       " but input_ids has ", rows, " rows (each tensor is split by rows)"));
     }
   };
+  check_rows(batch.input_ids, "input_ids");
+  check_rows(batch.input_features, "input_features");
   check_rows(batch.attention_mask, "attention_mask");
   check_rows(batch.position_ids, "position_ids");
   check_rows(batch.token_type_ids, "token_type_ids");
@@ -76,6 +80,7 @@ std::vector<PipelineRunner::MicroBatch> PipelineRunner::split(const ForwardInput
   std::vector<MicroBatch> result(m);
   for (int64_t i = 0; i < m; ++i) {  // parts of [rows / m (+1), seq]
     result[i].inputs.input_ids = split_part(batch.input_ids, i, m);
+    result[i].inputs.input_features = split_part(batch.input_features, i, m);
     result[i].inputs.attention_mask = split_part(batch.attention_mask, i, m);
     result[i].inputs.position_ids = split_part(batch.position_ids, i, m);
     result[i].inputs.token_type_ids = split_part(batch.token_type_ids, i, m);
@@ -179,9 +184,9 @@ void PipelineRunner::check_labels(const ForwardInputs& batch, const at::Tensor& 
   }
   const bool per_sequence = model_->task() == ModelTask::kSequenceClassification;
   const bool seq2seq = model_->task() == ModelTask::kSeq2SeqLM;
-  const auto expected = per_sequence ? std::vector<int64_t>{batch.input_ids.size(0)}
+  const auto expected = per_sequence ? std::vector<int64_t>{batch.rows()}
                         : seq2seq && labels.defined() && labels.dim() == 2
-                            ? std::vector<int64_t>{batch.input_ids.size(0), labels.size(1)}
+                            ? std::vector<int64_t>{batch.rows(), labels.size(1)}
                             : batch.input_ids.sizes().vec();
   if (!labels.defined() || labels.sizes().vec() != expected) {
     throw Error(str("pipeline: labels must be ", shape_str(expected),

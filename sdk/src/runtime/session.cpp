@@ -151,9 +151,9 @@ namespace {
 // callers may pass CPU token ids to a GPU session, as the host's jobs and data loader do.
 ForwardInputs on_device(const ForwardInputs& batch, c10::Device device) {
   ForwardInputs moved = batch;
-  for (at::Tensor* t :
-       {&moved.input_ids, &moved.attention_mask, &moved.position_ids, &moved.token_type_ids,
-        &moved.hidden_states, &moved.decoder_input_ids, &moved.decoder_attention_mask}) {
+  for (at::Tensor* t : {&moved.input_ids, &moved.attention_mask, &moved.position_ids,
+                        &moved.token_type_ids, &moved.hidden_states, &moved.decoder_input_ids,
+                        &moved.decoder_attention_mask, &moved.input_features}) {
     if (t->defined()) *t = t->to(device);
   }
   return moved;
@@ -163,7 +163,7 @@ ForwardInputs on_device(const ForwardInputs& batch, c10::Device device) {
 
 at::Tensor Session::forward(const ForwardInputs& inputs) {
   const ForwardInputs batch = on_device(inputs, options_.device);
-  if (stages_) return runner(batch.input_ids.size(0)).forward(batch);
+  if (stages_) return runner(batch.rows()).forward(batch);
   const runtime::InferenceScope inference;
   return model_->forward(batch);
 }
@@ -171,7 +171,7 @@ at::Tensor Session::forward(const ForwardInputs& inputs) {
 at::Tensor Session::loss(const ForwardInputs& inputs, const at::Tensor& targets) {
   const ForwardInputs batch = on_device(inputs, options_.device);
   const at::Tensor labels = targets.to(options_.device);
-  if (stages_) return runner(batch.input_ids.size(0)).loss(batch, labels);
+  if (stages_) return runner(batch.rows()).loss(batch, labels);
   const runtime::InferenceScope inference;
   return model_->loss(batch, labels);
 }
@@ -180,7 +180,7 @@ at::Tensor Session::train_step(const ForwardInputs& inputs, const at::Tensor& ta
                                double loss_scale) {
   const ForwardInputs batch = on_device(inputs, options_.device);
   const at::Tensor labels = targets.to(options_.device);
-  if (stages_) return runner(batch.input_ids.size(0)).train_step(batch, labels, loss_scale);
+  if (stages_) return runner(batch.rows()).train_step(batch, labels, loss_scale);
   const at::Tensor loss = model_->loss(batch, labels);
   (loss_scale != 1.0 ? loss * loss_scale : loss).backward();
   return loss.detach();
@@ -195,6 +195,14 @@ GenerationResult Session::generate(const std::vector<std::vector<int64_t>>& prom
   }
   if (stages_) return pipeline::pipeline_generate(*model_, mesh_->pp(), prompts, config);
   return shardformer::generate(*model_, prompts, config);
+}
+
+GenerationResult Session::generate_from_features(const at::Tensor& input_features,
+                                                 const GenerationConfig& config) {
+  if (stages_) {
+    return pipeline::pipeline_generate_from_features(*model_, mesh_->pp(), input_features, config);
+  }
+  return shardformer::generate_from_features(*model_, input_features, config);
 }
 
 }  // namespace shardformer

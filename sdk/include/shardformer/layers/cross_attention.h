@@ -20,8 +20,9 @@ struct CrossAttentionOptions {
   int64_t memory_size = 0;  // the encoder output's, which k and v read (0: hidden_size)
   int64_t num_heads = 0, head_dim = 0;
   bool q_bias = false, k_bias = false, v_bias = false, out_bias = false;
-  double scale = 0;    // 0: head_dim^-0.5 (T5: 1)
-  double dropout = 0;  // on the attention probabilities, in training
+  double scale = 0;            // 0: head_dim^-0.5 (T5: 1)
+  bool scale_queries = false;  // multiply q by the scale before q . k (Whisper), not the scores
+  double dropout = 0;          // on the attention probabilities, in training
   std::string q_name = "q_proj", k_name = "k_proj", v_name = "v_proj", out_name = "out_proj";
 };
 
@@ -53,6 +54,7 @@ class CrossAttention : public torch::nn::Module {
 
   int64_t layer_idx_, heads_, head_dim_;  // heads_: this rank's
   double scale_;
+  bool scale_queries_;
   std::shared_ptr<Linear> q_proj_, k_proj_, v_proj_, o_proj_;
   std::shared_ptr<Dropout> dropout_;
 };

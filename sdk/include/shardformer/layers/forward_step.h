@@ -45,6 +45,10 @@ ForwardStep forward_step(const ForwardInputs& inputs, int64_t first_layer,
 at::Tensor key_padding(const ForwardInputs& inputs, const ForwardStep& step, int64_t batch,
                        int64_t seq);
 
+// The positions an LM head needs: hidden [batch, seq, hidden] narrowed to its last
+// inputs.logits_to_keep positions (contiguous), or all of them when that is 0 or covers them.
+at::Tensor kept_positions(const at::Tensor& hidden, const ForwardInputs& inputs);
+
 // The hidden states a chunk that does not start the model receives from the previous stage
 // [batch, seq, hidden] (this rank's tokens when the sequence is split); throws Error when
 // there are none.

@@ -21,7 +21,11 @@ struct MLPOptions {
   Activation activation = Activation::kGeluNew;
   bool bias = true;
   std::string in_name = "dense_h_to_4h", out_name = "dense_4h_to_h";
-  double inner_dropout = 0;  // > 0: "dropout" on act(in(x)) in training (T5)
+  double inner_dropout = 0;              // > 0: a dropout on act(in(x)) in training (T5, Whisper)
+  std::string dropout_name = "dropout";  // its module name (Whisper: "activation_dropout")
+  // HF modules whose in / out sit directly in the layer (Whisper's fc1 / fc2): the MLP registers
+  // its modules on `owner` (its own parameter names then are the owner's), null: on itself.
+  torch::nn::Module* owner = nullptr;
 };
 
 class MLP : public torch::nn::Module {

@@ -24,6 +24,7 @@ namespace shardformer::layers {
 struct SelfAttentionOptions {
   int64_t hidden_size = 0, num_heads = 0, num_kv_heads = 0, head_dim = 0;
   bool qkv_bias = false, out_bias = false;
+  bool key_bias = true;             // with qkv_bias, k_proj's too (Whisper's k_proj has none)
   double scale = 0;                 // 0: head_dim^-0.5
   bool scale_queries = false;       // multiply q by the scale before q . k (OPT), not the scores
   double dropout = 0;               // on the attention probabilities, in training

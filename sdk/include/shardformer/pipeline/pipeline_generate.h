@@ -13,5 +13,9 @@ namespace shardformer::pipeline {
 GenerationResult pipeline_generate(Model& model, const distributed::ProcessGroup& pp,
                                    const std::vector<std::vector<int64_t>>& prompts,
                                    const GenerationConfig& config);
+// The same for an audio encoder-decoder model (generate_from_features).
+GenerationResult pipeline_generate_from_features(Model& model, const distributed::ProcessGroup& pp,
+                                                 const at::Tensor& input_features,
+                                                 const GenerationConfig& config);
 
 }  // namespace shardformer::pipeline

@@ -94,6 +94,10 @@ class Session {
   // Greedy generation; every rank returns the same result.
   GenerationResult generate(const std::vector<std::vector<int64_t>>& prompts,
                             const GenerationConfig& config);
+  // The same for an audio encoder-decoder model: the encoder reads input_features [batch, mels,
+  // frames].
+  GenerationResult generate_from_features(const at::Tensor& input_features,
+                                          const GenerationConfig& config);
 
  private:
   pipeline::PipelineRunner& runner(int64_t batch);

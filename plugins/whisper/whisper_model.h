@@ -1,0 +1,139 @@
+// Whisper (HF WhisperModel, WhisperForConditionalGeneration) with SDK blocks: the audio
+// encoder's two convolutions with GELU and sinusoidal positions, pre-LN layers whose queries are
+// scaled before q . k and whose k_proj has no bias, the decoder's learned positions and
+// cross-attention, proj_out tied to the decoder's embedding. Shapes are per rank.
+#pragma once
+
+#include "whisper_config.h"
+
+#include "shardformer/build_context.h"
+#include "shardformer/layers/cross_attention.h"
+#include "shardformer/layers/dropout.h"
+#include "shardformer/layers/embedding.h"
+#include "shardformer/layers/encoder_decoder.h"
+#include "shardformer/layers/layer_norm.h"
+#include "shardformer/layers/layer_stack.h"
+#include "shardformer/layers/mlp.h"
+#include "shardformer/layers/self_attention.h"
+#include "shardformer/model.h"
+#include "shardformer/seq2seq_lm.h"
+
+#include <memory>
+
+namespace shardformer::whisper {
+
+// What every layer of one stack shares in a forward pass.
+struct WhisperStep {
+  layers::AttentionStep self;  // the decoder's causal mask and KV cache (the encoder: none)
+  at::Tensor memory{};         // the decoder's: the encoder's output [batch, frames/2, d_model]
+  KVCache* cross_cache = nullptr;
+};
+
+// An encoder layer (self-attention, MLP) or a decoder layer (self-attention, encoder_attn, MLP).
+class WhisperLayer : public torch::nn::Module {
+ public:
+  WhisperLayer(const BuildContext& ctx, const WhisperConfig& config, bool decoder,
+               int64_t layer_idx);
+  at::Tensor forward(const at::Tensor& x, const WhisperStep& step);  // [b, s, d_model] -> same
+  int64_t num_heads() const { return self_attn_->num_kv_heads(); }   // this rank's
+
+ private:
+  std::shared_ptr<layers::LayerNorm> self_attn_layer_norm_, encoder_attn_layer_norm_,
+      final_layer_norm_;
+  std::shared_ptr<layers::SelfAttention> self_attn_;
+  std::shared_ptr<layers::CrossAttention> encoder_attn_;
+  std::shared_ptr<layers::MLP> mlp_;  // fc1, fc2
+  std::shared_ptr<layers::Dropout> dropout_;
+};
+
+// This stage's part of the encoder: the convolutions and positions where it starts, its layers,
+// the final layer_norm where it ends.
+class WhisperEncoder : public torch::nn::Module {
+ public:
+  WhisperEncoder(const BuildContext& ctx, const WhisperConfig& config,
+                 const layers::EncoderDecoderStage& stage);
+  // input_features [batch, mels, 2 max_source_positions] -> [batch, max_source_positions, d]
+  at::Tensor embed(const at::Tensor& input_features) const;
+  at::Tensor run(const at::Tensor& x) const;     // this stage's layers
+  at::Tensor finish(const at::Tensor& x) const;  // layer_norm
+
+ private:
+  WhisperConfig config_;
+  at::Tensor conv1_weight_, conv1_bias_, conv2_weight_, conv2_bias_;
+  at::Tensor positions_;  // [max_source_positions, d_model]: sinusoids
+  std::shared_ptr<layers::Dropout> dropout_;
+  layers::LayerStack<WhisperLayer> layers_;
+  std::shared_ptr<layers::LayerNorm> layer_norm_;
+};
+
+// This stage's part of the decoder: token and position embeddings where it starts (the token
+// embedding on the last stage too, for the tied head), its layers, layer_norm where it ends.
+class WhisperDecoder : public torch::nn::Module {
+ public:
+  WhisperDecoder(const BuildContext& ctx, const WhisperConfig& config,
+                 const layers::EncoderDecoderStage& stage, bool embedding_on_last_stage);
+  // ids [batch, len] after `past` cached tokens -> [batch, len, d_model]
+  at::Tensor embed(const at::Tensor& ids, int64_t past) const;
+  // x through this stage's layers; padding [batch, past + len] or undefined.
+  at::Tensor run(const at::Tensor& x, const at::Tensor& padding, const WhisperStep& context) const;
+  at::Tensor finish(const at::Tensor& x) const;  // layer_norm
+  int64_t first_layer() const { return layers_.first_layer(0); }
+  const std::shared_ptr<layers::Embedding>& embed_tokens() const { return embed_tokens_; }
+
+ private:
+  WhisperConfig config_;
+  std::shared_ptr<layers::Embedding> embed_tokens_, embed_positions_;
+  std::shared_ptr<layers::Dropout> dropout_;
+  layers::LayerStack<WhisperLayer> layers_;
+  std::shared_ptr<layers::LayerNorm> layer_norm_;
+};
+
+// HF WhisperModel: its output is the decoder's last hidden state. Under a pipeline the stages
+// split the encoder's layers and then the decoder's (layers::EncoderDecoderStage).
+class WhisperModel : public Model {
+ public:
+  WhisperModel(const BuildContext& ctx, const WhisperConfig& config, bool embedding_on_last_stage);
+  at::Tensor forward(const ForwardInputs& inputs) override;  // [batch, tgt or keep, d_model]
+  ModelShape shape() const override;
+  std::string output_name() const override { return "last_hidden_state"; }
+  bool runs_step(const ForwardInputs& inputs, int64_t) const override {
+    return stage_.runs_step(inputs);
+  }
+  bool starts_step(const ForwardInputs& inputs, int64_t) const override {
+    return stage_.starts_step(inputs);
+  }
+  const std::shared_ptr<layers::Embedding>& embed_tokens() const {
+    return decoder_->embed_tokens();
+  }
+
+ private:
+  WhisperConfig config_;
+  int64_t heads_;  // the decoder's, this rank's
+  layers::EncoderDecoderStage stage_;
+  std::shared_ptr<WhisperEncoder> encoder_;  // null where this stage holds none of it
+  std::shared_ptr<WhisperDecoder> decoder_;
+};
+
+// WhisperForConditionalGeneration: WhisperModel under "model" and proj_out, the decoder's
+// embedding reused (vocab-parallel with it).
+class WhisperForConditionalGeneration : public Seq2SeqLM {
+ public:
+  WhisperForConditionalGeneration(const BuildContext& ctx, const WhisperConfig& config);
+  ModelShape shape() const override { return model_->shape(); }
+  bool runs_step(const ForwardInputs& inputs, int64_t chunk) const override {
+    return model_->runs_step(inputs, chunk);
+  }
+  bool starts_step(const ForwardInputs& inputs, int64_t chunk) const override {
+    return model_->starts_step(inputs, chunk);
+  }
+
+ protected:
+  at::Tensor decoder_output(const ForwardInputs& inputs) override {
+    return model_->forward(inputs);
+  }
+
+ private:
+  std::shared_ptr<WhisperModel> model_;
+};
+
+}  // namespace shardformer::whisper

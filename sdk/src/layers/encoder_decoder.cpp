@@ -1,0 +1,67 @@
+// An encoder-decoder model's pass through one pipeline stage's part of its two stacks.
+#include "shardformer/layers/encoder_decoder.h"
+
+#include "shardformer/checkpoint_io/hf_config.h"
+#include "shardformer/error.h"
+#include "shardformer/layers/forward_step.h"
+#include "shardformer/strings.h"
+
+#include <ATen/ATen.h>
+
+namespace shardformer::layers {
+
+EncoderDecoderStage::EncoderDecoderStage(const BuildContext& ctx, int64_t encoder_layers,
+                                         int64_t decoder_layers)
+    : encoder_layers_(encoder_layers),
+      decoder_layers_(decoder_layers),
+      pipelined_(ctx.pipeline() != nullptr) {
+  const std::vector<LayerRange> ranges = ctx.layer_ranges(total());
+  if (ranges.size() != 1) {
+    throw ModelError(str(ctx.config().path().string(),
+                         ": an encoder-decoder model does not run under the interleaved schedule "
+                         "(several model chunks per stage); use 1F1B or GPipe"));
+  }
+  range_ = ranges.front();
+}
+
+bool EncoderDecoderStage::encoding(const ForwardInputs& inputs) {
+  return inputs.input_ids.defined() || inputs.input_features.defined();
+}
+
+at::Tensor EncoderDecoderStage::run(const ForwardInputs& inputs, const Stacks& stacks) const {
+  if (!inputs.decoder_input_ids.defined()) {
+    throw Error("an encoder-decoder model needs decoder_input_ids (or labels, shifted into them)");
+  }
+  const bool encode = encoding(inputs);
+  const int64_t tgt = inputs.decoder_input_ids.size(1);
+  at::Tensor memory, x;  // the encoder's output [b, src, h]; the decoder's hidden [b, tgt, h]
+  if (encode && holds_encoder()) {
+    at::Tensor h = starts_encoder() ? stacks.encoder_input() : stage_input(inputs);
+    h = stacks.encoder(h);
+    if (!ends_encoder()) return h;  // [batch, src, hidden] to the next stage
+    memory = stacks.encoder_output(h);
+    if (!holds_decoder()) return memory;
+  } else if (!holds_decoder()) {
+    throw Error("a decoding step reached a stage that holds no decoder layer");
+  } else if (!starts_decoder()) {
+    const at::Tensor& in = stage_input(inputs);  // [batch, tgt (+ src), hidden]
+    x = in.narrow(1, 0, tgt);
+    if (encode) memory = in.narrow(1, tgt, in.size(1) - tgt);
+  } else if (encode) {
+    memory = stage_input(inputs);  // the encoder's output, from the stage that ended it
+  }
+  if (starts_decoder()) x = stacks.decoder_input();
+  x = stacks.decoder(x, memory);
+  if (ends_decoder()) return x;
+  return encode ? at::cat({x, memory}, 1) : x;  // [batch, tgt (+ src), hidden]
+}
+
+bool EncoderDecoderStage::runs_step(const ForwardInputs& inputs) const {
+  return encoding(inputs) || holds_decoder();
+}
+
+bool EncoderDecoderStage::starts_step(const ForwardInputs& inputs) const {
+  return encoding(inputs) ? starts_encoder() : starts_decoder();
+}
+
+}  // namespace shardformer::layers
