@@ -72,7 +72,7 @@ void check_split_sizes(const BuildContext& ctx, const LinearOptions& options, in
   int64_t sum = 0;
   for (int64_t n : options.split_sizes) sum += n > 0 ? n : features + 1;
   if (static_cast<int64_t>(options.split_sizes.size()) != ctx.tp_size() || sum != features ||
-      options.column_units > 0 && options.column_units < ctx.tp_size()) {
+      (options.column_units > 0 && options.column_units < ctx.tp_size())) {
     throw ModelError(str(ctx.path(), ": an uneven split [", join(options.split_sizes, ", "),
                          "] of ", features, " features does not fit ", ctx.tp_size(),
                          " tensor-parallel ranks"));
