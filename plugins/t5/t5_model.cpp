@@ -110,9 +110,8 @@ const char* const kBiasPath = "block.0.layer.0.SelfAttention.relative_attention_
 
 // How a stack's self-attention heads split over tp (the policy's rule for block 0's q and o).
 layers::HeadProjections stack_heads(const BuildContext& stack, const T5Config& c) {
-  const BuildContext attention = context_at(stack, "block.0.layer.0.SelfAttention");
-  const bool split = layers::split_pair(attention.child("q"), attention.child("o"));
-  return layers::head_projections(attention, split, c.num_heads, c.num_heads, c.d_kv);
+  return layers::head_projections(context_at(stack, "block.0.layer.0.SelfAttention"),
+                                  {"q", "k", "v", "o"}, c.num_heads, c.num_heads, c.d_kv);
 }
 
 }  // namespace

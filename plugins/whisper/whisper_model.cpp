@@ -5,6 +5,7 @@
 #include "shardformer/layers/attention.h"
 #include "shardformer/layers/forward_step.h"
 #include "shardformer/layers/lm_head.h"
+#include "shardformer/layers/module_path.h"
 #include "shardformer/strings.h"
 
 #include <ATen/ATen.h>
@@ -190,19 +191,11 @@ at::Tensor WhisperDecoder::finish(const at::Tensor& x) const { return layer_norm
 WhisperModel::WhisperModel(const BuildContext& ctx, const WhisperConfig& c,
                            bool embedding_on_last_stage)
     : config_(c),
-      heads_(
-          layers::head_projections(
-              ctx.child("decoder").child("layers").child(0).child("self_attn"),
-              layers::split_pair(
-                  ctx.child("decoder").child("layers").child(0).child("self_attn").child("q_proj"),
-                  ctx.child("decoder")
-                      .child("layers")
-                      .child(0)
-                      .child("self_attn")
-                      .child("out_proj")),
-              c.decoder_attention_heads, c.decoder_attention_heads,
-              c.d_model / c.decoder_attention_heads)
-              .heads),
+      heads_(layers::head_projections(layers::context_at(ctx, "decoder.layers.0.self_attn"),
+                                      {"q_proj", "k_proj", "v_proj", "out_proj"},
+                                      c.decoder_attention_heads, c.decoder_attention_heads,
+                                      c.d_model / c.decoder_attention_heads)
+                 .heads),
       stage_(ctx, c.encoder_layers, c.decoder_layers) {
   bind(ctx);
   if (ctx.parallel() != nullptr && ctx.parallel()->config.enable_sequence_parallelism) {

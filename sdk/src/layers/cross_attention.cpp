@@ -23,14 +23,8 @@ CrossAttention::CrossAttention(const BuildContext& ctx, const CrossAttentionOpti
       head_dim_(o.head_dim),
       scale_(o.scale > 0 ? o.scale : 1.0 / std::sqrt(static_cast<double>(o.head_dim))),
       scale_queries_(o.scale_queries) {
-  const bool split = split_pair(ctx.child(o.q_name), ctx.child(o.out_name));
-  for (const std::string& name : {o.k_name, o.v_name}) {
-    if (split_pair(ctx.child(name), ctx.child(o.out_name)) != split) {
-      throw ModelError(str(ctx.path(), ": the policy must split ", o.q_name, ", ", o.k_name,
-                           " and ", o.v_name, " alike"));
-    }
-  }
-  const HeadProjections p = head_projections(ctx, split, o.num_heads, o.num_heads, o.head_dim);
+  const HeadProjections p = head_projections(ctx, {o.q_name, o.k_name, o.v_name, o.out_name},
+                                             o.num_heads, o.num_heads, o.head_dim);
   heads_ = p.heads;
   const int64_t inner = o.num_heads * o.head_dim;
   const int64_t memory = o.memory_size > 0 ? o.memory_size : o.hidden_size;

@@ -108,24 +108,31 @@ HeadProjections head_projections(const BuildContext& ctx, bool split, int64_t he
   return p;
 }
 
+HeadProjections head_projections(const BuildContext& ctx, const ProjectionNames& names,
+                                 int64_t heads, int64_t kv_heads, int64_t head_dim) {
+  const bool split = split_pair(ctx.child(names.q), ctx.child(names.out));
+  for (const std::string& name : {names.k, names.v}) {
+    if (split_pair(ctx.child(name), ctx.child(names.out)) != split) {
+      throw ModelError(str(ctx.path(), ": the policy must split ", names.q, ", ", names.k, " and ",
+                           names.v, " alike"));
+    }
+  }
+  return head_projections(ctx, split, heads, kv_heads, head_dim);
+}
+
 SelfAttention::SelfAttention(const BuildContext& ctx, const SelfAttentionOptions& o,
                              int64_t layer_idx)
     : layer_idx_(layer_idx),
       head_dim_(o.head_dim),
       scale_(o.scale > 0 ? o.scale : 1.0 / std::sqrt(static_cast<double>(o.head_dim))),
       scale_queries_(o.scale_queries) {
-  const bool split = split_pair(ctx.child(o.q_name), ctx.child(o.out_name));
-  for (const std::string& name : {o.k_name, o.v_name}) {
-    if (split_pair(ctx.child(name), ctx.child(o.out_name)) != split) {
-      throw ModelError(str(ctx.path(), ": the policy must split ", o.q_name, ", ", o.k_name,
-                           " and ", o.v_name, " alike"));
-    }
-  }
   if (o.num_heads % o.num_kv_heads != 0) {
     throw ModelError(str(ctx.path(), ": num_attention_heads (", o.num_heads,
                          ") is not a multiple of num_key_value_heads (", o.num_kv_heads, ")"));
   }
-  HeadProjections p = head_projections(ctx, split, o.num_heads, o.num_kv_heads, o.head_dim);
+  const HeadProjections p = head_projections(ctx, {o.q_name, o.k_name, o.v_name, o.out_name},
+                                             o.num_heads, o.num_kv_heads, o.head_dim);
+  const bool split = !p.split.heads.empty();
   heads_ = p.heads;
   kv_heads_ = p.kv_heads;
   LinearOptions q = p.q, k = p.kv, v = p.kv, out = p.out;

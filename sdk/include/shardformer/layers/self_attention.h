@@ -103,5 +103,12 @@ struct HeadProjections {
 };
 HeadProjections head_projections(const BuildContext& ctx, bool split, int64_t heads,
                                  int64_t kv_heads, int64_t head_dim);
+// The same for projections under these names in ctx's module, split as the policy says there;
+// throws ModelError when it splits q, k and v differently.
+struct ProjectionNames {
+  std::string q, k, v, out;
+};
+HeadProjections head_projections(const BuildContext& ctx, const ProjectionNames& names,
+                                 int64_t heads, int64_t kv_heads, int64_t head_dim);
 
 }  // namespace shardformer::layers
