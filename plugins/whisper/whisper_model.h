@@ -35,7 +35,6 @@ class WhisperLayer : public torch::nn::Module {
   WhisperLayer(const BuildContext& ctx, const WhisperConfig& config, bool decoder,
                int64_t layer_idx);
   at::Tensor forward(const at::Tensor& x, const WhisperStep& step);  // [b, s, d_model] -> same
-  int64_t num_heads() const { return self_attn_->num_kv_heads(); }   // this rank's
 
  private:
   std::shared_ptr<layers::LayerNorm> self_attn_layer_norm_, encoder_attn_layer_norm_,
