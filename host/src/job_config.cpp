@@ -24,8 +24,8 @@ constexpr int64_t kMaxRanks = 1024;  // per parallel axis
 // Ranks of a whole job: a rank number is an int (the launcher's WORLD_SIZE).
 constexpr int64_t kMaxWorldSize = std::numeric_limits<int>::max();
 const std::vector<std::string_view> kSections = {
-    "model", "parallel", "pipeline", "shard",     "job",        "forward", "generate",
-    "embed", "data",     "train",    "optimizer", "checkpoint", "plugins", "log"};
+    "model",      "parallel", "pipeline", "shard",     "job",        "forward", "generate", "embed",
+    "transcribe", "data",     "train",    "optimizer", "checkpoint", "plugins", "log"};
 const Names kSchedules = {"gpipe", "1f1b", "interleaved"};
 const Names kDtypes = {"float32", "float16", "bfloat16", "float64"};
 const Names kDevices = {"cpu", "cuda"};
@@ -47,8 +47,8 @@ void check_sections(const Source& source, const toml::table& root) {
 
 // Every section's reader; building them reports unknown keys before any value is read.
 struct Sections {
-  SectionReader model, parallel, pipeline, shard, job, forward, generate, embed, data, train,
-      optimizer, checkpoint, plugins, log;
+  SectionReader model, parallel, pipeline, shard, job, forward, generate, embed, transcribe, data,
+      train, optimizer, checkpoint, plugins, log;
 };
 
 Sections open_sections(const Source& source, const toml::table& root) {
@@ -71,6 +71,7 @@ Sections open_sections(const Source& source, const toml::table& root) {
                      "repetition_penalty", "seed", "stop", "stream", "output"}),
       SectionReader(source, root, "embed",
                     {"sentences", "sentences_file", "output", "batch_size", "max_length"}),
+      SectionReader(source, root, "transcribe", {"audio", "output", "language", "task"}),
       SectionReader(source, root, "data",
                     {"path", "dtype", "seq_len", "seed", "shuffle", "eval_fraction",
                      "mlm_probability", "mask_token_id"}),
@@ -168,8 +169,10 @@ ShardSection read_shard(const SectionReader& reader) {
 JobMode read_mode(const SectionReader& reader) {
   const auto mode =
       reader.choice("mode", {job_mode_name(JobMode::kForward), job_mode_name(JobMode::kGenerate),
-                             job_mode_name(JobMode::kEmbed), job_mode_name(JobMode::kTrain)});
-  for (const JobMode m : {JobMode::kForward, JobMode::kEmbed, JobMode::kTrain}) {
+                             job_mode_name(JobMode::kEmbed), job_mode_name(JobMode::kTrain),
+                             job_mode_name(JobMode::kTranscribe)});
+  for (const JobMode m :
+       {JobMode::kForward, JobMode::kEmbed, JobMode::kTrain, JobMode::kTranscribe}) {
     if (mode == job_mode_name(m)) return m;
   }
   return JobMode::kGenerate;
@@ -232,6 +235,18 @@ EmbedSection read_embed(const SectionReader& reader) {
     reader.fail_at("sentences_file", "give either embed.sentences or embed.sentences_file");
   }
   return embed;
+}
+
+TranscribeSection read_transcribe(const SectionReader& reader) {
+  TranscribeSection transcribe;
+  transcribe.audio = reader.paths("audio").value_or(transcribe.audio);
+  if (reader.has("audio") && transcribe.audio.empty()) {
+    reader.fail_at("audio", "must name at least one audio file");
+  }
+  transcribe.output = reader.path("output").value_or(transcribe.output);
+  transcribe.language = reader.string("language");
+  transcribe.task = reader.choice("task", {"transcribe", "translate"});
+  return transcribe;
 }
 
 DataSection read_data(const SectionReader& reader) {
@@ -378,9 +393,10 @@ void check_sequence(const Sections& sections, const JobConfig& config) {
   if (!split_gather && s.enable_sequence_overlap) {
     shard.fail_at("enable_sequence_overlap", "applies to split_gather only");
   }
-  if (config.mode == JobMode::kGenerate || config.mode == JobMode::kEmbed) {
-    shard.fail_at("enable_sequence_parallelism",
-                  "runs forward and train jobs; generation and embedding jobs run without it");
+  if (config.mode != JobMode::kForward && config.mode != JobMode::kTrain) {
+    shard.fail_at(
+        "enable_sequence_parallelism",
+        str("runs forward and train jobs; ", job_mode_name(config.mode), " jobs run without it"));
   }
 }
 
@@ -389,10 +405,9 @@ void check_training(const Sections& sections, const JobConfig& config) {
   const int64_t dp = config.parallel.dp_size;
   if (config.mode != JobMode::kTrain) {
     if (dp > 1) {
-      sections.parallel.fail_at("dp_size",
-                                str(dp,
-                                    ": data parallelism serves job.mode = \"train\""
-                                    " (forward, generate and embed jobs run one replica)"));
+      sections.parallel.fail_at("dp_size", str(dp,
+                                               ": data parallelism serves job.mode = \"train\""
+                                               " (other jobs run one replica)"));
     }
     return;
   }
@@ -451,6 +466,8 @@ void require_keys(const Sections& sections, JobMode mode) {
   } else if (mode == JobMode::kEmbed) {
     sections.embed.require("output", why);
     if (!sections.embed.has("sentences")) sections.embed.require("sentences_file", why);
+  } else if (mode == JobMode::kTranscribe) {
+    sections.transcribe.require("audio", why);
   } else if (mode == JobMode::kTrain) {
     sections.data.require("path", why);
     sections.data.require("seq_len", why);
@@ -503,6 +520,7 @@ JobConfig parse_job_config(const std::string& text, const std::filesystem::path&
   config.forward = read_forward(sections.forward);
   config.generate = read_generate(sections.generate);
   config.embed = read_embed(sections.embed);
+  config.transcribe = read_transcribe(sections.transcribe);
   config.data = read_data(sections.data);
   config.train = read_train(sections.train);
   config.optimizer = read_optimizer(sections.optimizer);
@@ -521,6 +539,7 @@ const char* job_mode_name(JobMode mode) {
     case JobMode::kGenerate: return "generate";
     case JobMode::kEmbed: return "embed";
     case JobMode::kTrain: return "train";
+    case JobMode::kTranscribe: return "transcribe";
   }
   return "unknown";
 }

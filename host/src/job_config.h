@@ -60,7 +60,7 @@ struct ShardSection {
   std::vector<PolicyOverride> policy;
 };
 
-enum class JobMode { kForward, kGenerate, kEmbed, kTrain };
+enum class JobMode { kForward, kGenerate, kEmbed, kTrain, kTranscribe };
 
 struct ForwardSection {
   std::vector<std::vector<int64_t>> input_ids;  // one token-id list per sequence (right-padded)
@@ -102,6 +102,14 @@ struct EmbedSection {
   std::filesystem::path output;          // safetensors file: "embeddings" [n, dim]
   int64_t batch_size = 32;
   int64_t max_length = 0;  // tokens per text incl. [CLS] / [SEP]; 0: the model folder's
+};
+
+// Speech to text (job.mode = "transcribe") with a Whisper model.
+struct TranscribeSection {
+  std::vector<std::filesystem::path> audio;  // files libsndfile reads (WAV, FLAC, Ogg, MP3, ...)
+  std::filesystem::path output;              // JSON lines: per file its text, ids and segments
+  std::optional<std::string> language;       // multilingual models: "en" or "<|en|>"
+  std::optional<std::string> task;           // multilingual models: transcribe | translate
 };
 
 // Training data (job.mode = "train"): a flat token file or JSON lines, cut into samples.
@@ -176,6 +184,7 @@ struct JobConfig {
   ForwardSection forward;
   GenerateSection generate;
   EmbedSection embed;
+  TranscribeSection transcribe;
   DataSection data;
   TrainSection train;
   OptimizerSection optimizer;

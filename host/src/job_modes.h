@@ -1,6 +1,6 @@
 // The modes of a job, one file each (job_forward.cpp, job_generate.cpp, job_embed.cpp,
-// job_train.cpp): each runs on every rank of the job's session; `writer` is the one rank that
-// writes the results to `out` and the output files.
+// job_transcribe.cpp, job_train.cpp): each runs on every rank of the job's session; `writer` is the
+// one rank that writes the results to `out` and the output files.
 #pragma once
 
 #include "job_config.h"
@@ -16,6 +16,7 @@ namespace shardformer::host {
 void run_forward(const JobConfig& config, Session& session, bool writer, std::ostream& out);
 void run_generate(const JobConfig& config, Session& session, bool writer, std::ostream& out);
 void run_embed(const JobConfig& config, Session& session, bool writer, std::ostream& out);
+void run_transcribe(const JobConfig& config, Session& session, bool writer, std::ostream& out);
 // Training on this `rank` (rank 0 writes); `resume`: the save to continue from (the session
 // was built from it), or empty.
 void run_train(const JobConfig& config, Session& session, const std::filesystem::path& resume,

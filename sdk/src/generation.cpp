@@ -185,7 +185,9 @@ GenerationResult decode_loop(Model& model, const Source& source, const Generatio
   at::Tensor sequences = step_ids;  // [batch, prompt or decoder start + steps so far]
   std::vector<bool> unfinished(batch, true);
   std::vector<int64_t> last_step(batch, config.max_new_tokens - 1);  // a row's last token
-  TokenChooser chooser(config.sampling);
+  SamplingConfig sampling = config.sampling;
+  sampling.begin_index = sequences.size(1);
+  TokenChooser chooser(sampling);
   std::vector<at::Tensor> generated;
   for (int64_t step = 0; step < config.max_new_tokens; ++step) {
     ForwardInputs inputs{.cache = &cache, .logits_to_keep = 1};  // the next token needs the last

@@ -12,7 +12,8 @@
 
 namespace shardformer {
 
-void apply_generation_config_file(const std::filesystem::path& folder, GenerationConfig& config) {
+void apply_generation_config_file(const std::filesystem::path& folder, GenerationConfig& config,
+                                  const std::set<std::string>& read_by_caller) {
   const std::filesystem::path path = folder / "generation_config.json";
   if (!std::filesystem::exists(path)) return;
   const nlohmann::json json = detail::read_json_file(path);
@@ -36,8 +37,17 @@ void apply_generation_config_file(const std::filesystem::path& folder, Generatio
     if (!json[key].is_number()) fail(key, "expected a number");
     return json[key].get<double>();
   };
+  const auto ids = [&](const std::string& key) {
+    std::vector<int64_t> out;
+    if (!json[key].is_array()) fail(key, "expected a list of integers");
+    for (const auto& id : json[key]) {
+      if (!id.is_number_integer()) fail(key, "expected a list of integers");
+      out.push_back(id.get<int64_t>());
+    }
+    return out;
+  };
   for (const auto& [key, value] : json.items()) {
-    if (value.is_null() || kNoEffect.contains(key)) continue;
+    if (value.is_null() || kNoEffect.contains(key) || read_by_caller.contains(key)) continue;
     if (key == "eos_token_id") {
       std::vector<int64_t> ids;
       if (value.is_number_integer()) {
@@ -74,13 +84,18 @@ void apply_generation_config_file(const std::filesystem::path& folder, Generatio
       config.sampling.min_p = number(key);
     } else if (key == "repetition_penalty") {
       config.sampling.repetition_penalty = number(key);
+    } else if (key == "suppress_tokens") {
+      config.sampling.suppress_tokens = ids(key);
+    } else if (key == "begin_suppress_tokens") {
+      config.sampling.begin_suppress_tokens = ids(key);
     } else if ((key == "num_beams" || key == "num_return_sequences") && value == 1) {
       continue;  // HF's defaults
     } else {
       fail(key,
            "is not supported by the host's generation (supported: eos_token_id, "
            "pad_token_id, decoder_start_token_id, do_sample, temperature, top_k, top_p, min_p, "
-           "repetition_penalty); remove it or generate with HF");
+           "repetition_penalty, suppress_tokens, begin_suppress_tokens); remove it or generate "
+           "with HF");
     }
   }
 }

@@ -3,23 +3,14 @@
 // apply_chat_template + generate() at tp 1, 2 (heads split unevenly), 3 and pp 2; text prompts
 // of different lengths in one batch equal HF's at tp 1, 2 and pp 2; a seeded sampling run
 // repeats itself at tp 1 and 3; a stop string ends the answer.
-#include "test_env.h"
-
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
-
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
-#include <string>
-#include <vector>
+#include "job_run.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
 using shardformer::testing::models_dir;
+using shardformer::testing::quoted;
 using shardformer::testing::test_data_dir;
 
 const json& reference() {
@@ -31,44 +22,25 @@ const json& reference() {
   return loaded;
 }
 
-std::string quoted(const std::string& s) { return json(s).dump(); }
-
 class GenerateText : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::path(::testing::TempDir()) /
-           ("shardformer_generate_" +
-            std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
+  void SetUp() override { dir_ = shardformer::testing::fresh_test_dir("shardformer_generate_"); }
   void TearDown() override { fs::remove_all(dir_); }
 
   // Runs a generate job with `parallel` and `generate` TOML lines; returns the output file's
   // JSON lines, and the job's console output in `log`.
   std::vector<json> run(const std::string& parallel, const std::string& generate,
                         std::string* console = nullptr) {
-    const fs::path toml = dir_ / "job.toml";
     const fs::path output = dir_ / "out.jsonl";
-    std::ofstream(toml) << "[model]\npath = "
-                        << quoted((models_dir() / "SmolLM2-135M-Instruct").string())
-                        << "\n[parallel]\n"
-                        << parallel << "\n[job]\nmode = \"generate\"\n"
-                        << "[generate]\noutput = " << quoted(output.string()) << "\n"
-                        << generate;
-    const fs::path log = dir_ / "log.txt";
-    const std::string command = shardformer::testing::host_binary().string() + " run " +
-                                toml.string() + " > " + log.string() + " 2>&1";
-    const int status = std::system(command.c_str());
-    std::ifstream log_in(log);
-    std::stringstream text;
-    text << log_in.rdbuf();
-    if (console) *console = text.str();
-    EXPECT_EQ(status, 0) << text.str();
-    std::vector<json> lines;
-    std::ifstream in(output);
-    for (std::string line; std::getline(in, line);) lines.push_back(json::parse(line));
-    return lines;
+    const auto job = shardformer::testing::run_job(
+        dir_,
+        "[model]\npath = " + quoted((models_dir() / "SmolLM2-135M-Instruct").string()) +
+            "\n[parallel]\n" + parallel + "\n[job]\nmode = \"generate\"\n" +
+            "[generate]\noutput = " + quoted(output.string()) + "\n" + generate,
+        output);
+    if (console) *console = job.console;
+    EXPECT_EQ(job.status, 0) << job.console;
+    return job.lines;
   }
 
   fs::path dir_;

@@ -585,7 +585,8 @@ const ErrorCase kErrorCases[] = {
     {"UnknownMode",
      "[job]\nmode = \"training\"\n",
      "2:8",
-     {"job.mode must be one of \"forward\", \"generate\", \"embed\", \"train\", got \"training\""}},
+     {"job.mode must be one of \"forward\", \"generate\", \"embed\", \"train\", \"transcribe\", "
+      "got \"training\""}},
     {"UnknownLogLevel",
      "[log]\nlevel = \"verbose\"\n",
      "2:9",
@@ -621,6 +622,21 @@ const ErrorCase kErrorCases[] = {
      "[model]\npath = \"m\"\n[job]\nmode = \"generate\"\n[generate]\nmax_new_tokens = 3\n",
      "5:1",
      {"missing required key generate.prompts", "required when job.mode = \"generate\""}},
+    {"MissingTranscribeAudio",
+     "[model]\npath = \"m\"\n[job]\nmode = \"transcribe\"\n[transcribe]\ntask = \"translate\"\n",
+     "5:1",
+     {"missing required key transcribe.audio", "required when job.mode = \"transcribe\""}},
+    {"UnknownTranscribeTask",
+     "[model]\npath = \"m\"\n[job]\nmode = \"transcribe\"\n[transcribe]\naudio = [\"a.wav\"]\n"
+     "task = \"summarize\"\n",
+     "7:8",
+     {"transcribe.task must be one of \"transcribe\", \"translate\", got \"summarize\""}},
+    {"TranscribeWithSequenceParallelism",
+     "[model]\npath = \"m\"\n[parallel]\ntp_size = 2\n[shard]\nenable_sequence_parallelism = "
+     "true\n[job]\n"
+     "mode = \"transcribe\"\n[transcribe]\naudio = [\"a.wav\"]\n",
+     "6:31",
+     {"runs forward and train jobs; transcribe jobs run without it"}},
 };
 
 INSTANTIATE_TEST_SUITE_P(Cases, JobConfigErrorTest, ::testing::ValuesIn(kErrorCases),

@@ -1,6 +1,7 @@
 // The logits processors against HF's (tools/gen_generation_reference.py): repetition penalty,
-// temperature, top-k, top-p and min-p, alone and together, within 1e-5 of HF's scores with the
-// same entries filtered; and a seeded chooser drawing the same tokens again.
+// temperature, top-k, top-p and min-p, alone and together, and Whisper's suppressed tokens and
+// timestamp rules, within 1e-5 of HF's scores with the same entries filtered; and a seeded
+// chooser drawing the same tokens again.
 #include "shardformer/sampling.h"
 #include "test_util.h"
 
@@ -40,6 +41,16 @@ SamplingConfig setting_of(const json& s) {
   config.top_p = s.value("top_p", 1.0);
   if (s.contains("min_p")) config.min_p = s.at("min_p").get<double>();
   config.repetition_penalty = s.value("repetition_penalty", 1.0);
+  config.suppress_tokens = s.value("suppress_tokens", std::vector<int64_t>{});
+  config.begin_suppress_tokens = s.value("begin_suppress_tokens", std::vector<int64_t>{});
+  config.begin_index = s.value("begin_index", int64_t{0});
+  if (s.contains("timestamps")) {
+    const json& t = s.at("timestamps");
+    config.timestamps = TimestampRules{
+        .no_timestamps_token_id = t.at("no_timestamps_token_id"),
+        .eos_token_id = t.at("eos_token_id"),
+        .max_initial_timestamp_index = t.at("max_initial_timestamp_index").get<int64_t>()};
+  }
   return config;
 }
 

@@ -43,20 +43,29 @@ inline void write_text(const std::filesystem::path& path, const std::string& tex
   ASSERT_TRUE(out.good()) << "cannot write " << path;
 }
 
-// Runs `action` and checks that it throws CheckpointError whose message holds every part.
-inline void expect_checkpoint_error(const std::function<void()>& action,
-                                    const std::vector<std::string>& parts) {
+// Runs `action`, expecting an exception of type E whose message holds every part.
+template <typename E>
+void expect_error(const std::function<void()>& action, const std::vector<std::string>& parts) {
   try {
     action();
-  } catch (const CheckpointError& e) {
+  } catch (const E& e) {
     const std::string message = e.what();
     for (const std::string& part : parts) {
       EXPECT_NE(message.find(part), std::string::npos)
           << "message lacks \"" << part << "\": " << message;
     }
     return;
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "wrong exception type: " << e.what();
+    return;
   }
-  ADD_FAILURE() << "no CheckpointError was thrown";
+  ADD_FAILURE() << "nothing was thrown";
+}
+
+// Runs `action` and checks that it throws CheckpointError whose message holds every part.
+inline void expect_checkpoint_error(const std::function<void()>& action,
+                                    const std::vector<std::string>& parts) {
+  expect_error<CheckpointError>(action, parts);
 }
 
 // Tests reading <test data>/safetensors, written by tools/make_safetensors_fixtures.py. They

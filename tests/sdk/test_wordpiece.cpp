@@ -21,6 +21,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 using testing::expect_all;
+using testing::expect_error;
 using tokenizer::BatchEncoding;
 using tokenizer::BatchOptions;
 using tokenizer::Side;
@@ -251,25 +252,6 @@ class WordPieceFiles : public testing::TempDirTest<> {
 
   json spec_;
 };
-
-// Runs `action`, expecting an exception of type E whose message holds every part.
-template <typename E>
-void expect_error(const std::function<void()>& action, const std::vector<std::string>& parts) {
-  try {
-    action();
-  } catch (const E& e) {
-    std::string message = e.what();
-    for (const std::string& part : parts) {
-      EXPECT_NE(message.find(part), std::string::npos)
-          << "message lacks \"" << part << "\": " << message;
-    }
-    return;
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception type: " << e.what();
-    return;
-  }
-  ADD_FAILURE() << "nothing was thrown";
-}
 
 TEST_F(WordPieceFiles, MissingFileIsNamed) {
   fs::path path = dir_ / "absent" / "tokenizer.json";

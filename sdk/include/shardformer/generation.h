@@ -11,6 +11,8 @@
 #include <filesystem>
 #include <functional>
 #include <optional>
+#include <set>
+#include <string>
 #include <vector>
 
 namespace shardformer {
@@ -43,9 +45,11 @@ struct GenerationResult {
 };
 
 // Takes the model folder's generation_config.json (when there is one) into `config`: its eos
-// ids (one or a list), pad id and sampling settings, as HF generate() does. Throws
-// CheckpointError naming a key that would change decoding and is not supported.
-void apply_generation_config_file(const std::filesystem::path& folder, GenerationConfig& config);
+// ids (one or a list), pad id, sampling settings and suppressed tokens, as HF generate() does.
+// Throws CheckpointError naming a key that would change decoding and is not supported, unless
+// it is one of `read_by_caller` (Whisper's, which audio::TranscriptionSettings reads).
+void apply_generation_config_file(const std::filesystem::path& folder, GenerationConfig& config,
+                                  const std::set<std::string>& read_by_caller = {});
 
 // Throws Error when the model has no LM head, a prompt is empty, or the total length exceeds
 // the model's max_positions.

@@ -100,11 +100,10 @@ at::Tensor mel_filter_bank(const LogMelOptions& o) {
   return bank;
 }
 
-at::Tensor log_mel_spectrogram(const std::vector<float>& samples, const LogMelOptions& o) {
-  // One window: zeros after the audio, or the audio cut at chunk_length seconds.
-  at::Tensor wave = at::zeros({o.samples()}, at::kFloat);
-  const int64_t kept = std::min<int64_t>(o.samples(), static_cast<int64_t>(samples.size()));
-  std::copy_n(samples.data(), kept, wave.data_ptr<float>());
+namespace {
+
+// The log-mel features of `wave` [samples]: [feature_size, samples / hop_length].
+at::Tensor log_mel_of(const at::Tensor& wave, const LogMelOptions& o) {
   const at::Tensor stft = at::stft(wave, o.n_fft, o.hop_length, o.n_fft, at::hann_window(o.n_fft),
                                    /*center=*/true, "reflect", /*normalized=*/false,
                                    /*onesided=*/true, /*return_complex=*/true);  // [bins, frames+1]
@@ -113,6 +112,23 @@ at::Tensor log_mel_spectrogram(const std::vector<float>& samples, const LogMelOp
   at::Tensor log_spec = at::clamp_min(mel, 1e-10).log10();
   log_spec = at::maximum(log_spec, log_spec.max() - 8.0);
   return (log_spec + 4.0) / 4.0;
+}
+
+}  // namespace
+
+at::Tensor log_mel_spectrogram(const std::vector<float>& samples, const LogMelOptions& o) {
+  // One window: zeros after the audio, or the audio cut at chunk_length seconds.
+  at::Tensor wave = at::zeros({o.samples()}, at::kFloat);
+  const int64_t kept = std::min<int64_t>(o.samples(), static_cast<int64_t>(samples.size()));
+  std::copy_n(samples.data(), kept, wave.data_ptr<float>());
+  return log_mel_of(wave, o);
+}
+
+at::Tensor whole_log_mel_spectrogram(const std::vector<float>& samples, const LogMelOptions& o) {
+  if (static_cast<int64_t>(samples.size()) <= o.samples()) return log_mel_spectrogram(samples, o);
+  const at::Tensor wave = at::from_blob(const_cast<float*>(samples.data()),
+                                        {static_cast<int64_t>(samples.size())}, at::kFloat);
+  return log_mel_of(wave, o);
 }
 
 }  // namespace shardformer::audio

@@ -120,14 +120,15 @@ pipeline::PipelineOptions Session::pipeline_options(int64_t batch) const {
 
 GenerationConfig Session::generation_config(int64_t max_new_tokens,
                                             std::optional<int64_t> eos_token_id,
-                                            std::optional<int64_t> pad_token_id) const {
+                                            std::optional<int64_t> pad_token_id,
+                                            const std::set<std::string>& read_by_caller) const {
   const HFConfig& hf = checkpoint_->config();
   GenerationConfig config;
   config.max_new_tokens = max_new_tokens;
   config.eos_token_id = hf.get_optional_int("eos_token_id");
   config.pad_token_id = hf.get_optional_int("pad_token_id").value_or(-1);
   config.decoder_start_token_id = hf.get_optional_int("decoder_start_token_id");
-  apply_generation_config_file(checkpoint_->directory(), config);
+  apply_generation_config_file(checkpoint_->directory(), config, read_by_caller);
   if (config.pad_token_id < 0) config.pad_token_id = config.eos_token_id.value_or(0);
   if (eos_token_id) {
     config.eos_token_id = eos_token_id;

@@ -49,4 +49,10 @@ at::Tensor mel_filter_bank(const LogMelOptions& options);
 // through the mel filters, log10 clamped at 1e-10, floored 8 below the maximum, then (x + 4) / 4.
 at::Tensor log_mel_spectrogram(const std::vector<float>& samples, const LogMelOptions& options);
 
+// The features of audio longer than a window, whole [feature_size, samples / hop_length] (HF's
+// extractor with truncation=False, padding="longest": one maximum floors every frame); one
+// window as log_mel_spectrogram() for audio that fits in one.
+at::Tensor whole_log_mel_spectrogram(const std::vector<float>& samples,
+                                     const LogMelOptions& options);
+
 }  // namespace shardformer::audio

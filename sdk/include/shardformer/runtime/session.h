@@ -72,9 +72,11 @@ class Session {
   pipeline::PipelineOptions pipeline_options(int64_t batch) const;
   // Generation settings as HF generate() takes them: config.json's eos_token_id and
   // pad_token_id (pad falls back to eos, then 0), then the folder's generation_config.json
-  // (eos lists, pad, sampling defaults), then the arguments.
+  // (eos lists, pad, sampling defaults), then the arguments. `read_by_caller`: keys of
+  // generation_config.json the caller reads itself (apply_generation_config_file).
   GenerationConfig generation_config(int64_t max_new_tokens, std::optional<int64_t> eos_token_id,
-                                     std::optional<int64_t> pad_token_id) const;
+                                     std::optional<int64_t> pad_token_id,
+                                     const std::set<std::string>& read_by_caller = {}) const;
 
   // The model's output for a batch ([batch, seq, ...], gathered over tp); undefined on the
   // pipeline stages that do not end the model, and possibly on tp ranks other than 0 when
