@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Checks that HF transformers reads a checkpoint the C++ trainer saved, whatever its family:
 `ARCHITECTURE.from_pretrained(SAVED_DIR)` loads it with no missing, unexpected or mismatched
-weight, and HF's logits for LOGITS_FILE's input_ids equal the logits our model gave from the same
-folder (atol 1e-5 + rtol 1e-5).
+weight, and HF's logits for LOGITS_FILE's input_ids (and decoder_input_ids, for an
+encoder-decoder model) equal the logits our model gave from the same folder (atol 1e-5 + rtol
+1e-5).
 
 usage: check_hf_loads.py SAVED_DIR ARCHITECTURE LOGITS_FILE
 Exit 0 when it does, 1 with what differs otherwise."""
@@ -21,7 +22,8 @@ def main() -> int:
                                                      "mismatched_keys") if info[kind]]
     ours = load_file(logits_file)
     with torch.no_grad():
-        theirs = model.eval()(input_ids=ours["input_ids"]).logits
+        inputs = {k: ours[k] for k in ("input_ids", "decoder_input_ids") if k in ours}
+        theirs = model.eval()(**inputs).logits
     if theirs.shape != ours["logits"].shape:
         problems.append(f"logits shape {tuple(theirs.shape)} against ours "
                         f"{tuple(ours['logits'].shape)}")

@@ -3,7 +3,7 @@
 torch.optim.AdamW on the CPU, in fp32. HF and torch are the oracle, never our code.
 
 usage: train_reference.py MODELS_DIR OUT_DIR [--steps 20] [--dtype float32] [--model NAME]
-                          [--mlm P --mask-token-id ID | --classify]
+                          [--mlm P --mask-token-id ID | --classify | --seq2seq]
 
 What it does, exactly (the C++ side implements the same). With --model NAME, step 1 is
 replaced: MODELS_DIR/NAME (any causal LM) is copied to OUT_DIR/model with every numeric
@@ -15,7 +15,12 @@ static masks from splitmix64 seeded with ORDER_SEED ^ splitmix64(MASK_STREAM + s
 micro-batch's loss is weighted by its labelled tokens over the step's instead of 1/4. With
 --classify, the copy becomes a ...ForSequenceClassification checkpoint (its new head drawn after
 torch.manual_seed(1234), saved), each sample's label is sum(ids) % 2, and OUT_DIR/train_cls.jsonl
-holds every sample with its label, one {"input_ids", "label"} a line.
+holds every sample with its label, one {"input_ids", "label"} a line. With --seq2seq (an
+encoder-decoder --model, loaded with AutoModelForSeq2SeqLM), sample i becomes a pair: the source
+is its first 12 + i % 21 ids, the target the source reversed, cut to 4 + i % 13 ids;
+OUT_DIR/train_s2s.jsonl holds every pair, one {"input_ids", "labels"} a line. A micro-batch's
+sources are padded to 32 with id 0 and masked, its targets to the file's longest (16) with -100
+(HF shifts them right into decoder inputs), and its loss weighted as --mlm's.
 
  1. Checkpoint MODELS_DIR/tiny-gpt2-train/: torch.manual_seed(1234), then
     GPT2LMHeadModel(GPT2Config(**TINY, resid_pdrop=0, embd_pdrop=0, attn_pdrop=0)),
@@ -87,7 +92,7 @@ import time
 import numpy as np
 import torch
 from safetensors.torch import save_file
-from transformers import (AutoModelForCausalLM, AutoModelForMaskedLM,
+from transformers import (AutoModelForCausalLM, AutoModelForMaskedLM, AutoModelForSeq2SeqLM,
                           AutoModelForSequenceClassification, GPT2Config, GPT2LMHeadModel,
                           get_cosine_schedule_with_warmup)
 
@@ -106,6 +111,7 @@ MASK = 2**64 - 1
 GOLDEN, MASK_STREAM = 0x9E3779B97F4A7C15, 0x5DEECE66D
 MLM = None  # (probability, mask_token_id, vocab_size) with --mlm
 CLASS_LABELS = None  # [samples] int64 with --classify
+S2S = None  # (sources, attention masks, labels) [samples, ...] with --seq2seq
 
 
 def splitmix64(state):
@@ -201,6 +207,27 @@ def make_data(out: pathlib.Path) -> np.ndarray:
     return tokens
 
 
+def seq2seq_pairs(samples, out):
+    """Sample i's source (its first 12 + i % 21 ids) and target (the source reversed, cut to
+    4 + i % 13 ids), padded, and written to OUT/train_s2s.jsonl."""
+    sources, targets = [], []
+    for i, row in enumerate(samples.tolist()):
+        sources.append(row[:12 + i % 21])
+        targets.append(sources[-1][::-1][:4 + i % 13])
+    with open(out / "train_s2s.jsonl", "w") as f:
+        for source, target in zip(sources, targets):
+            f.write(json.dumps({"input_ids": source, "labels": target}) + "\n")
+    width = max(len(t) for t in targets)
+    ids = torch.zeros(len(sources), SEQ_LEN, dtype=torch.long)
+    mask = torch.zeros(len(sources), SEQ_LEN, dtype=torch.long)
+    labels = torch.full((len(sources), width), -100, dtype=torch.long)
+    for i, (source, target) in enumerate(zip(sources, targets)):
+        ids[i, :len(source)] = torch.tensor(source)
+        mask[i, :len(source)] = 1
+        labels[i, :len(target)] = torch.tensor(target)
+    return ids, mask, labels
+
+
 def make_optimizer(model, steps):
     decay = [p for p in model.parameters() if p.ndim >= 2]
     no_decay = [p for p in model.parameters() if p.ndim < 2]
@@ -224,11 +251,18 @@ def run_steps(model, opt, sched, samples, first, count, log):
             parts = [mlm_batch(samples, order[m * micro:(m + 1) * micro])
                      for m in range(MICRO_BATCHES)]
             total = sum(int((labels != -100).sum()) for _, labels in parts)
+        if S2S:
+            total = int((S2S[2][order] != -100).sum())
         for m in range(MICRO_BATCHES):
             if CLASS_LABELS is not None:
                 index = order[m * micro:(m + 1) * micro]
                 loss = model(input_ids=samples[index],
                              labels=CLASS_LABELS[index]).loss / MICRO_BATCHES
+            elif S2S:
+                index = order[m * micro:(m + 1) * micro]
+                ids, mask, labels = (t[index] for t in S2S)
+                loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss * (
+                    int((labels != -100).sum()) / total)
             elif MLM:
                 ids, labels = parts[m]
                 count = int((labels != -100).sum())
@@ -274,7 +308,8 @@ def dropout_free_copy(source: pathlib.Path, out: pathlib.Path) -> pathlib.Path:
 
 def load(path):
     auto = (AutoModelForSequenceClassification if CLASS_LABELS is not None
-            else AutoModelForMaskedLM if MLM else AutoModelForCausalLM)
+            else AutoModelForMaskedLM if MLM else AutoModelForSeq2SeqLM if S2S
+            else AutoModelForCausalLM)
     return auto.from_pretrained(path, dtype=torch.float32)
 
 
@@ -291,6 +326,8 @@ def main() -> None:
     parser.add_argument("--mask-token-id", type=int, default=4)
     parser.add_argument("--classify", action="store_true",
                         help="sequence classification of sum(ids) % 2")
+    parser.add_argument("--seq2seq", action="store_true",
+                        help="an encoder-decoder model on source / target pairs")
     args = parser.parse_args()
     if args.steps < 2:
         parser.error("--steps must be at least 2 (the resume check splits the run in two)")
@@ -308,6 +345,9 @@ def main() -> None:
     tokens = make_data(args.out)
     n = NUM_TOKENS // SEQ_LEN
     samples = torch.from_numpy(tokens[:n * SEQ_LEN].reshape(n, SEQ_LEN)).long()
+    if args.seq2seq:
+        global S2S
+        S2S = seq2seq_pairs(samples, args.out)
     if args.classify:
         global CLASS_LABELS
         CLASS_LABELS = samples.sum(dim=1) % 2

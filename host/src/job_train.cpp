@@ -7,6 +7,7 @@
 #include "shardformer/log.h"
 #include "shardformer/runtime/activity.h"
 #include "shardformer/strings.h"
+#include "shardformer/tokenizer/tokenizer.h"
 #include "shardformer/training/trainer.h"
 
 #include <nlohmann/json.hpp>
@@ -16,6 +17,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <optional>
 
 namespace shardformer::host {
 namespace {
@@ -136,7 +138,13 @@ void run_train(const JobConfig& config, Session& session, const fs::path& resume
                                            .eval_fraction = config.data.eval_fraction,
                                            .mlm_probability = config.data.mlm_probability,
                                            .mask_token_id = config.data.mask_token_id};
-  const training::TokenDataset data(data_options, session.model().shape().vocab_size);
+  // Text data (source / target pairs) is tokenized with model.path's tokenizer (a save that
+  // training continues from holds none).
+  const fs::path& folder = config.model.path;
+  std::optional<tokenizer::Tokenizer> tok;
+  if (fs::exists(folder / "tokenizer.json")) tok = tokenizer::Tokenizer::from_file(folder);
+  const training::TokenDataset data(data_options, session.model().shape().vocab_size,
+                                    tok ? &*tok : nullptr);
   training::Trainer trainer(session, data, train_options(config));
   if (!resume.empty()) {
     trainer.load(resume);
@@ -162,8 +170,10 @@ void run_train(const JobConfig& config, Session& session, const fs::path& resume
     }
   }
   if (writer) {
-    out << "train: " << data.num_train() << " samples of " << data.seq_len() << " tokens ("
-        << data.num_eval() << " held out), " << config.train.global_batch_size << " a step, dp "
+    out << "train: " << data.num_train()
+        << (data.has_targets() ? " source / target pairs (sources up to " : " samples of ")
+        << data.seq_len() << " tokens" << (data.has_targets() ? ")" : "") << " (" << data.num_eval()
+        << " held out), " << config.train.global_batch_size << " a step, dp "
         << config.parallel.dp_size << " x pp " << config.parallel.pp_size << " x tp "
         << config.parallel.tp_size << (config.train.zero_stage > 0 ? ", ZeRO-1" : "") << ", "
         << config.train.precision << "\n";

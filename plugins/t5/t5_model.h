@@ -25,12 +25,7 @@
 namespace shardformer::t5 {
 
 // What every block of one stack shares in a forward pass.
-struct T5Step {
-  layers::AttentionStep self;  // the padding (and causal) mask, the position bias, the cache
-  at::Tensor memory{};         // the decoder's: the encoder's output [batch, src, d_model]
-  at::Tensor memory_mask{};    // [batch, 1, 1, src] (layers::memory_mask)
-  KVCache* cross_cache = nullptr;
-};
+using T5Step = layers::EncoderDecoderStep;
 
 // One block: layer.0 self-attention, layer.1 cross-attention (decoder), then the feed-forward.
 class T5Block : public torch::nn::Module {

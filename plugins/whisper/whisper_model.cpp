@@ -122,6 +122,12 @@ WhisperEncoder::WhisperEncoder(const BuildContext& ctx, const WhisperConfig& c,
 
 at::Tensor WhisperEncoder::embed(const at::Tensor& input_features) const {
   const int64_t frames = 2 * config_.max_source_positions;
+  if (!input_features.defined()) {
+    throw Error(
+        "Whisper reads log-mel input_features [batch, mels, frames], not token ids: audio comes "
+        "through the transcribe job or generate_from_features (training on speech is not "
+        "supported yet)");
+  }
   if (input_features.dim() != 3 || input_features.size(1) != config_.num_mel_bins ||
       input_features.size(2) != frames) {
     throw Error(str("Whisper: input_features must be [batch, ", config_.num_mel_bins, ", ", frames,

@@ -23,11 +23,7 @@
 namespace shardformer::whisper {
 
 // What every layer of one stack shares in a forward pass.
-struct WhisperStep {
-  layers::AttentionStep self;  // the decoder's causal mask and KV cache (the encoder: none)
-  at::Tensor memory{};         // the decoder's: the encoder's output [batch, frames/2, d_model]
-  KVCache* cross_cache = nullptr;
-};
+using WhisperStep = layers::EncoderDecoderStep;  // the memory has no padding mask
 
 // An encoder layer (self-attention, MLP) or a decoder layer (self-attention, encoder_attn, MLP).
 class WhisperLayer : public torch::nn::Module {

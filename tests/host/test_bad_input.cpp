@@ -774,7 +774,8 @@ const BadInput kRuntimeInput[] = {
                               "[train]\nsteps = 1\nglobal_batch_size = 1\n"));
      },
      3,
-     "{dir}/data\\.jsonl: token id 5000 at line 2 is outside the model's vocabulary \\[0, "
+     "{dir}/data\\.jsonl: token id 5000 at line 2 \\(\"input_ids\"\\) is outside the model's "
+     "vocabulary \\[0, "
      "1013\\)"},
     {"CpuGemmChoiceUnknown",
      [](const Workspace& ws) {

@@ -174,13 +174,31 @@ INSTANTIATE_TEST_SUITE_P(
 // torch.optim.AdamW's (tools/train_reference.py --model).
 // BERT's masked-LM head as well ("tiny-bert-mlm": 15 % of the positions masked, the same static
 // masks on both sides, each micro-batch weighted by its masked tokens) and its classification
-// head ("tiny-bert-cls": JSON lines labelled sum(ids) % 2).
+// head ("tiny-bert-cls": JSON lines labelled sum(ids) % 2), and T5 on source / target pairs
+// ("tiny-t5-s2s": JSON lines of ids, sources and targets of different lengths).
 class FamilyTraining : public ::testing::TestWithParam<std::tuple<std::string, TrainLayout>> {};
+
+// The data of a family's reference run: its data file, masks for "-mlm".
+training::DataOptions family_data_options(const std::string& name, const fs::path& dir) {
+  training::DataOptions options = reference_data_options();
+  if (name.ends_with("-mlm")) {
+    options.mlm_probability = 0.15;
+    options.mask_token_id = 4;
+  }
+  if (name.ends_with("-cls")) options.path = dir / "train_cls.jsonl";
+  if (name.ends_with("-s2s")) options.path = dir / "train_s2s.jsonl";
+  return options;
+}
+
+// "tiny-bert-mlm" trains "tiny-bert": a suffix names the head and data, not the checkpoint.
+std::string family_model(const std::string& name) {
+  const bool head = name.ends_with("-mlm") || name.ends_with("-cls") || name.ends_with("-s2s");
+  return head ? name.substr(0, name.size() - 4) : name;
+}
 
 TEST_P(FamilyTraining, MatchesTorchAdamWStepByStep) {
   const auto& [name, layout] = GetParam();
-  const bool mlm = name.ends_with("-mlm"), classify = name.ends_with("-cls");
-  const std::string model = mlm || classify ? name.substr(0, name.size() - 4) : name;
+  const std::string model = family_model(name);
   const fs::path dir = test_data_dir() / "training-families" / name;  // dropout-free copy
   expect_all_ranks_passed(run_ranks(static_cast<int>(layout.world()), [&](int rank, int port) {
     at::set_num_threads(1);
@@ -191,15 +209,11 @@ TEST_P(FamilyTraining, MatchesTorchAdamWStepByStep) {
     SessionOptions options{.checkpoint = dir / "model"};
     if (layout.pp > 1) options.pipeline.num_microbatches = static_cast<int>(4 / layout.dp);
     const auto session = f.session(options, &mesh);
-    training::DataOptions data_options = reference_data_options();
-    if (mlm) {
-      data_options.mlm_probability = 0.15;
-      data_options.mask_token_id = 4;
-    }
-    if (classify) data_options.path = dir / "train_cls.jsonl";
-    const training::TokenDataset data(data_options, 1013);
-    Trainer trainer(*session, data, reference_train_options(kSteps, layout.zero_stage));
-    run_and_check(trainer, f.reference, kSteps, name + " " + layout.name, !mlm && !classify);
+    const training::TokenDataset data(family_data_options(name, dir), 1013);
+    training::TrainOptions train = reference_train_options(kSteps, layout.zero_stage);
+    train.recompute = layout.recompute;
+    Trainer trainer(*session, data, train);
+    run_and_check(trainer, f.reference, kSteps, name + " " + layout.name, model == name);
   }));
 }
 
@@ -207,9 +221,23 @@ INSTANTIATE_TEST_SUITE_P(
     Families, FamilyTraining,
     ::testing::Combine(
         ::testing::Values("tiny-llama", "tiny-qwen3", "tiny-opt", "tiny-bloom", "tiny-bert-mlm",
-                          "tiny-bert-cls"),
+                          "tiny-bert-cls", "tiny-t5-s2s"),
         ::testing::Values(TrainLayout{.dp = 2, .tp = 2, .zero_stage = 1, .name = "dp2_tp2_zero1"},
                           TrainLayout{.pp = 2, .name = "pp2"})),
+    [](const auto& info) {
+      std::string name = std::get<0>(info.param) + "_" + std::get<1>(info.param).name;
+      std::replace(name.begin(), name.end(), '-', '_');
+      return name;
+    });
+
+// The encoder-decoder pipeline trains too: T5's stages split between the encoder and the
+// decoder, tp 2 within each, every layer recomputed in the backward pass.
+INSTANTIATE_TEST_SUITE_P(
+    Seq2Seq, FamilyTraining,
+    ::testing::Combine(
+        ::testing::Values("tiny-t5-s2s"),
+        ::testing::Values(TrainLayout{
+            .pp = 2, .tp = 2, .name = "pp2_tp2_recompute_all", .recompute = {.ratio = 1.0}})),
     [](const auto& info) {
       std::string name = std::get<0>(info.param) + "_" + std::get<1>(info.param).name;
       std::replace(name.begin(), name.end(), '-', '_');
@@ -223,8 +251,7 @@ class FamilySave : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(FamilySave, HFLoadsWhatItSaved) {
   const std::string name = GetParam();
-  const bool head = name.ends_with("-mlm") || name.ends_with("-cls");
-  const std::string model = head ? name.substr(0, name.size() - 4) : name;
+  const std::string model = family_model(name);
   const fs::path source = test_data_dir() / "training-families" / name;
   const fs::path dir = scratch_dir("family-save-" + name);
   const TrainLayout layout{.pp = 2, .tp = 2, .name = "pp2_tp2"};
@@ -237,13 +264,7 @@ TEST_P(FamilySave, HFLoadsWhatItSaved) {
     SessionOptions options{.checkpoint = source / "model"};
     options.pipeline.num_microbatches = 4;
     const auto session = f.session(options, &mesh);
-    training::DataOptions data_options = reference_data_options();
-    if (name.ends_with("-mlm")) {
-      data_options.mlm_probability = 0.15;
-      data_options.mask_token_id = 4;
-    }
-    if (name.ends_with("-cls")) data_options.path = source / "train_cls.jsonl";
-    const training::TokenDataset data(data_options, 1013);
+    const training::TokenDataset data(family_data_options(name, source), 1013);
     Trainer trainer(*session, data, reference_train_options(kSteps));
     for (int s = 0; s < 3; ++s) trainer.step();
     trainer.save(dir / "saved");
@@ -256,8 +277,17 @@ TEST_P(FamilySave, HFLoadsWhatItSaved) {
     const at::Tensor ids = at::arange(1, 25).view({2, 12});  // [2, 12]
     at::NoGradGuard no_grad;
     session->model().eval();
-    save_safetensors(dir / "logits.safetensors",
-                     {{"input_ids", ids}, {"logits", session->forward({.input_ids = ids})}});
+    if (session->model().is_encoder_decoder()) {
+      const at::Tensor decoder_ids = at::arange(3, 11).view({2, 4});  // [2, 4]
+      save_safetensors(
+          dir / "logits.safetensors",
+          {{"input_ids", ids},
+           {"decoder_input_ids", decoder_ids},
+           {"logits", session->forward({.input_ids = ids, .decoder_input_ids = decoder_ids})}});
+    } else {
+      save_safetensors(dir / "logits.safetensors",
+                       {{"input_ids", ids}, {"logits", session->forward({.input_ids = ids})}});
+    }
   }));
   std::ifstream(dir / "architecture.txt") >> architecture;
   const std::string command =
@@ -269,7 +299,7 @@ TEST_P(FamilySave, HFLoadsWhatItSaved) {
 
 INSTANTIATE_TEST_SUITE_P(Families, FamilySave,
                          ::testing::Values("tiny-llama", "tiny-qwen3", "tiny-opt", "tiny-bloom",
-                                           "tiny-bert-mlm", "tiny-bert-cls"),
+                                           "tiny-bert-mlm", "tiny-bert-cls", "tiny-t5-s2s"),
                          [](const auto& info) {
                            std::string name = info.param;
                            std::replace(name.begin(), name.end(), '-', '_');

@@ -1,6 +1,8 @@
 // Training data readers: a flat .bin file and JSON lines give the samples the reference cut
-// (tools/train_reference.py), and bad files are refused naming the file and the place.
+// (tools/train_reference.py), source / target pairs of ids or of text (tokenized), and bad
+// files are refused naming the file and the place.
 #include "shardformer/error.h"
+#include "shardformer/tokenizer/tokenizer.h"
 #include "training_fixture.h"
 
 #include <gtest/gtest.h>
@@ -110,6 +112,53 @@ TEST(TokenDataset, ReadsClassLabelsAndMasksTokens) {
   EXPECT_TRUE(at::equal(masked.train_batch({3}).input_ids, m.input_ids.narrow(0, 3, 1)));
 }
 
+TEST(TokenDataset, ReadsSourceTargetPairsOfIds) {
+  DataOptions options = reference_data_options();
+  options.path = write_file("pairs.jsonl",
+                            "{\"input_ids\": [5, 6, 7], \"labels\": [8]}\n"
+                            "{\"input_ids\": [9], \"labels\": [10, 11, 12]}\n");
+  options.seq_len = 4;
+  const TokenDataset data(options, 1013);
+  EXPECT_TRUE(data.has_targets());
+  EXPECT_FALSE(data.has_class_labels());
+  const training::Batch b = data.train_batch({1, 0});
+  EXPECT_TRUE(at::equal(b.input_ids, at::tensor({9, 0, 0, 0, 5, 6, 7, 0}, at::kLong).view({2, 4})));
+  EXPECT_TRUE(
+      at::equal(b.attention_mask, at::tensor({1, 0, 0, 0, 1, 1, 1, 0}, at::kLong).view({2, 4})));
+  // The targets padded with -100 to the file's longest.
+  EXPECT_TRUE(at::equal(b.labels, at::tensor({10, 11, 12, 8, -100, -100}, at::kLong).view({2, 3})));
+  fs::remove(options.path);
+}
+
+TEST(TokenDataset, TokenizesSourceAndTargetText) {
+  const fs::path folder = test_data_dir() / "bpe_tokenizers" / "t5";  // T5-style Unigram
+  const auto tok = tokenizer::Tokenizer::from_file(folder);
+  DataOptions options = reference_data_options();
+  options.path = write_file("text.jsonl",
+                            "{\"source\": \"translate English to German: The house is small.\", "
+                            "\"target\": \"Das Haus ist klein.\"}\n");
+  options.seq_len = 64;
+  const TokenDataset data(options, 1 << 20, &tok);
+  const training::Batch b = data.train_batch({0});
+  const std::vector<int64_t> source =
+      tok.encode("translate English to German: The house is small.");
+  const std::vector<int64_t> target = tok.encode("Das Haus ist klein.");
+  ASSERT_GT(source.size(), 3u);
+  for (size_t t = 0; t < source.size(); ++t) {
+    EXPECT_EQ(b.input_ids[0][static_cast<int64_t>(t)].item<int64_t>(), source[t]);
+  }
+  ASSERT_EQ(b.labels.size(1), static_cast<int64_t>(target.size()));
+  for (size_t t = 0; t < target.size(); ++t) {
+    EXPECT_EQ(b.labels[0][static_cast<int64_t>(t)].item<int64_t>(), target[t]);
+  }
+  // Without a tokenizer, text is refused naming the line.
+  EXPECT_NE(read_error(options, 1 << 20)
+                .find("line 1: \"source\" is text, and the model folder "
+                      "has no tokenizer.json"),
+            std::string::npos);
+  fs::remove(options.path);
+}
+
 TEST(TokenDataset, ReadsUint32Files) {
   DataOptions options = reference_data_options();
   options.dtype = "uint32";
@@ -137,7 +186,7 @@ TEST(TokenDataset, RefusesBadFilesNamingThePlace) {
 
   options = reference_data_options();
   options.path = write_file("bad.jsonl", "{\"input_ids\": [1, 2]}\n[3]\n");
-  EXPECT_NE(read_error(options).find("line 2: expected {\"input_ids\""), std::string::npos);
+  EXPECT_NE(read_error(options).find("line 2: expected one of {\"input_ids\""), std::string::npos);
   options.path = write_file("long.jsonl", "{\"input_ids\": [1, 2, 3]}\n");
   options.seq_len = 2;
   EXPECT_NE(read_error(options).find("line 1 holds 3 ids, more than seq_len = 2"),
@@ -150,8 +199,17 @@ TEST(TokenDataset, RefusesBadFilesNamingThePlace) {
   options.path = write_file("labels.jsonl",
                             "{\"input_ids\": [1], \"label\": 1}\n"
                             "{\"input_ids\": [2]}\n");
-  EXPECT_NE(read_error(options).find("line 2: every line has a \"label\" or none does"),
+  EXPECT_NE(read_error(options).find("line 2 holds {\"input_ids\": [...]} where the lines before "
+                                     "hold {\"input_ids\": [...], \"label\": k}"),
             std::string::npos);
+  options.path = write_file("extra.jsonl", "{\"input_ids\": [1], \"attention_mask\": [1]}\n");
+  EXPECT_NE(read_error(options).find("line 1: unknown key \"attention_mask\""), std::string::npos);
+  options.path = write_file("mixed.jsonl",
+                            "{\"input_ids\": [1], \"labels\": [2]}\n"
+                            "{\"source\": \"a\", \"target\": \"b\"}\n");
+  EXPECT_NE(read_error(options).find("line 2 holds {\"source\""), std::string::npos);
+  options.path = write_file("empty_target.jsonl", "{\"input_ids\": [1], \"labels\": []}\n");
+  EXPECT_NE(read_error(options).find("line 1: \"labels\" holds no token"), std::string::npos);
   options.path = write_file("negative.jsonl", "{\"input_ids\": [1], \"label\": -1}\n");
   EXPECT_NE(read_error(options).find("line 1: \"label\" must be a class index"), std::string::npos);
   options = reference_data_options();
@@ -161,8 +219,8 @@ TEST(TokenDataset, RefusesBadFilesNamingThePlace) {
   options = reference_data_options();
   options.seq_len = 100000;
   EXPECT_NE(read_error(options).find("holds no sample of 100000 tokens"), std::string::npos);
-  for (const char* name :
-       {"bad.jsonl", "long.jsonl", "big.jsonl", "broken.jsonl", "labels.jsonl", "negative.jsonl"}) {
+  for (const char* name : {"bad.jsonl", "long.jsonl", "big.jsonl", "broken.jsonl", "labels.jsonl",
+                           "negative.jsonl", "extra.jsonl", "mixed.jsonl", "empty_target.jsonl"}) {
     fs::remove(fs::temp_directory_path() / (std::to_string(getpid()) + "-" + name));
   }
 }

@@ -10,6 +10,23 @@
 
 namespace shardformer::layers {
 
+std::vector<at::Tensor> EncoderDecoderStep::differentiable_inputs() const {
+  std::vector<at::Tensor> inputs;
+  for (const at::Tensor* t : {&self.bias, &memory}) {
+    if (t->defined() && t->requires_grad()) inputs.push_back(*t);
+  }
+  return inputs;
+}
+
+EncoderDecoderStep EncoderDecoderStep::with_inputs(const std::vector<at::Tensor>& inputs) const {
+  EncoderDecoderStep step = *this;
+  size_t next = 0;
+  for (at::Tensor* t : {&step.self.bias, &step.memory}) {
+    if (t->defined() && t->requires_grad()) *t = inputs.at(next++);
+  }
+  return step;
+}
+
 EncoderDecoderStage::EncoderDecoderStage(const BuildContext& ctx, int64_t encoder_layers,
                                          int64_t decoder_layers)
     : encoder_layers_(encoder_layers),

@@ -38,48 +38,66 @@ namespace {
 // What backward needs to run a layer again.
 struct Replay : torch::CustomClassHolder {
   torch::nn::Module* module = nullptr;
-  std::function<at::Tensor(const at::Tensor&)> fn;
+  RecomputedFn fn;
   std::map<std::string, at::Tensor> dropout_states;  // as forward found them
 };
 
 class RecomputeFunction : public torch::autograd::Function<RecomputeFunction> {
  public:
+  // x and `others` are the Function's inputs (a gradient each); the replay is not.
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
-                            const c10::intrusive_ptr<Replay>& replay) {
-    ctx->save_for_backward({x});
+                            at::TensorList others, const c10::intrusive_ptr<Replay>& replay) {
+    std::vector<at::Tensor> saved{x};
+    saved.insert(saved.end(), others.begin(), others.end());
+    ctx->save_for_backward(saved);
     ctx->saved_data["replay"] = c10::IValue::make_capsule(replay);
-    return replay->fn(x);  // grad mode is off inside a Function's forward: nothing is kept
+    return replay->fn(x, others.vec());  // grad mode is off in a Function's forward: nothing kept
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
     const auto replay =
         c10::static_intrusive_pointer_cast<Replay>(ctx->saved_data.at("replay").toCapsule());
-    const at::Tensor x = ctx->get_saved_variables()[0].detach().requires_grad_(true);
+    std::vector<at::Tensor> inputs;  // leaves: x, then the others
+    for (const at::Tensor& saved : ctx->get_saved_variables()) {
+      inputs.push_back(saved.detach().requires_grad_(true));
+    }
+    const std::vector<at::Tensor> others(inputs.begin() + 1, inputs.end());
     at::Tensor y;
     {
       const auto now = dropout_rng_states(*replay->module);
       set_dropout_rng_states(*replay->module, replay->dropout_states);
       const at::AutoGradMode grad_mode(true);
-      y = replay->fn(x);
+      y = replay->fn(inputs.front(), others);
       set_dropout_rng_states(*replay->module, now);
     }
     torch::autograd::backward({y}, {grads[0]});
-    return {x.grad(), at::Tensor()};
+    torch::autograd::variable_list out;
+    for (const at::Tensor& input : inputs) out.push_back(input.grad());
+    out.emplace_back();  // the replay
+    return out;
   }
 };
 
 }  // namespace
 
-at::Tensor recompute_in_backward(torch::nn::Module& module,
-                                 std::function<at::Tensor(const at::Tensor&)> fn,
-                                 const at::Tensor& x) {
-  if (!at::GradMode::is_enabled() || !x.requires_grad()) return fn(x);
+at::Tensor recompute_in_backward(torch::nn::Module& module, RecomputedFn fn, const at::Tensor& x,
+                                 const std::vector<at::Tensor>& others) {
+  if (!at::GradMode::is_enabled() || !x.requires_grad()) return fn(x, others);
   auto replay = c10::make_intrusive<Replay>();
   replay->module = &module;
   replay->fn = std::move(fn);
   replay->dropout_states = dropout_rng_states(module);
-  return RecomputeFunction::apply(x, replay);
+  return RecomputeFunction::apply(x, at::TensorList(others), replay);
+}
+
+at::Tensor recompute_in_backward(torch::nn::Module& module,
+                                 std::function<at::Tensor(const at::Tensor&)> fn,
+                                 const at::Tensor& x) {
+  return recompute_in_backward(
+      module,
+      [fn = std::move(fn)](const at::Tensor& in, const std::vector<at::Tensor>&) { return fn(in); },
+      x, {});
 }
 
 }  // namespace shardformer::layers

@@ -5,6 +5,7 @@
 #include "shardformer/error.h"
 #include "shardformer/losses.h"
 #include "shardformer/strings.h"
+#include "shardformer/tokenizer/tokenizer.h"
 
 #include <ATen/ATen.h>
 #include <fcntl.h>
@@ -12,7 +13,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
+#include <optional>
+#include <set>
 
 namespace shardformer::training {
 
@@ -20,9 +24,11 @@ namespace shardformer::training {
 struct TokenDataset::Storage {
   const void* map = nullptr;
   size_t map_bytes = 0;
-  int width = 2;                           // bytes per id of the .bin file
-  std::vector<std::vector<int64_t>> rows;  // .jsonl samples
-  std::vector<int64_t> labels;             // their "label"s (classification data), or none
+  int width = 2;                              // bytes per id of the .bin file
+  std::vector<std::vector<int64_t>> rows;     // .jsonl samples
+  std::vector<int64_t> labels;                // their "label"s (classification data), or none
+  std::vector<std::vector<int64_t>> targets;  // their targets (source / target data), or none
+  int64_t target_len = 0;                     // the longest target
 
   ~Storage() {
     if (map != nullptr) munmap(const_cast<void*>(map), map_bytes);
@@ -59,9 +65,75 @@ void check_id(const DataOptions& o, int64_t id, int64_t vocab, const std::string
   }
 }
 
+// What a JSON line holds; every line of a file holds the same.
+enum class LineKind { kIds, kClassified, kIdPair, kTextPair };
+
+const char* describe(LineKind kind) {
+  switch (kind) {
+    case LineKind::kIds: return "{\"input_ids\": [...]}";
+    case LineKind::kClassified: return "{\"input_ids\": [...], \"label\": k}";
+    case LineKind::kIdPair: return "{\"input_ids\": [...], \"labels\": [...]}";
+    case LineKind::kTextPair: return "{\"source\": \"...\", \"target\": \"...\"}";
+  }
+  return "?";
+}
+
+LineKind kind_of(const DataOptions& o, const nlohmann::json& json, int64_t line_no) {
+  static const std::set<std::string> kKeys = {"input_ids", "label", "labels", "source", "target"};
+  if (json.is_object()) {
+    for (const auto& [key, value] : json.items()) {
+      if (!kKeys.contains(key)) {
+        fail(o, str("line ", line_no, ": unknown key \"", key, "\" (a line holds ",
+                    join(std::vector<std::string>(kKeys.begin(), kKeys.end()), ", "), ")"));
+      }
+    }
+    if (json.contains("source") && json.contains("target") && json.size() == 2) {
+      return LineKind::kTextPair;
+    }
+    if (json.contains("input_ids") && json.size() == 1) return LineKind::kIds;
+    if (json.contains("input_ids") && json.contains("label") && json.size() == 2) {
+      return LineKind::kClassified;
+    }
+    if (json.contains("input_ids") && json.contains("labels") && json.size() == 2) {
+      return LineKind::kIdPair;
+    }
+  }
+  fail(o, str("line ", line_no, ": expected one of ", describe(LineKind::kIds), ", ",
+              describe(LineKind::kClassified), ", ", describe(LineKind::kIdPair), " or ",
+              describe(LineKind::kTextPair)));
+}
+
+// `value` (the line's `key`) as ids: a non-empty list of ids in the vocabulary, or a text
+// tokenized by `tokenizer`.
+std::vector<int64_t> ids_of(const DataOptions& o, const nlohmann::json& value, const char* key,
+                            int64_t line_no, int64_t vocab, const tokenizer::Tokenizer* tokenizer) {
+  std::vector<int64_t> ids;
+  if (value.is_string()) {
+    if (tokenizer == nullptr) {
+      fail(o, str("line ", line_no, ": \"", key,
+                  "\" is text, and the model folder has no tokenizer.json to tokenize it"));
+    }
+    ids = tokenizer->encode(value.get<std::string>());
+  } else if (value.is_array()) {
+    for (const auto& id : value) {
+      if (!id.is_number_integer()) fail(o, str("line ", line_no, ": ids must be integers"));
+      ids.push_back(id.get<int64_t>());
+    }
+  } else {
+    const bool text_key = std::string_view(key) == "source" || std::string_view(key) == "target";
+    fail(o, str("line ", line_no, ": \"", key, "\" must be ",
+                text_key ? "a string" : "a list of ids"));
+  }
+  if (ids.empty()) fail(o, str("line ", line_no, ": \"", key, "\" holds no token"));
+  for (int64_t id : ids) check_id(o, id, vocab, str("line ", line_no, " (\"", key, "\")"));
+  return ids;
+}
+
 }  // namespace
 
-TokenDataset::TokenDataset(const DataOptions& o, int64_t vocab) : options_(o), vocab_size_(vocab) {
+TokenDataset::TokenDataset(const DataOptions& o, int64_t vocab,
+                           const tokenizer::Tokenizer* tokenizer)
+    : options_(o), vocab_size_(vocab) {
   storage_ = std::make_unique<Storage>();
   if (o.seq_len < 2) fail(o, str("seq_len ", o.seq_len, " is too short (at least 2)"));
   if (o.mlm_probability < 0.0 || o.mlm_probability >= 1.0) {
@@ -75,6 +147,7 @@ TokenDataset::TokenDataset(const DataOptions& o, int64_t vocab) : options_(o), v
     std::ifstream in(o.path);
     if (!in) fail(o, "cannot read the file");
     int64_t line_no = 0;
+    std::optional<LineKind> file_kind;
     for (std::string line; std::getline(in, line);) {
       ++line_no;
       if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
@@ -84,30 +157,31 @@ TokenDataset::TokenDataset(const DataOptions& o, int64_t vocab) : options_(o), v
       } catch (const CheckpointError& e) {
         throw ConfigError(e.what());  // a data file is the job's input, like its config
       }
-      const auto ids = json.is_object() ? json.find("input_ids") : json.end();
-      if (ids == json.end() || !ids->is_array() || ids->empty()) {
-        fail(o, str("line ", line_no, ": expected {\"input_ids\": [ids...]}"));
+      const LineKind kind = kind_of(o, json, line_no);
+      if (file_kind && kind != *file_kind) {
+        fail(o, str("line ", line_no, " holds ", describe(kind), " where the lines before hold ",
+                    describe(*file_kind), " (every line holds the same)"));
       }
-      std::vector<int64_t> row;
-      for (const auto& id : *ids) {
-        if (!id.is_number_integer()) fail(o, str("line ", line_no, ": ids must be integers"));
-        check_id(o, id.get<int64_t>(), vocab, str("line ", line_no));
-        row.push_back(id.get<int64_t>());
-      }
+      file_kind = kind;
+      const bool text = kind == LineKind::kTextPair;
+      std::vector<int64_t> row = ids_of(o, json[text ? "source" : "input_ids"],
+                                        text ? "source" : "input_ids", line_no, vocab, tokenizer);
       if (static_cast<int64_t>(row.size()) > o.seq_len) {
         fail(o, str("line ", line_no, " holds ", row.size(), " ids, more than seq_len = ",
                     o.seq_len, " (split long documents before training)"));
       }
-      const auto label = json.find("label");
-      if ((label != json.end()) !=
-          (storage_->rows.empty() ? label != json.end() : !storage_->labels.empty())) {
-        fail(o, str("line ", line_no, ": every line has a \"label\" or none does"));
-      }
-      if (label != json.end()) {
-        if (!label->is_number_integer() || label->get<int64_t>() < 0) {
+      if (kind == LineKind::kClassified) {
+        const nlohmann::json& label = json["label"];
+        if (!label.is_number_integer() || label.get<int64_t>() < 0) {
           fail(o, str("line ", line_no, ": \"label\" must be a class index (an integer >= 0)"));
         }
-        storage_->labels.push_back(label->get<int64_t>());
+        storage_->labels.push_back(label.get<int64_t>());
+      }
+      if (kind == LineKind::kIdPair || kind == LineKind::kTextPair) {
+        const char* key = text ? "target" : "labels";
+        storage_->targets.push_back(ids_of(o, json[key], key, line_no, vocab, tokenizer));
+        storage_->target_len =
+            std::max(storage_->target_len, static_cast<int64_t>(storage_->targets.back().size()));
       }
       storage_->rows.push_back(std::move(row));
     }
@@ -145,6 +219,8 @@ TokenDataset::~TokenDataset() = default;
 
 bool TokenDataset::has_class_labels() const { return !storage_->labels.empty(); }
 
+bool TokenDataset::has_targets() const { return !storage_->targets.empty(); }
+
 Batch TokenDataset::batch(const std::vector<int64_t>& samples) const {
   const auto rows = static_cast<int64_t>(samples.size()), len = options_.seq_len;
   at::Tensor ids = at::zeros({rows, len}, at::kLong), mask = at::zeros({rows, len}, at::kLong);
@@ -164,6 +240,14 @@ Batch TokenDataset::batch(const std::vector<int64_t>& samples) const {
         mask_a[r][static_cast<int64_t>(t)] = 1;
       }
     }
+  }
+  if (!storage_->targets.empty()) {  // source / target pairs: the targets, padding ignored
+    at::Tensor labels = at::full({rows, storage_->target_len}, kIgnoreIndex, at::kLong);
+    for (int64_t r = 0; r < rows; ++r) {
+      const auto& target = storage_->targets[samples[r]];
+      std::copy(target.begin(), target.end(), labels[r].data_ptr<int64_t>());
+    }
+    return {ids, mask, labels};
   }
   if (!storage_->labels.empty()) {  // classification: a label a sample
     at::Tensor labels = at::empty({rows}, at::kLong);

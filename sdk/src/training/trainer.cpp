@@ -76,10 +76,14 @@ Trainer::Trainer(Session& session, const TokenDataset& data, TrainOptions option
   }
   const bool mlm_data = data.options().mlm_probability > 0.0;
   const ModelTask task = session.model().task();
-  if (task == ModelTask::kSeq2SeqLM) {
+  if ((task == ModelTask::kSeq2SeqLM) != data.has_targets()) {
     throw ConfigError(str(session.architecture(),
-                          " is an encoder-decoder model: the train job does not read source and "
-                          "target pairs yet"));
+                          data.has_targets()
+                              ? ": the data's lines are source / target pairs, which serve "
+                                "encoder-decoder models"
+                              : " is an encoder-decoder model: its data needs source / target "
+                                "pairs ({\"source\", \"target\"} text or {\"input_ids\", "
+                                "\"labels\"} on every line of a .jsonl file)"));
   }
   if (task == ModelTask::kMaskedLM && !mlm_data) {
     throw ConfigError(str(session.architecture(),

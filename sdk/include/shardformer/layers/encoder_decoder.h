@@ -8,14 +8,33 @@
 #pragma once
 
 #include "shardformer/build_context.h"
+#include "shardformer/kv_cache.h"
 #include "shardformer/layers/layer_stack.h"
+#include "shardformer/layers/self_attention.h"
 #include "shardformer/model.h"
 
 #include <ATen/Tensor.h>
 
 #include <functional>
+#include <vector>
 
 namespace shardformer::layers {
+
+// What a layer of either stack gets besides its input: its self-attention's step (mask, position
+// bias, cache) and, in the decoder, the encoder's output with its padding mask and the
+// cross-attention cache.
+struct EncoderDecoderStep {
+  AttentionStep self;
+  at::Tensor memory{};       // the decoder's: the encoder's output [batch, src, hidden]
+  at::Tensor memory_mask{};  // [batch, 1, 1, src] (memory_mask()), or undefined: no padding
+  KVCache* cross_cache = nullptr;
+
+  // The position bias and the memory where they carry gradients: a recomputed layer passes them
+  // through recompute_in_backward (HasDifferentiableInputs), which returns their gradients.
+  std::vector<at::Tensor> differentiable_inputs() const;
+  // This step with differentiable_inputs() replaced by `inputs`, in the same order.
+  EncoderDecoderStep with_inputs(const std::vector<at::Tensor>& inputs) const;
+};
 
 class EncoderDecoderStage {
  public:

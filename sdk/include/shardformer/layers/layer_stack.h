@@ -117,8 +117,17 @@ class LayerStack {
     int64_t index = 0;
     for (const std::shared_ptr<Layer>& layer : this->chunk(chunk)) {
       if (index++ < recomputed) {
-        x = recompute_in_backward(
-            *layer, [layer, step](const at::Tensor& in) { return layer->forward(in, step); }, x);
+        if constexpr (HasDifferentiableInputs<Step>) {
+          x = recompute_in_backward(
+              *layer,
+              [layer, step](const at::Tensor& in, const std::vector<at::Tensor>& others) {
+                return layer->forward(in, step.with_inputs(others));
+              },
+              x, step.differentiable_inputs());
+        } else {
+          x = recompute_in_backward(
+              *layer, [layer, step](const at::Tensor& in) { return layer->forward(in, step); }, x);
+        }
       } else {
         x = layer->forward(x, step);
       }

@@ -5,6 +5,7 @@
 #include <ATen/Tensor.h>
 #include <torch/nn/module.h>
 
+#include <concepts>
 #include <cstdint>
 #include <functional>
 #include <vector>
@@ -33,5 +34,19 @@ struct RecomputePolicy {
 at::Tensor recompute_in_backward(torch::nn::Module& module,
                                  std::function<at::Tensor(const at::Tensor&)> fn,
                                  const at::Tensor& x);
+
+// The same for a layer that also reads tensors carrying gradients from outside it (`others`:
+// a position bias computed from a parameter, an encoder's output): fn gets them as arguments,
+// and backward returns their gradients too.
+using RecomputedFn = std::function<at::Tensor(const at::Tensor&, const std::vector<at::Tensor>&)>;
+at::Tensor recompute_in_backward(torch::nn::Module& module, RecomputedFn fn, const at::Tensor& x,
+                                 const std::vector<at::Tensor>& others);
+
+// A layer step that holds such tensors says which (LayerStack passes them to the recompute).
+template <typename Step>
+concept HasDifferentiableInputs = requires(const Step& step, const std::vector<at::Tensor>& in) {
+  { step.differentiable_inputs() } -> std::same_as<std::vector<at::Tensor>>;
+  { step.with_inputs(in) } -> std::same_as<Step>;
+};
 
 }  // namespace shardformer::layers

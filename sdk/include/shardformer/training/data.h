@@ -1,6 +1,7 @@
 // Training data: token ids from a flat binary file (uint16 or uint32, as nanoGPT and Megatron
-// write them) or JSON lines of id lists, cut into samples of seq_len tokens, a held-out split,
-// and a reproducible sample order (a seeded permutation per epoch) that a resumed run continues.
+// write them) or JSON lines of id lists (or source / target pairs, as ids or text), cut into
+// samples of seq_len tokens, a held-out split, and a reproducible sample order (a seeded
+// permutation per epoch) that a resumed run continues.
 #pragma once
 
 #include <ATen/Tensor.h>
@@ -11,12 +12,19 @@
 #include <string>
 #include <vector>
 
+namespace shardformer::tokenizer {
+class Tokenizer;
+}
+
 namespace shardformer::training {
 
 struct DataOptions {
   // *.bin: flat ids cut into samples of seq_len; *.jsonl: a sample a line, {"input_ids": [...]}
-  // with at most seq_len ids (shorter ones are padded and their padding is not learned), and
-  // for classification {"input_ids": [...], "label": k} on every line.
+  // with at most seq_len ids (shorter ones are padded and their padding is not learned), for
+  // classification {"input_ids": [...], "label": k} on every line, and for sequence-to-sequence
+  // models {"input_ids": [...], "labels": [...]} or {"source": "text", "target": "text"} (each
+  // tokenized as HF's tokenizer(source, text_target=target), with the post-processor's special
+  // tokens) on every line.
   std::filesystem::path path;
   std::string dtype = "uint16";  // of a .bin file: uint16 or uint32
   int64_t seq_len = 128;         // tokens per sample
@@ -33,7 +41,8 @@ struct DataOptions {
 };
 
 // A batch of samples: [rows, seq_len] each; labels are the ids with padding as -100 (masked-LM
-// data: the picked positions' original ids, -100 elsewhere; classification data: [rows]).
+// data: the picked positions' original ids, -100 elsewhere; classification data: [rows];
+// source / target data: the targets [rows, longest target of the file], padding -100).
 struct Batch {
   at::Tensor input_ids, attention_mask, labels;
 };
@@ -42,8 +51,10 @@ class TokenDataset {
  public:
   // Reads (a .bin file: maps) the data; throws ConfigError naming the file for a missing or
   // unreadable file, a size that is no multiple of the dtype, an id >= vocab_size (naming its
-  // position), or fewer samples than one.
-  TokenDataset(const DataOptions& options, int64_t vocab_size);
+  // position), or fewer samples than one. `tokenizer` turns text lines into ids (none: text
+  // lines are refused naming the line).
+  TokenDataset(const DataOptions& options, int64_t vocab_size,
+               const tokenizer::Tokenizer* tokenizer = nullptr);
   ~TokenDataset();
   TokenDataset(const TokenDataset&) = delete;
   TokenDataset& operator=(const TokenDataset&) = delete;
@@ -55,6 +66,8 @@ class TokenDataset {
 
   // Whether the samples carry class labels (JSON lines with "label"): classification data.
   bool has_class_labels() const;
+  // Whether the samples are source / target pairs: sequence-to-sequence data.
+  bool has_targets() const;
   // Training samples (indices in [0, num_train)) or held-out ones ([0, num_eval)) as a batch.
   Batch train_batch(const std::vector<int64_t>& indices) const;
   Batch eval_batch(const std::vector<int64_t>& indices) const;
