@@ -1,8 +1,8 @@
 // The audio front end against HF: files read with libsndfile (PCM16 WAV, mono and stereo),
 // mixed to mono, resampled to 16 kHz with libsoxr, and Whisper's log-mel features (80 and 128
 // bins) equal to HF's WhisperFeatureExtractor on tones, silence, clipping, noise shorter than a
-// second, 35 s (cut at 30), 8 kHz and 44.1 kHz stereo (tools/gen_audio_references.py); files that
-// are not (whole) audio refused naming the file.
+// second, 35 s (cut at 30), 8 kHz and 44.1 kHz stereo (tools/gen_audio_references.py) and on
+// espeak-ng speech, short and 39 s long; files that are not (whole) audio refused naming the file.
 #include "shardformer/audio/audio.h"
 #include "shardformer/checkpoint_io/safetensors.h"
 #include "shardformer/error.h"
@@ -51,6 +51,24 @@ INSTANTIATE_TEST_SUITE_P(Reference, AudioFiles,
                          ::testing::Values("tone_16k", "silence_16k", "clipped_16k",
                                            "short_noise_16k", "long_35s_16k", "tone_8k",
                                            "stereo_44k"));
+
+// Real speech (espeak-ng, tools/make_speech.py): HF's features for three sentences (one padded
+// window each) and for a 39 s clip whole, as long-form transcription takes them
+// (tools/gen_transcribe_reference.py).
+TEST(LogMel, EqualsHFOnSpeechShortAndWhole) {
+  const std::filesystem::path speech = testing::test_data_dir() / "speech";
+  const SafetensorsFile hf(speech / "features.safetensors");
+  for (const std::string name : {"s1", "s2", "s3", "long"}) {
+    const Waveform wave = read_audio(speech / (name + ".wav"));
+    ASSERT_EQ(wave.sample_rate, 16000) << name;
+    const at::Tensor expected = hf.read(name);
+    const at::Tensor features = name == "long"
+                                    ? whole_log_mel_spectrogram(wave.samples, LogMelOptions{})
+                                    : log_mel_spectrogram(wave.samples, LogMelOptions{});
+    ASSERT_EQ(features.sizes(), expected.sizes()) << name;
+    EXPECT_LE((features - expected).abs().max().item<double>(), 1e-4) << name;
+  }
+}
 
 TEST(LogMel, OneHundredTwentyEightBinsAsLargeV3) {
   LogMelOptions options;

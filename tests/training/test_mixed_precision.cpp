@@ -1,6 +1,6 @@
 // Mixed-precision training: bf16 and fp16 with fp32 master weights follow torch's fp32 curve
-// over 100 steps (tools/train_reference.py --steps 100); fp16's dynamic loss scale skips the
-// steps that overflow, as GradScaler does, and resumes bit for bit.
+// over 100 steps (tools/train_reference.py --steps 100), GPT-2's and T5's; fp16's dynamic loss
+// scale skips the steps that overflow, as GradScaler does, and resumes bit for bit.
 #include "shardformer/error.h"
 #include "shardformer/strings.h"
 #include "training_fixture.h"
@@ -76,6 +76,33 @@ void PrintTo(const CurveCase& c, std::ostream* os) { *os << c.layout.name; }
 
 class MixedPrecisionCurve : public ::testing::TestWithParam<CurveCase> {};
 
+// Runs the curve's steps in `c.precision` and checks each loss against torch's fp32 `losses`;
+// the run must learn at least `learns` nats between the first step and the last ten.
+void expect_curve(const Session& session, Trainer& trainer, const at::Tensor& losses,
+                  const CurveCase& c, int rank, double learns) {
+  for (const auto& p : session.model().parameters()) {
+    ASSERT_EQ(p.scalar_type(), training::compute_dtype(c.precision));
+  }
+  double worst = 0, tail = 0;
+  int64_t skipped = 0;
+  for (int64_t s = 0; s < kCurveSteps; ++s) {
+    const StepMetrics m = trainer.step();
+    const double diff = m.loss - losses[s].item<double>();
+    EXPECT_LE(std::abs(diff), c.step_atol) << c.layout.name << ", step " << s;
+    worst = std::max(worst, std::abs(diff));
+    if (s >= kCurveSteps - 10) tail += diff / 10;
+    skipped += m.skipped ? 1 : 0;
+  }
+  EXPECT_LE(std::abs(tail), c.tail_atol) << c.layout.name;
+  EXPECT_EQ(skipped, 0) << c.layout.name;
+  EXPECT_LT(tail + losses.narrow(0, kCurveSteps - 10, 10).mean().item<double>(),
+            losses[0].item<double>() - learns);
+  if (rank == 0) {
+    std::printf("%s: max |loss - torch fp32| over %lld steps = %.3g, last-10 mean %.3g\n",
+                c.layout.name.c_str(), static_cast<long long>(kCurveSteps), worst, tail);
+  }
+}
+
 TEST_P(MixedPrecisionCurve, FollowsTheFloat32Curve) {
   const CurveCase c = GetParam();
   on_training_ranks(c.layout, [&](const ModelFixture& f, const distributed::ProcessMesh* mesh,
@@ -83,31 +110,43 @@ TEST_P(MixedPrecisionCurve, FollowsTheFloat32Curve) {
     const auto session = training_session(f, mesh, f.checkpoint.directory());
     const training::TokenDataset data(reference_data_options(), 1013);
     Trainer trainer(*session, data, mixed_options(kCurveSteps, c.precision, c.layout.zero_stage));
-    for (const auto& p : session->model().parameters()) {
-      ASSERT_EQ(p.scalar_type(), training::compute_dtype(c.precision));
-    }
-    const at::Tensor losses = curve_reference().read("losses");
-    double worst = 0, tail = 0;
-    int64_t skipped = 0;
-    for (int64_t s = 0; s < kCurveSteps; ++s) {
-      const StepMetrics m = trainer.step();
-      const double diff = m.loss - losses[s].item<double>();
-      EXPECT_LE(std::abs(diff), c.step_atol) << c.layout.name << ", step " << s;
-      worst = std::max(worst, std::abs(diff));
-      if (s >= kCurveSteps - 10) tail += diff / 10;
-      skipped += m.skipped ? 1 : 0;
-    }
-    EXPECT_LE(std::abs(tail), c.tail_atol) << c.layout.name;
-    EXPECT_EQ(skipped, 0) << c.layout.name;
-    // It learns: the last ten steps' loss is more than 1 nat under the first step's.
-    EXPECT_LT(tail + losses.narrow(0, kCurveSteps - 10, 10).mean().item<double>(),
-              losses[0].item<double>() - 1.0);
-    if (rank == 0) {
-      std::printf("%s: max |loss - torch fp32| over %lld steps = %.3g, last-10 mean %.3g\n",
-                  c.layout.name.c_str(), static_cast<long long>(kCurveSteps), worst, tail);
-    }
+    expect_curve(*session, trainer, curve_reference().read("losses"), c, rank, 1.0);
   });
 }
+
+// T5 on source / target pairs (tools/train_reference.py --model tiny-t5 --seq2seq --steps 100):
+// both stacks in bf16 over a pipeline and tp, and in fp16 with its loss scale.
+class Seq2SeqMixedPrecisionCurve : public ::testing::TestWithParam<CurveCase> {};
+
+TEST_P(Seq2SeqMixedPrecisionCurve, FollowsTheFloat32Curve) {
+  const CurveCase c = GetParam();
+  const fs::path dir = test_data_dir() / "training-families" / "tiny-t5-s2s-100";
+  expect_all_ranks_passed(run_ranks(static_cast<int>(c.layout.world()), [&](int rank, int port) {
+    at::set_num_threads(1);
+    const ModelFixture f("tiny-t5", ModelFixture::ReferenceFile{dir / "reference.safetensors"});
+    std::unique_ptr<distributed::ProcessMesh> mesh;
+    if (c.layout.world() > 1) {
+      mesh = std::make_unique<distributed::ProcessMesh>(
+          rank, distributed::MeshShape{.dp = c.layout.dp, .pp = c.layout.pp, .tp = c.layout.tp},
+          local_mesh_options(port));
+    }
+    SessionOptions options{.checkpoint = dir / "model"};
+    if (c.layout.pp > 1) options.pipeline.num_microbatches = 4;
+    const auto session = f.session(options, mesh.get());
+    training::DataOptions data_options = reference_data_options();
+    data_options.path = dir / "train_s2s.jsonl";
+    const training::TokenDataset data(data_options, 1013);
+    Trainer trainer(*session, data, mixed_options(kCurveSteps, c.precision, c.layout.zero_stage));
+    expect_curve(*session, trainer, f.reference.read("losses"), c, rank, 0.5);
+  }));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Precisions, Seq2SeqMixedPrecisionCurve,
+    ::testing::Values(CurveCase{TrainLayout{.pp = 2, .tp = 2, .name = "t5_bf16_pp2_tp2"},
+                                Precision::kBFloat16, 2e-2, 2e-3},
+                      CurveCase{TrainLayout{.name = "t5_fp16"}, Precision::kFloat16, 1e-2, 5e-4}),
+    [](const auto& info) { return info.param.layout.name; });
 
 INSTANTIATE_TEST_SUITE_P(
     Precisions, MixedPrecisionCurve,
