@@ -130,11 +130,9 @@ FalconModel::FalconModel(const BuildContext& ctx, const FalconConfig& config,
     : config_(config) {
   bind(ctx);
   if (config.alibi) {
-    if (ctx.parallel()->config.enable_sequence_parallelism) {
-      throw ModelError(str(ctx.path(), ": Falcon with ALiBi (alibi = true) does not run under ",
-                           "sequence parallelism: its biases span the whole sequence and every ",
-                           "head; use the rotary layouts or turn sequence parallelism off"));
-    }
+    ctx.refuse_sequence_parallelism(
+        "Falcon with ALiBi (alibi = true)",
+        "its biases span the whole sequence and every head (the rotary layouts run under it)");
     slopes_ = layers::alibi_slopes(config.num_attention_heads);
   } else {
     rotary_.emplace(ctx.config(), config.head_dim());

@@ -168,14 +168,6 @@ at::Tensor T5Stack::finish(const at::Tensor& x) const {
 
 namespace {
 
-void refuse_sequence_parallelism(const BuildContext& ctx) {
-  if (ctx.parallel() != nullptr && ctx.parallel()->config.enable_sequence_parallelism) {
-    throw ModelError(str(ctx.config().path().string(),
-                         ": T5 does not run under sequence parallelism; set "
-                         "shard.enable_sequence_parallelism = false"));
-  }
-}
-
 ModelShape t5_shape(const T5Config& c, int64_t layers, int64_t heads) {
   // Relative positions: no table bounds the length.
   return ModelShape{.num_layers = layers,
@@ -193,8 +185,8 @@ T5ForConditionalGeneration::T5ForConditionalGeneration(const BuildContext& ctx, 
                 ctx.config().get_int("pad_token_id", 0)),
       config_(c),
       heads_(stack_heads(ctx.child("decoder"), c).heads),
-      stage_(ctx, c.num_layers, c.num_decoder_layers) {
-  refuse_sequence_parallelism(ctx);
+      stage_(ctx, {.encoder_layers = c.num_layers, .decoder_layers = c.num_decoder_layers}) {
+  set_stage(stage_);
   // HF ties lm_head to shared unless the checkpoint holds a head of its own (flan-T5's).
   const bool tied = !ctx.checkpoint().contains("lm_head.weight");
   if (stage_.starts_encoder() || stage_.starts_decoder() || (tied && stage_.ends_decoder())) {
@@ -219,36 +211,21 @@ T5ForConditionalGeneration::T5ForConditionalGeneration(const BuildContext& ctx, 
 }
 
 at::Tensor T5ForConditionalGeneration::decoder_output(const ForwardInputs& inputs) {
-  const at::Tensor out = stage_.run(
+  const at::Tensor out = stage_.run(  // [batch, tgt or keep, d_model] on the last stage
       inputs,
       {.encoder_input = [&] { return encoder_->embed(inputs.input_ids); },
        .encoder = [&](const at::Tensor& x) { return encoder_->run(x, inputs.attention_mask, {}); },
        .encoder_output = [&](const at::Tensor& x) { return encoder_->finish(x); },
        .decoder_input = [&] { return decoder_->embed(inputs.decoder_input_ids); },
        .decoder =
-           [&](const at::Tensor& x, const at::Tensor& memory) {
-             T5Step context;
-             context.self.cache = inputs.cache;
-             context.memory = memory;
-             context.memory_mask = layers::memory_mask(inputs.attention_mask);
-             context.cross_cache = inputs.cross_cache;
-             return decoder_->run(x, inputs.decoder_attention_mask, context);
-           }});
-  if (!stage_.ends_decoder()) return out;
-  at::Tensor hidden =  // [batch, tgt or keep, d_model]
-      layers::kept_positions(decoder_->finish(out), inputs);
-  if (config_.scale_decoder_outputs) {
-    hidden = hidden * std::pow(static_cast<double>(config_.d_model), -0.5);
+           [&](const at::Tensor& x, const T5Step& step) {
+             return decoder_->run(x, inputs.decoder_attention_mask, step);
+           },
+       .decoder_output = [&](const at::Tensor& x) { return decoder_->finish(x); }});
+  if (stage_.ends_decoder() && config_.scale_decoder_outputs) {
+    return out * std::pow(static_cast<double>(config_.d_model), -0.5);
   }
-  return hidden;
-}
-
-bool T5ForConditionalGeneration::runs_step(const ForwardInputs& inputs, int64_t /*chunk*/) const {
-  return stage_.runs_step(inputs);
-}
-
-bool T5ForConditionalGeneration::starts_step(const ForwardInputs& inputs, int64_t /*chunk*/) const {
-  return stage_.starts_step(inputs);
+  return out;
 }
 
 ModelShape T5ForConditionalGeneration::shape() const {
@@ -258,7 +235,6 @@ ModelShape T5ForConditionalGeneration::shape() const {
 T5EncoderModel::T5EncoderModel(const BuildContext& ctx, const T5Config& c)
     : config_(c), heads_(stack_heads(ctx.child("encoder"), c).heads) {
   bind(ctx);
-  refuse_sequence_parallelism(ctx);
   if (ctx.pipeline() != nullptr) {
     throw ModelError(str(ctx.config().path().string(),
                          ": T5EncoderModel does not run under pipeline parallelism; run it with "

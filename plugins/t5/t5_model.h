@@ -77,9 +77,6 @@ class T5ForConditionalGeneration : public Seq2SeqLM {
  public:
   T5ForConditionalGeneration(const BuildContext& ctx, const T5Config& config);
   ModelShape shape() const override;
-  // Decoding steps after the first (no input_ids) run the decoder's stages only.
-  bool runs_step(const ForwardInputs& inputs, int64_t chunk) const override;
-  bool starts_step(const ForwardInputs& inputs, int64_t chunk) const override;
 
  protected:
   // This stage's part of the pass: what it sends on, or, on the last stage, the decoder's

@@ -202,13 +202,10 @@ WhisperModel::WhisperModel(const BuildContext& ctx, const WhisperConfig& c,
                                       c.decoder_attention_heads, c.decoder_attention_heads,
                                       c.d_model / c.decoder_attention_heads)
                  .heads),
-      stage_(ctx, c.encoder_layers, c.decoder_layers) {
+      stage_(ctx, {.encoder_layers = c.encoder_layers,
+                   .decoder_layers = c.decoder_layers,
+                   .memory_padding = false}) {
   bind(ctx);
-  if (ctx.parallel() != nullptr && ctx.parallel()->config.enable_sequence_parallelism) {
-    throw ModelError(str(ctx.config().path().string(),
-                         ": Whisper does not run under sequence parallelism; set "
-                         "shard.enable_sequence_parallelism = false"));
-  }
   if (stage_.holds_encoder()) {
     encoder_ = register_module("encoder",
                                std::make_shared<WhisperEncoder>(ctx.child("encoder"), c, stage_));
@@ -221,29 +218,22 @@ WhisperModel::WhisperModel(const BuildContext& ctx, const WhisperConfig& c,
 }
 
 at::Tensor WhisperModel::forward(const ForwardInputs& inputs) {
-  const at::Tensor out = stage_.run(
-      inputs, {.encoder_input = [&] { return encoder_->embed(inputs.input_features); },
-               .encoder = [&](const at::Tensor& x) { return encoder_->run(x); },
-               .encoder_output = [&](const at::Tensor& x) { return encoder_->finish(x); },
-               .decoder_input =
-                   [&] {
-                     const int64_t past = inputs.cache != nullptr
-                                              ? inputs.cache->length(decoder_->first_layer())
-                                              : 0;
-                     return decoder_->embed(inputs.decoder_input_ids, past);
-                   },
-               .decoder =
-                   [&](const at::Tensor& x, const at::Tensor& memory) {
-                     WhisperStep context;
-                     context.self.cache = inputs.cache;
-                     context.memory = memory;
-                     context.cross_cache = inputs.cross_cache;
-                     return decoder_->run(x, inputs.decoder_attention_mask, context);
-                   }});
-  if (!stage_.ends_decoder()) return out;
-  at::Tensor hidden =  // [batch, tgt or keep, d_model]
-      layers::kept_positions(decoder_->finish(out), inputs);
-  return hidden;
+  return stage_.run(inputs,
+                    {.encoder_input = [&] { return encoder_->embed(inputs.input_features); },
+                     .encoder = [&](const at::Tensor& x) { return encoder_->run(x); },
+                     .encoder_output = [&](const at::Tensor& x) { return encoder_->finish(x); },
+                     .decoder_input =
+                         [&] {
+                           const int64_t past = inputs.cache != nullptr
+                                                    ? inputs.cache->length(decoder_->first_layer())
+                                                    : 0;
+                           return decoder_->embed(inputs.decoder_input_ids, past);
+                         },
+                     .decoder =
+                         [&](const at::Tensor& x, const WhisperStep& step) {
+                           return decoder_->run(x, inputs.decoder_attention_mask, step);
+                         },
+                     .decoder_output = [&](const at::Tensor& x) { return decoder_->finish(x); }});
 }
 
 ModelShape WhisperModel::shape() const {
@@ -260,6 +250,7 @@ WhisperForConditionalGeneration::WhisperForConditionalGeneration(const BuildCont
                                                                  const WhisperConfig& c)
     : Seq2SeqLM(ctx, c.decoder_start_token_id, c.pad_token_id) {
   model_ = register_module("model", std::make_shared<WhisperModel>(ctx.child("model"), c, true));
+  set_stage(model_->stage());
   if (ends_model()) set_head(layers::tied_lm_head(ctx.child("proj_out"), model_->embed_tokens()));
 }
 

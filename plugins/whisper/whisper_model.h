@@ -100,6 +100,7 @@ class WhisperModel : public Model {
   const std::shared_ptr<layers::Embedding>& embed_tokens() const {
     return decoder_->embed_tokens();
   }
+  const layers::EncoderDecoderStage& stage() const { return stage_; }
 
  private:
   WhisperConfig config_;
@@ -115,12 +116,6 @@ class WhisperForConditionalGeneration : public Seq2SeqLM {
  public:
   WhisperForConditionalGeneration(const BuildContext& ctx, const WhisperConfig& config);
   ModelShape shape() const override { return model_->shape(); }
-  bool runs_step(const ForwardInputs& inputs, int64_t chunk) const override {
-    return model_->runs_step(inputs, chunk);
-  }
-  bool starts_step(const ForwardInputs& inputs, int64_t chunk) const override {
-    return model_->starts_step(inputs, chunk);
-  }
 
  protected:
   at::Tensor decoder_output(const ForwardInputs& inputs) override {

@@ -60,6 +60,13 @@ int64_t BuildContext::divide_by_tp(int64_t n, std::string_view what) const {
   return n / tp_size();
 }
 
+void BuildContext::refuse_sequence_parallelism(std::string_view model, std::string_view why) const {
+  if (parallel_ == nullptr || !parallel_->config.enable_sequence_parallelism) return;
+  throw ModelError(str(config().path().string(), ": ", model,
+                       " does not run under sequence parallelism", why.empty() ? "" : ": ", why,
+                       "; set shard.enable_sequence_parallelism = false"));
+}
+
 std::vector<LayerRange> BuildContext::layer_ranges(int64_t num_layers) const {
   const PipelineStageManager* stages = pipeline();
   if (stages == nullptr) return {LayerRange{0, num_layers}};

@@ -65,19 +65,16 @@ void apply_generation_config_file(const std::filesystem::path& folder, Generatio
         config.more_eos_token_ids.assign(ids.begin() + 1, ids.end());
       }
     } else if (key == "decoder_start_token_id") {
-      if (!value.is_number_integer()) fail(key, "expected an integer");
-      config.decoder_start_token_id = value.get<int64_t>();
+      config.decoder_start_token_id = detail::json_integer(json, path, key);
     } else if (key == "pad_token_id") {
-      if (!value.is_number_integer()) fail(key, "expected an integer");
-      config.pad_token_id = value.get<int64_t>();
+      config.pad_token_id = detail::json_integer(json, path, key);
     } else if (key == "do_sample") {
       if (!value.is_boolean()) fail(key, "expected a boolean");
       config.sampling.do_sample = value.get<bool>();
     } else if (key == "temperature") {
       config.sampling.temperature = number(key);
     } else if (key == "top_k") {
-      if (!value.is_number_integer()) fail(key, "expected an integer");
-      config.sampling.top_k = value.get<int64_t>();
+      config.sampling.top_k = detail::json_integer(json, path, key);
     } else if (key == "top_p") {
       config.sampling.top_p = number(key);
     } else if (key == "min_p") {

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <string_view>
@@ -24,5 +25,9 @@ nlohmann::json read_json_file(const std::filesystem::path& path);
 
 // "a string \"x\"", "a floating-point number 1.5", ...: what a value is, for messages.
 std::string describe_json(const nlohmann::json& value);
+
+// json[key] as an integer; throws CheckpointError naming `file` and `key` when it is not one.
+int64_t json_integer(const nlohmann::json& json, const std::filesystem::path& file,
+                     const std::string& key);
 
 }  // namespace shardformer::detail

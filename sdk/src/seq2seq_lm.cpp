@@ -36,4 +36,12 @@ at::Tensor Seq2SeqLM::loss(const ForwardInputs& inputs, const at::Tensor& labels
                             labels);
 }
 
+bool Seq2SeqLM::runs_step(const ForwardInputs& inputs, int64_t chunk) const {
+  return stage_ != nullptr ? stage_->runs_step(inputs) : Model::runs_step(inputs, chunk);
+}
+
+bool Seq2SeqLM::starts_step(const ForwardInputs& inputs, int64_t chunk) const {
+  return stage_ != nullptr ? stage_->starts_step(inputs) : Model::starts_step(inputs, chunk);
+}
+
 }  // namespace shardformer

@@ -207,7 +207,10 @@ TEST_P(FamilyTraining, MatchesTorchAdamWStepByStep) {
         rank, distributed::MeshShape{.dp = layout.dp, .pp = layout.pp, .tp = layout.tp},
         local_mesh_options(port));
     SessionOptions options{.checkpoint = dir / "model"};
-    if (layout.pp > 1) options.pipeline.num_microbatches = static_cast<int>(4 / layout.dp);
+    if (layout.pp > 1) {
+      options.pipeline.num_microbatches = static_cast<int>(4 / layout.dp);
+      options.pipeline.schedule = layout.schedule;
+    }
     const auto session = f.session(options, &mesh);
     const training::TokenDataset data(family_data_options(name, dir), 1013);
     training::TrainOptions train = reference_train_options(kSteps, layout.zero_stage);
@@ -231,13 +234,16 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 // The encoder-decoder pipeline trains too: T5's stages split between the encoder and the
-// decoder, tp 2 within each, every layer recomputed in the backward pass.
+// decoder, tp 2 within each, every layer recomputed in the backward pass; and under GPipe
+// (every micro-batch's forward before the first backward) as under 1F1B.
 INSTANTIATE_TEST_SUITE_P(
     Seq2Seq, FamilyTraining,
     ::testing::Combine(
         ::testing::Values("tiny-t5-s2s"),
-        ::testing::Values(TrainLayout{
-            .pp = 2, .tp = 2, .name = "pp2_tp2_recompute_all", .recompute = {.ratio = 1.0}})),
+        ::testing::Values(
+            TrainLayout{
+                .pp = 2, .tp = 2, .name = "pp2_tp2_recompute_all", .recompute = {.ratio = 1.0}},
+            TrainLayout{.pp = 2, .name = "pp2_gpipe", .schedule = pipeline::ScheduleKind::kGPipe})),
     [](const auto& info) {
       std::string name = std::get<0>(info.param) + "_" + std::get<1>(info.param).name;
       std::replace(name.begin(), name.end(), '-', '_');

@@ -4,6 +4,7 @@
 
 #include "model_fixture.h"
 #include "multiprocess.h"
+#include "shardformer/pipeline/schedule.h"
 #include "shardformer/training/trainer.h"
 
 #include <ATen/Parallel.h>
@@ -20,6 +21,7 @@ struct TrainLayout {
   int64_t sp = 1;                          // the sp axis (all_to_all, ring_attn)
   std::string sequence_mode = "";          // sequence parallelism ("": none)
   bool sequence_overlap = false;
+  pipeline::ScheduleKind schedule = pipeline::ScheduleKind::kOneFOneB;  // with pp > 1
   int64_t world() const { return dp * pp * sp * tp; }
 };
 
@@ -64,6 +66,7 @@ inline std::unique_ptr<Session> training_session(const ModelFixture& f,
   }
   if (mesh != nullptr && mesh->shape().pp > 1) {
     options.pipeline.num_microbatches = static_cast<int>(8 / mesh->shape().dp / 2);
+    options.pipeline.schedule = layout.schedule;
   }
   return f.session(options, mesh);
 }

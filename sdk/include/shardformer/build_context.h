@@ -63,6 +63,9 @@ class BuildContext {
   int tp_rank() const { return tensor_parallel() ? parallel_->tp_rank() : 0; }
   // n / tp_size(); throws ModelError naming `what` (a config key) when it does not divide.
   int64_t divide_by_tp(int64_t n, std::string_view what) const;
+  // Throws ModelError, naming the config file, when the job asked for sequence parallelism:
+  // `model` ("T5", "Falcon with ALiBi (alibi = true)") does not run under it, for `why`.
+  void refuse_sequence_parallelism(std::string_view model, std::string_view why = {}) const;
 
   // Pipeline parallelism: the layers of a model of num_layers this stage builds, one range
   // per chunk ({[0, num_layers)} without a pipeline; throws ModelError when the stage manager

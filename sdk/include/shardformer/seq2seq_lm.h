@@ -6,6 +6,7 @@
 
 #include "shardformer/build_context.h"
 #include "shardformer/layers/embedding.h"
+#include "shardformer/layers/encoder_decoder.h"
 #include "shardformer/model.h"
 
 #include <memory>
@@ -21,6 +22,9 @@ class Seq2SeqLM : public Model {
   // pad_token_id (HF's labels= argument).
   ForwardInputs with_labels(const ForwardInputs& inputs, const at::Tensor& labels) const override;
   at::Tensor loss(const ForwardInputs& inputs, const at::Tensor& labels) override;
+  // Decoding steps after the first (no encoder input) run the decoder's stages only.
+  bool runs_step(const ForwardInputs& inputs, int64_t chunk) const override;
+  bool starts_step(const ForwardInputs& inputs, int64_t chunk) const override;
 
  protected:
   // Binds ctx (Model::bind).
@@ -30,11 +34,14 @@ class Seq2SeqLM : public Model {
   virtual at::Tensor decoder_output(const ForwardInputs& inputs) = 0;
   // The LM head (an untied one, or the decoder's token embedding), on the last stage.
   void set_head(std::shared_ptr<layers::Embedding> head) { head_ = std::move(head); }
+  // Where this stage sits in the two stacks (a member of the model, which outlives this call).
+  void set_stage(const layers::EncoderDecoderStage& stage) { stage_ = &stage; }
 
  private:
   int64_t decoder_start_token_id_, pad_token_id_;
   bool parallel_output_;
   std::shared_ptr<layers::Embedding> head_;
+  const layers::EncoderDecoderStage* stage_ = nullptr;
 };
 
 }  // namespace shardformer

@@ -69,11 +69,7 @@ int64_t int_key(const nlohmann::json& json, const std::filesystem::path& path,
                               " is missing (Whisper's generation "
                               "config names it)"));
   }
-  if (!json[key].is_number_integer()) {
-    throw CheckpointError(str(path.string(), ": ", key, ": expected an integer, got ",
-                              detail::describe_json(json[key])));
-  }
-  return json[key].get<int64_t>();
+  return detail::json_integer(json, path, key);
 }
 
 // A multilingual model's id for `name` in `table` (lang_to_id / task_to_id), whose keys are

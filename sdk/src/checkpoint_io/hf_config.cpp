@@ -123,6 +123,16 @@ std::string describe_json(const nlohmann::json& value) {
   }
 }
 
+int64_t json_integer(const nlohmann::json& json, const std::filesystem::path& file,
+                     const std::string& key) {
+  const nlohmann::json& value = json.at(key);
+  if (!value.is_number_integer()) {
+    throw CheckpointError(
+        str(file.string(), ": ", key, ": expected an integer, got ", describe_json(value)));
+  }
+  return value.get<int64_t>();
+}
+
 }  // namespace detail
 
 struct HFConfig::Impl {

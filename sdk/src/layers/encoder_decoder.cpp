@@ -3,6 +3,7 @@
 
 #include "shardformer/checkpoint_io/hf_config.h"
 #include "shardformer/error.h"
+#include "shardformer/layers/cross_attention.h"
 #include "shardformer/layers/forward_step.h"
 #include "shardformer/strings.h"
 
@@ -27,10 +28,11 @@ EncoderDecoderStep EncoderDecoderStep::with_inputs(const std::vector<at::Tensor>
   return step;
 }
 
-EncoderDecoderStage::EncoderDecoderStage(const BuildContext& ctx, int64_t encoder_layers,
-                                         int64_t decoder_layers)
-    : encoder_layers_(encoder_layers),
-      decoder_layers_(decoder_layers),
+EncoderDecoderStage::EncoderDecoderStage(const BuildContext& ctx,
+                                         const EncoderDecoderOptions& options)
+    : encoder_layers_(options.encoder_layers),
+      decoder_layers_(options.decoder_layers),
+      memory_padding_(options.memory_padding),
       pipelined_(ctx.pipeline() != nullptr) {
   const std::vector<LayerRange> ranges = ctx.layer_ranges(total());
   if (ranges.size() != 1) {
@@ -68,8 +70,13 @@ at::Tensor EncoderDecoderStage::run(const ForwardInputs& inputs, const Stacks& s
     memory = stage_input(inputs);  // the encoder's output, from the stage that ended it
   }
   if (starts_decoder()) x = stacks.decoder_input();
-  x = stacks.decoder(x, memory);
-  if (ends_decoder()) return x;
+  EncoderDecoderStep step;
+  step.self.cache = inputs.cache;
+  step.memory = memory;
+  if (memory_padding_) step.memory_mask = memory_mask(inputs.attention_mask);
+  step.cross_cache = inputs.cross_cache;
+  x = stacks.decoder(x, step);
+  if (ends_decoder()) return kept_positions(stacks.decoder_output(x), inputs);
   return encode ? at::cat({x, memory}, 1) : x;  // [batch, tgt (+ src), hidden]
 }
 

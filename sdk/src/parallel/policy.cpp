@@ -43,9 +43,17 @@ void check_family_sequence_modes(const ParallelContext& context, const Policy& f
   if (!c.enable_sequence_parallelism) return;
   const auto& modes = family_policy.sequence_modes();
   if (std::find(modes.begin(), modes.end(), c.sequence_parallelism_mode) == modes.end()) {
+    std::string supported;
+    for (const SequenceParallelMode mode : modes) {
+      supported += str(supported.empty() ? "" : ", ", "\"", sequence_mode_name(mode), "\"");
+    }
     throw ConfigError(str("shard.sequence_parallelism_mode = \"",
                           sequence_mode_name(c.sequence_parallelism_mode),
-                          "\": this model family does not support it"));
+                          "\": this model family does not support it (",
+                          supported.empty() ? "it runs without sequence parallelism; set "
+                                              "shard.enable_sequence_parallelism = false"
+                                            : "supported: " + supported,
+                          ")"));
   }
 }
 

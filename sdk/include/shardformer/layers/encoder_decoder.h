@@ -36,11 +36,19 @@ struct EncoderDecoderStep {
   EncoderDecoderStep with_inputs(const std::vector<at::Tensor>& inputs) const;
 };
 
+// What the stage needs to know of the model.
+struct EncoderDecoderOptions {
+  int64_t encoder_layers = 0, decoder_layers = 0;
+  // Whether the encoder's attention_mask (its input's padding) masks cross-attention (T5's);
+  // false where the encoder's output has no padding (Whisper's 30 s of audio).
+  bool memory_padding = true;
+};
+
 class EncoderDecoderStage {
  public:
   // ctx: the model's root context (its pipeline stage, if any). Throws ModelError under the
   // interleaved schedule (several chunks per stage).
-  EncoderDecoderStage(const BuildContext& ctx, int64_t encoder_layers, int64_t decoder_layers);
+  EncoderDecoderStage(const BuildContext& ctx, const EncoderDecoderOptions& options);
 
   // Where each stack's layers sit among the pipeline's (LayerStack's span).
   StackSpan encoder_span() const { return {0, pipelined_ ? total() : 0}; }
@@ -58,12 +66,14 @@ class EncoderDecoderStage {
     std::function<at::Tensor(const at::Tensor&)> encoder;         // this stage's encoder layers
     std::function<at::Tensor(const at::Tensor&)> encoder_output;  // the encoder's final norm
     std::function<at::Tensor()> decoder_input;  // the decoder's embeddings [batch, tgt, hidden]
-    // x [batch, tgt, hidden] through this stage's decoder layers, cross-attending to memory
-    // [batch, src, hidden] (undefined at decoding steps that read the cross-attention cache).
-    std::function<at::Tensor(const at::Tensor& x, const at::Tensor& memory)> decoder;
+    // x [batch, tgt, hidden] through this stage's decoder layers; step: the self-attention
+    // cache, and the memory [batch, src, hidden] (undefined at decoding steps that read the
+    // cross-attention cache) with its mask and cache.
+    std::function<at::Tensor(const at::Tensor& x, const EncoderDecoderStep& step)> decoder;
+    std::function<at::Tensor(const at::Tensor&)> decoder_output;  // the decoder's final norm
   };
-  // This stage's part of a pass: what it sends on, or, where it ends the decoder, the last
-  // decoder layer's output [batch, tgt, hidden] (before the decoder's final norm).
+  // This stage's part of a pass: what it sends on, or, where it ends the decoder, the decoder's
+  // output after its final norm at the positions the head reads [batch, tgt or keep, hidden].
   at::Tensor run(const ForwardInputs& inputs, const Stacks& stacks) const;
   // Whether a pass runs the encoder: it has the encoder's input (token ids, audio features);
   // decoding steps after the first have not.
@@ -76,7 +86,7 @@ class EncoderDecoderStage {
   int64_t total() const { return encoder_layers_ + decoder_layers_; }
 
   int64_t encoder_layers_, decoder_layers_;
-  bool pipelined_;
+  bool memory_padding_, pipelined_;
   LayerRange range_;  // this stage's layers among the encoder's and then the decoder's
 };
 
