@@ -1,9 +1,15 @@
 #!/usr/bin/env python3
 """The real chat model's decoding speed: SmolLM2-135M-Instruct (fp32) greedy, the host
-(`shardformer-host run`, tp 1 on all threads, and tp 2) against HF transformers eager on the
-same threads, side by side in one run, alternating, median of the rounds.
+(`shardformer-host run`, tp 1 on all threads, and tp 2) against HF transformers eager and
+llama.cpp on the same threads, side by side in one run, alternating, median of the rounds.
 
     .venv/bin/python bench/bench_chat.py [--threads 2] [--rounds 3] [--new 64] [--batch 1,8]
+                                         [--no-llama-cpp]
+
+llama.cpp: its llama-batched-bench (built from the llama-cpp-python sdist by
+tools/setup_llama_cpp.sh on first use, for the machine's own instruction set) on an f32 GGUF of
+the same folder made by llama.cpp's converter; it decodes --batch sequences of --new tokens after
+a prompt of the same length (its own dummy tokens: the speed, not the text, is compared).
 
 Each side generates --new tokens after the same 30-token prompt (a batch repeats it), with the
 eos set to an id neither produces, so both decode every step (their tokens are equal, HF greedy
@@ -68,6 +74,17 @@ def host_run(build, tp, threads, batch, new, output):
             "ids": ids}
 
 
+def llama_cpp_run(tools, threads, batch, prompt, new):
+    bench, gguf = tools
+    done = subprocess.run(
+        [bench, "-m", gguf, "-t", str(threads), "-tb", str(threads), "-c", "2048",
+         "-npp", str(prompt), "-ntg", str(new), "-npl", str(batch), "--output-format", "jsonl"],
+        capture_output=True, text=True, check=True)
+    row = next(json.loads(line) for line in (done.stdout + done.stderr).splitlines()
+               if line.startswith('{"n_kv_max"'))
+    return {"tokens_per_s": row["speed_tg"], "first": row["t_pp"]}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--build", type=pathlib.Path, default=ROOT / "build")
@@ -75,6 +92,7 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--new", type=int, default=64)
     parser.add_argument("--batch", default="1,8")
+    parser.add_argument("--no-llama-cpp", action="store_true", help="leave llama.cpp out")
     parser.add_argument("--worker", nargs=2, type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -83,8 +101,14 @@ def main():
     import machine
     print(machine.describe(args.build, args.threads))
     weights = (MODEL / "model.safetensors").stat().st_size
+    llama_cpp = None
+    if not args.no_llama_cpp:
+        llama_cpp = subprocess.run([str(ROOT / "tools" / "setup_llama_cpp.sh"), str(MODEL)],
+                                   capture_output=True, text=True, check=True).stdout.split()
     for batch in [int(b) for b in args.batch.split(",")]:
         results = {"HF": [], "host tp 1": [], "host tp 2": []}
+        if llama_cpp:
+            results["llama.cpp"] = []
         bandwidth = machine.limits(args.build, args.threads)["read_gbs"]
         with tempfile.TemporaryDirectory() as tmp:
             out = pathlib.Path(tmp) / "out.jsonl"
@@ -99,13 +123,19 @@ def main():
                     if run["ids"] != hf["ids"]:
                         sys.exit(f"tp {tp}: the host's tokens differ from HF's")
                     results[f"host tp {tp}"].append(run)
+                if llama_cpp:
+                    results["llama.cpp"].append(
+                        llama_cpp_run(llama_cpp, args.threads, batch, hf["prompt"], args.new))
         hf_rate = statistics.median(r["tokens_per_s"] for r in results["HF"])
         print(f"batch {batch}, {results['HF'][0]['prompt']}-token prompt + {args.new} new tokens:")
         for name, runs in results.items():
             rate = statistics.median(r["tokens_per_s"] for r in runs)
             first = statistics.median(r["first"] for r in runs)
             steps_per_s = rate / batch
-            print(f"  {name:10s} {rate:8.1f} tokens/s ({rate / hf_rate:.2f}x HF), first token "
+            versus = ""
+            if llama_cpp and name.startswith("host"):
+                versus = f", {rate / statistics.median(r['tokens_per_s'] for r in results['llama.cpp']):.2f}x llama.cpp"
+            print(f"  {name:10s} {rate:8.1f} tokens/s ({rate / hf_rate:.2f}x HF{versus}), first token "
                   f"{first * 1000:6.1f} ms, weights read at {steps_per_s * weights / 1e9:5.1f} "
                   f"GB/s = {steps_per_s * weights / 1e9 / bandwidth:.0%} of {bandwidth:.0f} GB/s")
 

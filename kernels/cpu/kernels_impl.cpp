@@ -110,8 +110,10 @@ void skinny_rows(const float* x, int64_t k, const float* w, int64_t n, bool k_ma
                  const float* bias, float* y) {
   if (!k_major) {
     // One weight row at a time: interleaving several rows' streams measured 30-40% slower
-    // (the prefetchers follow one sequential stream best).
-    at::parallel_for(0, n, 256, [&](int64_t begin, int64_t end) {
+    // (the prefetchers follow one sequential stream best). A thread takes at least 128 KiB of
+    // weights, so that small matrices (a GQA model's k_proj of 192 rows) still use every thread.
+    const int64_t grain = std::max<int64_t>(8, 32768 / std::max<int64_t>(k, 1));
+    at::parallel_for(0, n, grain, [&](int64_t begin, int64_t end) {
       for (int64_t j = begin; j < end; ++j) dot_row<M>(x, k, w, n, j, bias, y);
     });
     return;
