@@ -70,7 +70,7 @@ TEST_P(Kernels, SkinnyLinearMatchesFp64Product) {
   // The products split their weight across ATen's threads: 3 threads cut k = 200 unevenly.
   for (const int use_threads : {1, 3}) {
     at::set_num_threads(use_threads);
-    for (const int64_t m : {1, 2, 3, 4, 5, 8, 13, 16}) {
+    for (const int64_t m : {1, 2, 3, 4, 5, 8, 13, 16, 27}) {
       for (const auto& [k, n] : std::vector<std::pair<int64_t, int64_t>>{
                {64, 1}, {77, 19}, {200, 37}, {768, 2304}, {3072, 131}, {64, 1013}}) {
         for (const bool k_major : {false, true}) {
@@ -472,9 +472,11 @@ TEST(KernelEntryPoints, SkinnyLinearKeepsLeadingDimsAndRefusesWhatItCannotServe)
   EXPECT_TRUE(at::allclose(y, at::linear(x, w, b), 1e-5, 1e-6));
   EXPECT_TRUE(at::allclose(kernels::skinny_linear(x, w.t().contiguous(), b, /*k_major=*/true), y,
                            1e-5, 1e-6));
-  EXPECT_FALSE(kernels::skinny_linear_applies(at::randn({17, 8}), w));  // too many rows
-  EXPECT_FALSE(kernels::skinny_linear_applies(x, w.t()));               // strided
-  EXPECT_FALSE(kernels::skinny_linear_applies(x.to(at::kDouble), w));   // fp64
+  EXPECT_TRUE(kernels::skinny_linear_applies(at::randn({kernels::kSkinnyRows, 8}), w));
+  EXPECT_FALSE(kernels::skinny_linear_applies(at::randn({kernels::kSkinnyRows + 1, 8}),
+                                              w));                     // too many rows
+  EXPECT_FALSE(kernels::skinny_linear_applies(x, w.t()));              // strided
+  EXPECT_FALSE(kernels::skinny_linear_applies(x.to(at::kDouble), w));  // fp64
   EXPECT_THROW(kernels::skinny_linear(x, at::randn({5, 9}), b, false), c10::Error);  // k differs
   EXPECT_THROW(kernels::skinny_linear(x, w, at::randn({4}), false), c10::Error);     // bias size
 }

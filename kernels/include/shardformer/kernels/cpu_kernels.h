@@ -15,7 +15,7 @@
 namespace shardformer::kernels {
 
 // The most rows skinny_linear takes; more rows are a GEMM's job.
-inline constexpr int64_t kSkinnyRows = 16;
+inline constexpr int64_t kSkinnyRows = 32;
 
 // Whether skinny_linear serves x [..., k] times this weight: CPU fp32, both contiguous, at most
 // kSkinnyRows rows.
