@@ -82,7 +82,10 @@ def llama_cpp_run(tools, threads, batch, prompt, new):
         capture_output=True, text=True, check=True)
     row = next(json.loads(line) for line in (done.stdout + done.stderr).splitlines()
                if line.startswith('{"n_kv_max"'))
-    return {"tokens_per_s": row["speed_tg"], "first": row["t_pp"]}
+    # As for HF and the host, every new token over the whole generation, the prompt's pass
+    # included (llama-batched-bench's own speed_tg leaves it out).
+    return {"tokens_per_s": row["pl"] * row["tg"] / (row["t_pp"] + row["t_tg"]),
+            "first": row["t_pp"]}
 
 
 def main():
@@ -104,7 +107,8 @@ def main():
     llama_cpp = None
     if not args.no_llama_cpp:
         llama_cpp = subprocess.run([str(ROOT / "tools" / "setup_llama_cpp.sh"), str(MODEL)],
-                                   capture_output=True, text=True, check=True).stdout.split()
+                                   stdout=subprocess.PIPE, text=True,
+                                   check=True).stdout.splitlines()
     for batch in [int(b) for b in args.batch.split(",")]:
         results = {"HF": [], "host tp 1": [], "host tp 2": []}
         if llama_cpp:

@@ -186,8 +186,8 @@ int main(int argc, char** argv) {
            at::randn({1536, 768}), {}, peak);
   gemm_row("tp 2: LM head [2048, 768] . [25152, 768]^T", x, at::randn({25152, 768}).t(), {}, peak);
   gemm_row("weight gradient [2048, 768]^T . [2048, 3072]", x.t(), x4, {}, peak);
-  gemm_row("prefill 32 x 768 . [768, 2304] + bias", at::randn({32, 768}), at::randn({768, 2304}),
-           at::randn({2304}), peak);
+  gemm_row("packed GEMM at 32 rows: 32 x 768 . [768, 2304] + bias", at::randn({32, 768}),
+           at::randn({768, 2304}), at::randn({2304}), peak);
   std::printf("\n");
   const at::Tensor big = at::ones({1 << 28});  // 1 GiB: the read-bandwidth limit
   const double read = static_cast<double>(big.nbytes()) / best_seconds([&] { big.sum(); });

@@ -7,22 +7,26 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 version=0.3.36  # llama-cpp-python; its vendor/llama.cpp is the llama.cpp measured
-cache=${SHARDFORMER_CACHE:-$HOME/.cache/shardformer}
+cache=${XDG_CACHE_HOME:-$HOME/.cache}/shardformer
 src=$cache/llama_cpp_python-$version/vendor/llama.cpp
 model=${1:-$root/build/models/SmolLM2-135M-Instruct}
 python=$root/.venv/bin/python
 mkdir -p "$cache"
 if [ ! -f "$src/CMakeLists.txt" ]; then
-  "$python" -m pip download --no-deps --no-binary :all: "llama-cpp-python==$version" -d "$cache" >&2
+  "$python" -m pip download --no-deps --no-binary llama-cpp-python "llama-cpp-python==$version" \
+    -d "$cache" >&2
   tar xzf "$cache/llama_cpp_python-$version.tar.gz" -C "$cache"
 fi
-bench=$src/build/bin/llama-batched-bench
+# The build is for this machine's instruction set (GGML_NATIVE): a home shared with a CPU of
+# other features builds its own.
+build=$src/build-$(grep -m1 '^flags' /proc/cpuinfo | md5sum | cut -c1-8)
+bench=$build/bin/llama-batched-bench
 if [ ! -x "$bench" ]; then
   # GGML_NATIVE: the machine's own instruction set, as a user building llama.cpp gets it.
-  cmake -S "$src" -B "$src/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
+  cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
     -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
     -DLLAMA_BUILD_TOOLS=ON >&2
-  cmake --build "$src/build" -j "$(nproc)" --target llama-batched-bench >&2
+  cmake --build "$build" -j "$(nproc)" --target llama-batched-bench >&2
 fi
 gguf=$cache/$(basename "$model")-f32.gguf
 if [ ! -f "$gguf" ] || [ "$model/model.safetensors" -nt "$gguf" ]; then

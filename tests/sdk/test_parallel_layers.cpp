@@ -7,6 +7,7 @@
 #include "shardformer/checkpoint_io/checkpoint.h"
 #include "shardformer/checkpoint_io/safetensors.h"
 #include "shardformer/distributed/process_mesh.h"
+#include "shardformer/kernels/cpu_kernels.h"
 #include "shardformer/layers/dropout.h"
 #include "shardformer/layers/embedding.h"
 #include "shardformer/layers/layer_norm.h"
@@ -122,6 +123,7 @@ void check_linear(int tp, ShardStyle style, layers::LinearOptions options, bool 
     if (style.kind == ShardKind::kRow) {  // more rows than the skinny kernel takes, without
       // gradients: the row-parallel product goes straight into the all-reduce's shared slots
       const at::NoGradGuard no_grad;
+      static_assert(3 * 11 > kernels::kSkinnyRows, "33 rows must take the packed GEMM");
       const at::Tensor many = seeded(9, {3, 11, in});  // 33 rows
       const at::Tensor mine = input_split ? many.chunk(tp, -1)[rank].contiguous() : many;
       const at::Tensor y_many = sharded->forward(mine);
@@ -211,6 +213,7 @@ void check_embedding(int tp, ShardKind kind) {
     {  // more rows than the skinny kernel takes, without gradients (the vocab-parallel head
        // computes into its columns of the gathered logits where the packed GEMM runs)
       const at::NoGradGuard no_grad;
+      static_assert(3 * 11 > kernels::kSkinnyRows, "33 rows must take the packed GEMM");
       const at::Tensor many = seeded(9, {3, 11, dim});  // 33 rows
       expect_equal(sharded->lm_logits(many, layers::LogitsGather::kAll).logits,
                    at::matmul(many, weight.t()), "gathered logits of 33 rows", 1e-5);
