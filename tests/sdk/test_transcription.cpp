@@ -13,18 +13,10 @@
 namespace shardformer::audio {
 namespace {
 
-namespace fs = std::filesystem;
 using testing::expect_error;
 
-class TranscriptionSettingsTest : public ::testing::Test {
+class TranscriptionSettingsTest : public testing::TempDirTest<> {
  protected:
-  void SetUp() override {
-    dir_ = fs::path(::testing::TempDir()) / "shardformer_transcription_settings";
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   TranscriptionSettings read(const nlohmann::json& config, std::optional<std::string> language,
                              std::optional<std::string> task = std::nullopt) {
     std::ofstream(dir_ / "generation_config.json") << config.dump();
@@ -40,8 +32,6 @@ class TranscriptionSettingsTest : public ::testing::Test {
             {"task_to_id", {{"transcribe", 50359}, {"translate", 50358}}},
             {"max_initial_timestamp_index", 50}};
   }
-
-  fs::path dir_;
 };
 
 TEST_F(TranscriptionSettingsTest, AMultilingualPromptNamesTheLanguageAndTask) {
