@@ -224,6 +224,13 @@ CHECKPOINTS = {
     # Init 0.15: at 0.2 fp32 rounding of layer 0's o_proj gradient under all_to_all sp 2 came
     # 5e-8 past the tolerance (HF's own fp32 error there: 2.1e-6).
     "tiny-glm": dict(arch="GlmForCausalLM", base="GlmModel", config=GLM, **LLAMA_TUNING),
+    # ChatGLM2 / ChatGLM3 as THUDM's files store it (tools/chatglm_layout.py, after HF's outputs
+    # are taken on the GLM folder): query_key_value fused, the original names and config keys,
+    # and rope_ratio 50 (ChatGLM3-32K's) for a rope_theta of 500000.
+    "tiny-chatglm2": dict(arch="GlmForCausalLM", base="GlmModel", layout="chatglm",
+                          config=dict(GLM, rope_parameters={**GLM["rope_parameters"],
+                                                            "rope_theta": 500000.0}),
+                          **LLAMA_TUNING),
     # GLM-4: the same with the outputs of attention and MLP normed before each residual add.
     "tiny-glm4": dict(arch="Glm4ForCausalLM", base="Glm4Model", config=GLM,
                       scale={**LLAMA_TUNING["scale"], "post_self_attn_layernorm.weight": 0.5,

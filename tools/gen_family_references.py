@@ -18,7 +18,8 @@ biases) gets N(0, 0.1) added, so norms, biases and their sharding (e.g. BLOOM's 
 are visible in the outputs (HF initialises them to exactly 1 and 0), then the table's per-entry
 `center_rows` / `scale` adjustments (OPT, BLOOM). The script refuses a checkpoint whose greedy
 generation repeats itself (a row with fewer than max_new/2 distinct tokens or a run over 3).
-Entries with `compare_with` also report where HF's outputs change under those config overrides
+Entries with `layout = "chatglm"` are then rewritten as THUDM's ChatGLM files store the same
+model (tools/chatglm_layout.py). Entries with `compare_with` also report where HF's outputs change under those config overrides
 (Mistral without its window, RoPE variants with default RoPE).
 
 Rotary embeddings are reset to their initial state before every HF call: dynamic NTK keeps the
@@ -42,6 +43,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from family_checkpoints import (CHECKPOINTS, FORWARD_BATCH, GENERATE_PROMPTS,  # noqa: E402
                                 MAX_NEW_TOKENS, SEQ2SEQ_TARGETS, WHISPER_DECODER_PROMPT)
 from gen_gpt2_references import pad  # noqa: E402
+import chatglm_layout  # noqa: E402
 
 SEED = 1234
 PERTURB_STD = 0.1
@@ -524,6 +526,9 @@ def run_one(name, spec, models, data):
     params = [k[len("grad."):] for k in out if k.startswith("grad.")]
     describe(name, spec, folder, passed, report, params)
     report["reference_keys"] = sorted(k for k in out if "grad." not in k)
+    if spec.get("layout") == "chatglm":  # HF's outputs are the GLM folder's; then its files
+        chatglm_layout.convert(folder)
+        report["layout"] = "chatglm (tools/chatglm_layout.py)"
     report["seconds"] = round(time.perf_counter() - start, 2)
     return report
 

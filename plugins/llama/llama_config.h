@@ -1,9 +1,11 @@
-// The config.json of Llama, Mistral, Qwen2, Qwen3, GLM and GLM-4: one decoder with flags. Every
-// key that changes the computation is read here; unsupported values are refused naming the key.
+// The config.json of Llama, Mistral, Qwen2, Qwen3, GLM and GLM-4 (and ChatGLM2 / ChatGLM3's
+// original one): one decoder with flags. Every key that changes the computation is read here;
+// unsupported values are refused naming the key.
 #pragma once
 
 #include "shardformer/checkpoint_io/hf_config.h"
 #include "shardformer/layers/activation.h"
+#include "shardformer/layers/rotary.h"
 
 #include <string>
 #include <vector>
@@ -11,7 +13,7 @@
 namespace shardformer::llama {
 
 struct LlamaConfig {
-  std::string model_type;  // llama, mistral, qwen2, qwen3, glm, glm4
+  std::string model_type;  // llama, mistral, qwen2, qwen3, glm, glm4, chatglm
   int64_t vocab_size, hidden_size, intermediate_size, num_hidden_layers;
   int64_t num_attention_heads, num_key_value_heads, head_dim, max_position_embeddings;
   double rms_norm_eps, attention_dropout;
@@ -25,6 +27,7 @@ struct LlamaConfig {
   bool tie_word_embeddings;
   int64_t sliding_window;            // keys a query sees on sliding layers (Mistral, Qwen2)
   std::vector<bool> sliding_layers;  // per layer: sliding window or full attention
+  layers::RotaryOptions rotary;      // GLM: half of each head, interleaved pairs
 
   static LlamaConfig from(const HFConfig& config);
 };

@@ -71,10 +71,7 @@ layers::ResidualSum DecoderLayer::forward(const layers::ResidualSum& in, const L
 
 LlamaModel::LlamaModel(const BuildContext& ctx, const LlamaConfig& config,
                        bool embedding_on_last_stage)
-    : config_(config),
-      rotary_(ctx.config(), config.head_dim,
-              config.glm ? layers::RotaryOptions{.partial = 0.5, .interleaved = true}
-                         : layers::RotaryOptions{}) {
+    : config_(config), rotary_(ctx.config(), config.head_dim, config.rotary) {
   bind(ctx);
   const bool first = ctx.builds_first_piece(), last = ctx.builds_last_piece();
   if (first || (embedding_on_last_stage && last)) {

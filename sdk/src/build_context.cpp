@@ -19,7 +19,9 @@ BuildContext::BuildContext(const Checkpoint& checkpoint, c10::ScalarType dtype, 
       base_model_prefix_(std::move(base_model_prefix)),
       parallel_(parallel),
       plan_(std::make_shared<ShardingPlan>()),
-      usage_(std::make_shared<CheckpointUsage>()) {}
+      usage_(std::make_shared<CheckpointUsage>()) {
+  usage_->views = checkpoint.views();
+}
 
 BuildContext BuildContext::child(std::string_view name) const {
   BuildContext result = *this;
@@ -125,9 +127,9 @@ at::Tensor BuildContext::load(std::string_view leaf, const std::vector<int64_t>&
   const std::string name = resolve(name_of(leaf));
   const TensorInfo& info = checkpoint_->info(name);
   if (info.shape != shape) {
-    throw CheckpointError(str(checkpoint_->directory().string(), ": parameter '", name,
-                              "' has shape ", shape_str(info.shape), " in ",
-                              checkpoint_->file_of(name).path().filename().string(),
+    throw CheckpointError(str(checkpoint_->directory().string(), ": parameter ",
+                              checkpoint_->describe(name), " has shape ", shape_str(info.shape),
+                              " in ", checkpoint_->file_of(name).path().filename().string(),
                               " but config.json implies ", shape_str(shape)));
   }
   usage_->loaded.insert(name);

@@ -1,6 +1,6 @@
 // Tests of Checkpoint: single-file and sharded folders, the errors for missing or
-// inconsistent files and for files changed after opening, and the near-name suggestions for an
-// unknown tensor.
+// inconsistent files and for files changed after opening, the near-name suggestions for an
+// unknown tensor, and views (another layout's names, fused tensors split) and their undoing.
 #include "shardformer/checkpoint_io/checkpoint.h"
 #include "test_util.h"
 
@@ -14,6 +14,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::expect_checkpoint_error;
+using testing::expect_error;
 
 const std::string kConfig = R"({"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2"})";
 
@@ -199,6 +200,76 @@ TEST_F(CheckpointTest, UnknownNameSuggestsNearNames) {
                           {dir_.string(), "no tensor named 'h.0.attn.wieght'",
                            "did you mean 'h.0.attn.weight', 'h.0.mlp.weight', 'h.1.attn.weight'?"});
   expect_checkpoint_error([&] { checkpoint.read("zzz"); }, {"no tensor named 'zzz'"});
+}
+
+// A fused [q (4 rows); k (2); v (2)] tensor of 3 columns and a renamed norm, as a family whose
+// checkpoints store another layout's names sees them.
+class CheckpointViewsTest : public CheckpointTest {
+ protected:
+  void SetUp() override {
+    CheckpointTest::SetUp();
+    save_safetensors(dir_ / "model.safetensors",
+                     {{"qkv", fused_}, {"ln", at::full({3}, 2.0)}, {"other", at::ones({2})}});
+  }
+  static std::vector<TensorView> views() {
+    return {{"q", "qkv", 0, 4},
+            {"k", "qkv", 4, 2},
+            {"v", "qkv", 6, 2},
+            {.name = "norm", .source = "ln"}};
+  }
+  at::Tensor fused_ = at::arange(24, at::kFloat).reshape({8, 3});  // [8, 3]
+};
+
+TEST_F(CheckpointViewsTest, ServeTheRowsOfTheirSourceUnderTheirNames) {
+  Checkpoint checkpoint(dir_);
+  checkpoint.add_views(views());
+  EXPECT_EQ(checkpoint.tensor_names(), (std::vector<std::string>{"k", "norm", "other", "q", "v"}));
+  EXPECT_FALSE(checkpoint.contains("qkv"));
+  EXPECT_EQ(checkpoint.info("k").shape, (std::vector<int64_t>{2, 3}));
+  EXPECT_TRUE(at::equal(checkpoint.read("q"), fused_.narrow(0, 0, 4)));
+  EXPECT_TRUE(at::equal(checkpoint.read("v"), fused_.narrow(0, 6, 2)));
+  EXPECT_TRUE(at::equal(checkpoint.read("v"), fused_.narrow(0, 6, 2)));  // a copy the second time
+  EXPECT_TRUE(at::equal(checkpoint.read_rows("k", 1, 1), fused_.narrow(0, 5, 1)));
+  EXPECT_TRUE(
+      at::equal(checkpoint.read_slice("q", 1, 1, 2), fused_.narrow(0, 0, 4).narrow(1, 1, 2)));
+  EXPECT_TRUE(at::equal(checkpoint.read("norm"), at::full({3}, 2.0)));
+  EXPECT_EQ(checkpoint.describe("k"), "'k' (rows 4..6 of 'qkv')");
+  EXPECT_EQ(checkpoint.total_bytes(), (24 + 3 + 2) * 4u);
+  ASSERT_EQ(checkpoint.views().size(), 4u);
+  EXPECT_EQ(checkpoint.views()[3].rows, 3);  // resolved: the whole of 'ln'
+}
+
+TEST_F(CheckpointViewsTest, JoiningThemGivesBackTheStoredTensors) {
+  Checkpoint checkpoint(dir_);
+  checkpoint.add_views(views());
+  std::map<std::string, at::Tensor> model;
+  for (const std::string& name : checkpoint.tensor_names()) model[name] = checkpoint.read(name);
+  const auto saved = join_views(model, checkpoint.views());
+  ASSERT_EQ(saved.size(), 3u);
+  EXPECT_TRUE(at::equal(saved.at("qkv"), fused_));
+  EXPECT_TRUE(at::equal(saved.at("ln"), at::full({3}, 2.0)));
+  EXPECT_TRUE(saved.count("other"));
+  model.erase("k");  // a rank holding part of a fused tensor cannot write it
+  expect_error<ModelError>([&] { join_views(model, checkpoint.views()); },
+                           {"saving 'qkv': this rank holds 2 of its 3 parts"});
+  EXPECT_EQ(join_views({{"other", at::ones({2})}}, checkpoint.views()).size(), 1u);
+}
+
+TEST_F(CheckpointViewsTest, MustCoverEachSourceExactlyOnce) {
+  const auto refused = [&](std::vector<TensorView> views, std::vector<std::string> parts) {
+    Checkpoint checkpoint(dir_);
+    expect_checkpoint_error([&] { checkpoint.add_views(views); }, parts);
+    EXPECT_TRUE(checkpoint.contains("qkv"));  // nothing changed
+  };
+  refused({{"q", "qkv", 0, 4}, {"v", "qkv", 6, 2}},
+          {dir_.string(), "the parts of 'qkv' (rows 0..4, 6..8) do not cover its 8 rows"});
+  refused({{"q", "qkv", 0, 4}, {"k", "qkv", 2, 6}}, {"(rows 0..4, 2..8)"});
+  refused({{"q", "qkv", 0, 8}, {"k", "qkv", 0, 8}}, {"(rows 0..8, 0..8)"});
+  refused({{"q", "qkv", 4, 6}}, {"rows [4, 10) asked for 'q' lie outside the 8 rows of 'qkv'"});
+  refused({{"q", "nope", 0, 1}}, {"no tensor named 'nope' (read as 'q')"});
+  refused({{.name = "other", .source = "ln"}},
+          {"'ln' cannot be read as 'other': the name is taken"});
+  refused({{.name = "x", .source = "ln"}, {.name = "x", .source = "other"}}, {"the name is taken"});
 }
 
 class CheckpointPythonFixtures : public testing::PythonFixturesTest {};

@@ -29,7 +29,9 @@ class Checkpoint;
 // What a model is built from. The checkpoint outlives the model's construction only: a model
 // copies what it keeps.
 struct ModelArgs {
-  const Checkpoint* checkpoint = nullptr;
+  // A family serving another layout's files may add views to it before building
+  // (Checkpoint::add_views).
+  Checkpoint* checkpoint = nullptr;
   std::string architecture;  // one of the family's architectures()
   c10::ScalarType dtype = c10::kFloat;
   c10::Device device = c10::kCPU;

@@ -129,7 +129,9 @@ void save_model(const Model& model, const fs::path& config_json, const fs::path&
 void save_model(const Model& model, const std::map<std::string, at::Tensor>& weights,
                 const fs::path& config_json, const fs::path& dir,
                 const distributed::ProcessMesh* mesh, int64_t max_file_bytes) {
-  const auto tensors = tensors_to_write(model, weights, mesh);
+  // In the layout the checkpoint was loaded from (a view's source under its own name).
+  const auto tensors =
+      join_views(tensors_to_write(model, weights, mesh), model.checkpoint_usage().views);
   write_sharded_tensors(dir, "model", tensors, mesh != nullptr ? &mesh->world() : nullptr,
                         max_file_bytes);
   if (mesh == nullptr || mesh->rank() == 0) {

@@ -342,12 +342,36 @@ void SafetensorsFile::check_unchanged(const std::string& name) const {
                   "): was it rewritten while the job read it?"));
 }
 
-bool SafetensorsFile::contains(const std::string& name) const { return index_.count(name) > 0; }
+bool SafetensorsFile::contains(const std::string& name) const {
+  return index_.count(name) > 0 || views_.count(name) > 0;
+}
 
 const TensorInfo& SafetensorsFile::info(const std::string& name) const {
-  auto it = index_.find(name);
-  if (it == index_.end()) fail_tensor(path_, name, "no such tensor in the file");
-  return tensors_[it->second];
+  if (auto it = index_.find(name); it != index_.end()) return tensors_[it->second];
+  auto view = views_.find(name);
+  if (view == views_.end()) fail_tensor(path_, name, "no such tensor in the file");
+  return view->second;
+}
+
+void SafetensorsFile::add_view(const std::string& name, const std::string& source,
+                               int64_t first_row, int64_t rows) {
+  if (contains(name))
+    fail_tensor(path_, name, str("a view of '", source, "' cannot take the name"));
+  TensorInfo view = info(source);
+  view.name = name;
+  if (rows >= 0) {
+    const int64_t all = view.shape.empty() ? 0 : view.shape[0];
+    if (first_row < 0 || first_row + rows > all) {
+      fail_tensor(path_, source,
+                  str("rows [", first_row, ", ", first_row + rows, ") asked for '", name,
+                      "' lie outside its ", all, " rows"));
+    }
+    const uint64_t row_bytes = all > 0 ? view.nbytes() / all : 0;
+    view.shape[0] = rows;
+    view.begin += static_cast<uint64_t>(first_row) * row_bytes;
+    view.end = view.begin + static_cast<uint64_t>(rows) * row_bytes;
+  }
+  views_.emplace(name, std::move(view));
 }
 
 const std::byte* SafetensorsFile::data(const TensorInfo& info) const {

@@ -50,7 +50,7 @@ RotaryEmbedding::RotaryEmbedding(const HFConfig& config, int64_t head_dim,
                                  const RotaryOptions& options)
     : interleaved_(options.interleaved) {
   max_positions_ = config.get_int(options.max_positions_key);
-  theta_ = config.get_double(options.theta_key, 10000.0);
+  theta_ = config.get_double(options.theta_key, options.theta);
   double partial = config.get_double(options.partial_key, options.partial);
   // transformers 5 writes rope_parameters (theta inside); older checkpoints rope_scaling.
   std::optional<HFConfig> rope = config.get_object("rope_parameters");

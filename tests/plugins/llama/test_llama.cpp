@@ -3,10 +3,12 @@
 // and Llama 3; head_dim != hidden / heads with attention and MLP biases, gelu and a tied head;
 // bf16 weights in an fp32 job), Mistral (a sliding window shorter than the generation), Qwen2
 // (QKV bias, tied head), Qwen3 (per-head q / k norms), GLM (fused gate_up_proj, interleaved
-// partial rotary) and GLM-4 (norms on the sublayers' outputs). Llama (grouped-query heads) under
-// sequence parallelism in every mode, for sequence lengths 11 (padded) and 16, and the
+// partial rotary), GLM-4 (norms on the sublayers' outputs) and a ChatGLM2 checkpoint under its
+// original names (fused query_key_value; saved back in that layout). Llama (grouped-query heads)
+// under sequence parallelism in every mode, for sequence lengths 11 (padded) and 16, and the
 // collectives of a layer (under split_gather q / k / v and gate / up gather their input once).
 #include "family_checks.h"
+#include "shardformer/checkpoint_io/checkpoint_saver.h"
 
 using namespace shardformer;
 using shardformer::testing::check_decoder_against_hf;
@@ -39,6 +41,8 @@ const Case kCases[] = {
     {"tiny-qwen3", "Qwen3ForCausalLM", "Qwen3Model"},
     {"tiny-glm", "GlmForCausalLM", "GlmModel"},
     {"tiny-glm4", "Glm4ForCausalLM", "Glm4Model"},
+    // ChatGLM's own classes both carry the head; GlmModel names the headless model.
+    {"tiny-chatglm2", "ChatGLMModel", "GlmModel"},
 };
 
 INSTANTIATE_TEST_SUITE_P(
@@ -145,6 +149,7 @@ const Layout kRingSp2{.name = "ring_sp2", .sp = 2, .sequence_mode = "ring_attn"}
 const Case kMistral{"tiny-mistral", "MistralForCausalLM", "MistralModel"};
 const Case kGlm{"tiny-glm", "GlmForCausalLM", "GlmModel"};
 const Case kGlm4{"tiny-glm4", "Glm4ForCausalLM", "Glm4Model"};
+const Case kChatGlm2{"tiny-chatglm2", "ChatGLMForConditionalGeneration", "GlmModel"};
 
 INSTANTIATE_TEST_SUITE_P(
     Checkpoints, FamilySequenceParallel,
@@ -158,7 +163,9 @@ INSTANTIATE_TEST_SUITE_P(
         std::tuple{Case{"tiny-qwen3", "Qwen3ForCausalLM", "Qwen3Model"}, kRingSp2},
         std::tuple{kGlm, kSplitGatherTp2}, std::tuple{kGlm, kAllToAllSp2},
         std::tuple{kGlm, kRingSp2}, std::tuple{kGlm4, kSplitGatherTp2},
-        std::tuple{kGlm4, kAllToAllSp2}, std::tuple{kGlm4, kRingSp2}),
+        std::tuple{kGlm4, kAllToAllSp2}, std::tuple{kGlm4, kRingSp2},
+        std::tuple{kChatGlm2, kSplitGatherTp2}, std::tuple{kChatGlm2, kAllToAllSp2},
+        std::tuple{kChatGlm2, kRingSp2}),
     [](const auto& info) {
       return shardformer::testing::case_name(std::get<0>(info.param).model,
                                              std::get<1>(info.param));
@@ -212,3 +219,49 @@ TEST(LlamaConfigKeys, ThoseThatChangeNoMathLoadAndOthersAreRefused) {
 }
 
 }  // namespace
+
+// A ChatGLM2 checkpoint saved from pp 2 x tp 2 keeps the layout it was loaded from: its tensor
+// names, query_key_value fused again from the ranks' q / k / v pieces, every value bitwise
+// equal; only the rotary frequencies buffer, recomputed, is not written.
+TEST(ChatGlmLayout, SavesInTheLayoutItWasLoadedFrom) {
+  const Layout layout{2, 2, "pp2_tp2"};
+  const std::filesystem::path saved = std::filesystem::path(::testing::TempDir()) / "chatglm_saved";
+  std::filesystem::remove_all(saved);
+  shardformer::testing::on_ranks(
+      "tiny-chatglm2", layout,
+      [&](const shardformer::testing::ModelFixture& f, const distributed::ProcessMesh* mesh, int) {
+        const auto session = shardformer::testing::layout_session(f, mesh, "ChatGLMModel", layout);
+        save_model(session->model(), f.checkpoint.config().path(), saved, mesh);
+      });
+  const Checkpoint original(shardformer::testing::models_dir() / "tiny-chatglm2");
+  const Checkpoint written(saved);
+  std::vector<std::string> expected = original.tensor_names();
+  std::erase(expected, "transformer.rotary_pos_emb.inv_freq");
+  ASSERT_EQ(written.tensor_names(), expected);
+  for (const std::string& name : expected) {
+    EXPECT_TRUE(at::equal(written.read(name), original.read(name))) << name;
+  }
+  EXPECT_EQ(written.config().model_type(), "chatglm");
+  std::filesystem::remove_all(saved);
+}
+
+// A ChatGLM config.json whose switches select code GLM does not have is refused by key.
+TEST(ChatGlmLayout, RefusesSwitchesGlmDoesNotHave) {
+  const shardformer::testing::ModelFixture f("tiny-chatglm2", "families");
+  for (const auto& [key, value] : std::vector<std::pair<std::string, nlohmann::json>>{
+           {"rmsnorm", false},
+           {"apply_residual_connection_post_layernorm", true},
+           {"add_bias_linear", true},
+           {"pre_seq_len", 16},
+           {"quantization_bit", 4}}) {
+    const auto dir = shardformer::testing::edited_checkpoint(
+        "tiny-chatglm2", "refused_" + key, [&](nlohmann::json& c) { c[key] = value; });
+    try {
+      f.session({.checkpoint = dir});
+      ADD_FAILURE() << key << " = " << value.dump() << " was accepted";
+    } catch (const Error& e) {  // the plugin's CheckpointError, as the host reports it
+      EXPECT_NE(std::string(e.what()).find("config.json: " + key), std::string::npos) << e.what();
+    }
+    std::filesystem::remove_all(dir);
+  }
+}

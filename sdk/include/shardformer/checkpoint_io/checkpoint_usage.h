@@ -3,6 +3,8 @@
 // config.json key is read, declared ignorable, or one of HF's keys that change nothing here.
 #pragma once
 
+#include "shardformer/checkpoint_io/checkpoint.h"
+
 #include <map>
 #include <set>
 #include <string>
@@ -10,7 +12,6 @@
 
 namespace shardformer {
 
-class Checkpoint;
 namespace distributed {
 class ProcessGroup;
 }
@@ -19,6 +20,7 @@ class ProcessGroup;
 struct CheckpointUsage {
   std::set<std::string> loaded;                // checkpoint tensor names read into parameters
   std::map<std::string, std::string> skipped;  // known tensors left unused -> why
+  std::vector<TensorView> views;  // the checkpoint's (Checkpoint::add_views): saves undo them
 };
 
 enum class UnusedAction {

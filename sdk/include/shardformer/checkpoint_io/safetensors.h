@@ -57,12 +57,20 @@ class SafetensorsFile {
   SafetensorsFile& operator=(const SafetensorsFile&) = delete;
 
   const std::filesystem::path& path() const { return path_; }
-  // Entries sorted by name.
+  // Entries sorted by name (the file's own: no views).
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   bool contains(const std::string& name) const;
   // Throws CheckpointError naming the file when the tensor is absent.
   const TensorInfo& info(const std::string& name) const;
+
+  // Makes rows [first_row, first_row + rows) of tensor `source` (all of it when rows < 0)
+  // readable as a tensor `name` of their own, from the same bytes: every read below serves it.
+  // Throws CheckpointError naming the file for an absent source, rows outside it, or a name
+  // taken. Views of one tensor must not overlap (Checkpoint::add_views checks): each is handed
+  // out in place once, as a tensor is.
+  void add_view(const std::string& name, const std::string& source, int64_t first_row,
+                int64_t rows);
 
   // The whole tensor (CPU, the file's dtype, contiguous). The first read of a tensor whose
   // bytes are aligned for its dtype uses the mapping in place: no copy and no page zeroing,
@@ -103,6 +111,7 @@ class SafetensorsFile {
   std::filesystem::path path_;
   std::vector<TensorInfo> tensors_;
   std::map<std::string, size_t> index_;
+  std::map<std::string, TensorInfo> views_;  // add_view's, by name
   std::map<std::string, std::string> metadata_;
   const std::byte* mapping_ = nullptr;
   uint64_t file_size_ = 0;

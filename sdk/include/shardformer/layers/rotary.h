@@ -22,6 +22,7 @@ struct RotaryOptions {
   std::string partial_key = "partial_rotary_factor";  // GPT-NeoX's older files: rotary_pct
   std::string max_positions_key = "max_position_embeddings";  // GPT-J: n_positions
   double partial = 1.0;                                       // without any key (GPT-NeoX: 0.25)
+  double theta = 10000.0;    // without any key (ChatGLM: 10000 x rope_ratio)
   int64_t rotary_dim = 0;    // > 0: rotated features of each head, whatever the keys (GPT-J)
   bool interleaved = false;  // pairs (0, 1), (2, 3), ... rotate together (GPT-J), not halves
 };
