@@ -255,6 +255,15 @@ TEST_F(CheckpointViewsTest, JoiningThemGivesBackTheStoredTensors) {
   EXPECT_EQ(join_views({{"other", at::ones({2})}}, checkpoint.views()).size(), 1u);
 }
 
+TEST_F(CheckpointViewsTest, RenameAScalar) {
+  save_safetensors(dir_ / "model.safetensors", {{"scale", at::scalar_tensor(3.0)}});
+  Checkpoint checkpoint(dir_);
+  checkpoint.add_views({{.name = "s", .source = "scale"}});
+  EXPECT_EQ(checkpoint.read("s").dim(), 0);
+  EXPECT_EQ(checkpoint.read("s").item<double>(), 3.0);
+  EXPECT_EQ(join_views({{"s", checkpoint.read("s")}}, checkpoint.views()).count("scale"), 1u);
+}
+
 TEST_F(CheckpointViewsTest, MustCoverEachSourceExactlyOnce) {
   const auto refused = [&](std::vector<TensorView> views, std::vector<std::string> parts) {
     Checkpoint checkpoint(dir_);

@@ -62,7 +62,9 @@ void Checkpoint::add_views(const std::vector<TensorView>& views) {
     const SafetensorsFile* owner = owner_.at(view.source);
     auto file =
         std::find_if(files_.begin(), files_.end(), [&](const auto& f) { return f.get() == owner; });
-    (*file)->add_view(view.name, view.source, view.first_row, view.rows);
+    const std::vector<int64_t>& shape = info(view.source).shape;
+    const bool whole = shape.empty() || (view.first_row == 0 && view.rows == shape[0]);
+    (*file)->add_view(view.name, view.source, view.first_row, whole ? -1 : view.rows);
     owner_[view.name] = owner;
     views_.push_back(view);
   }

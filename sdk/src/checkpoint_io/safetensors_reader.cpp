@@ -360,7 +360,9 @@ void SafetensorsFile::add_view(const std::string& name, const std::string& sourc
   TensorInfo view = info(source);
   view.name = name;
   if (rows >= 0) {
-    const int64_t all = view.shape.empty() ? 0 : view.shape[0];
+    if (view.shape.empty())
+      fail_tensor(path_, source, str("a scalar has no rows for '", name, "'"));
+    const int64_t all = view.shape[0];
     if (first_row < 0 || first_row + rows > all) {
       fail_tensor(path_, source,
                   str("rows [", first_row, ", ", first_row + rows, ") asked for '", name,
