@@ -93,6 +93,8 @@ class ModelFixture {
     ForwardInputs inputs;
     if (reference.contains("forward_input_features")) {  // audio: [batch, mels, frames]
       inputs.input_features = ref("forward_input_features");
+    } else if (reference.contains("forward_pixel_values")) {  // images: [batch, c, h, w]
+      inputs.pixel_values = ref("forward_pixel_values");
     } else {
       inputs.input_ids = ref("forward_input_ids");            // [batch, seq]
       inputs.attention_mask = ref("forward_attention_mask");  // [batch, seq]

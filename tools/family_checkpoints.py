@@ -364,4 +364,23 @@ CHECKPOINTS = {
     "tiny-whisper": dict(arch="WhisperForConditionalGeneration", base="WhisperModel",
                          kind="speech_seq2seq", config=dict(WHISPER, init_std=0.1),
                          scale={"model.decoder.embed_positions.weight": 10.0}),
+    # ViT: 32 x 32 images in 8 x 8 patches (16 and the class token), pre-LN layers, the pooler and
+    # a 3-label classifier in one folder (ViTModel and ViTForImageClassification each ignore the
+    # other's head).
+    "tiny-vit": dict(arch="ViTForImageClassification", base="ViTModel", kind="image_classification",
+                     config_class="ViTConfig",
+                     config=dict(hidden_size=64, num_hidden_layers=5, num_attention_heads=8,
+                                 intermediate_size=96, image_size=32, patch_size=8,
+                                 initializer_range=0.1,
+                                 id2label={0: "tabby cat", 1: "golden retriever", 2: "goldfinch"})),
+    # ViT's other settings: a non-square image of non-square patches (3 x 10), one channel, no
+    # q / k / v biases, gelu_new, a pooler of another width and activation.
+    "tiny-vit-options": dict(
+        arch="ViTForImageClassification", base="ViTModel", kind="image_classification",
+        config_class="ViTConfig",
+        config=dict(hidden_size=64, num_hidden_layers=3, num_attention_heads=4,
+                    intermediate_size=80, image_size=[24, 40], patch_size=[8, 4], num_channels=1,
+                    qkv_bias=False, hidden_act="gelu_new", pooler_output_size=48,
+                    pooler_act="relu", layer_norm_eps=1e-6, initializer_range=0.1,
+                    num_labels=5)),
 }

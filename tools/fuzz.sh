@@ -5,7 +5,7 @@
 #   -r RUNS     executions per target (default 1000000)
 #   -t SECONDS  also stop a target after this long (default: no limit)
 #   -f          fresh: start from the seed corpus alone, not from what earlier runs added
-#   TARGET      safetensors checkpoint_index hf_config job_config (default: all)
+#   TARGET      safetensors checkpoint_index hf_config job_config image (default: all)
 # Environment: SHARDFORMER_FUZZ_BUILD_DIR (default build-fuzz), SHARDFORMER_JOBS (build jobs),
 # SHARDFORMER_FUZZ_CXX (default clang++). Crashes are saved under build-fuzz/artifacts/TARGET/,
 # new inputs under build-fuzz/corpus/TARGET/ (the seed corpus in tests/fuzz/corpus stays as it is).
@@ -26,7 +26,7 @@ while getopts "r:t:fh" opt; do
   esac
 done
 shift $((OPTIND - 1))
-all_targets=(safetensors checkpoint_index hf_config job_config)
+all_targets=(safetensors checkpoint_index hf_config job_config image)
 targets=("$@")
 ((${#targets[@]})) || targets=("${all_targets[@]}")
 for t in "${targets[@]}"; do

@@ -29,6 +29,7 @@ into the next. Within one generate() call that state does evolve, as HF's does.
 usage: gen_family_references.py MODELS_DIR DATA_DIR [--only NAME...]"""
 import argparse
 import json
+import re
 import pathlib
 import sys
 import time
@@ -70,6 +71,35 @@ def perturb(model, spec):
             for suffix, factor in spec.get("scale", {}).items():
                 if name.endswith(suffix):
                     param.mul_(factor)
+
+
+def vit_all_heads_class():
+    """ViTModel (with pooler) + the classifier under ViTForImageClassification's names."""
+    from transformers.models.vit.modeling_vit import ViTModel, ViTPreTrainedModel
+
+    class ViTAllHeads(ViTPreTrainedModel):
+        def __init__(self, config):
+            super().__init__(config)
+            self.vit = ViTModel(config, add_pooling_layer=True)
+            self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+            self.post_init()
+
+    return ViTAllHeads
+
+
+# transformers 5's ViT parameter names -> the names its checkpoints store (and it saves).
+VIT_SAVED_NAMES = [(r"\blayers\.(\d+)\.", r"encoder.layer.\1."),
+                   (r"attention\.q_proj", "attention.attention.query"),
+                   (r"attention\.k_proj", "attention.attention.key"),
+                   (r"attention\.v_proj", "attention.attention.value"),
+                   (r"attention\.o_proj", "attention.output.dense"),
+                   (r"mlp\.fc1", "intermediate.dense"), (r"mlp\.fc2", "output.dense")]
+
+
+def vit_saved_name(name):
+    for pattern, replacement in VIT_SAVED_NAMES:
+        name = re.sub(pattern, replacement, name)
+    return name
 
 
 def encoder_all_heads_class(family):
@@ -158,6 +188,8 @@ def make_checkpoint(name, spec, folder):
     config = config_class(spec)(**spec["config"])
     if spec.get("kind") == "bert":
         model = encoder_all_heads_class(spec.get("family", "Bert"))(config).eval()
+    elif spec.get("kind") == "image_classification":
+        model = vit_all_heads_class()(config).eval()
     else:
         model = getattr(transformers, spec["arch"])(config).eval()
     perturb(model, spec)
@@ -166,13 +198,18 @@ def make_checkpoint(name, spec, folder):
     model.save_pretrained(folder, safe_serialization=True)
     path = folder / "config.json"
     saved = json.loads(path.read_text())
-    if spec.get("kind") == "bert":  # name the standard class, not the helper
+    if spec.get("kind") in ("bert", "image_classification"):  # the standard class, not the helper
         saved["architectures"] = [spec["arch"]]
     if spec.get("legacy_config"):  # rope settings as older transformers wrote them
         del saved["rope_parameters"]
         saved.update(spec["legacy_config"])
     if spec.get("untied_head"):
         untie_t5_head(folder, saved, model.config.d_model)
+    if spec.get("kind") == "image_classification":  # HF's ViT processor at the model's size
+        from transformers.models.vit.image_processing_pil_vit import ViTImageProcessorPil
+        size = model.config.image_size
+        height, width = size if isinstance(size, (list, tuple)) else (size, size)
+        ViTImageProcessorPil(size={"height": height, "width": width}).save_pretrained(folder)
     path.write_text(json.dumps(saved, indent=2, sort_keys=True) + "\n")
     return sorted(spec["config"])
 
@@ -204,7 +241,8 @@ def grads(model, prefix, renames=None):
     cls.predictions.bias) has none and is left out. `renames`: parameter name -> the name HF
     saves it under, where they differ (GPT-NeoX's lm_head is stored as embed_out)."""
     renames = renames or {}
-    return {prefix + renames.get(n, n): p.grad.detach().clone() for n, p in model.named_parameters()
+    rename = renames if callable(renames) else lambda n: renames.get(n, n)
+    return {prefix + rename(n): p.grad.detach().clone() for n, p in model.named_parameters()
             if p.grad is not None}
 
 
@@ -493,6 +531,55 @@ def bert_references(spec, folder, report):
     return out
 
 
+def image_classification_outputs(spec, folder, report, pixels, labels, dtype, tag):
+    """The base model's last hidden state and pooler output, the classifier's logits, loss and
+    every gradient (under the checkpoint's names) in `dtype`."""
+    base = load(spec["base"], folder, report, f"load_base{tag}", dtype=dtype)
+    clf = load(spec["arch"], folder, report, f"load_classification{tag}", dtype=dtype)
+    pixels = pixels.to(dtype)
+    out = {}
+    with torch.no_grad():
+        base_out = base(pixel_values=pixels)
+        out["forward_last_hidden_state"] = base_out.last_hidden_state
+        out["forward_pooler_output"] = base_out.pooler_output
+        out["forward_logits"] = clf(pixel_values=pixels).logits
+    loss = clf(pixel_values=pixels, labels=labels).loss
+    loss.backward()
+    out["train_loss"] = loss.detach().reshape(1)
+    out.update(grads(clf, "grad.", vit_saved_name))
+    report["classification_problem_type"] = clf.config.problem_type
+    return out
+
+
+def image_classification_references(spec, folder, report):
+    """ViT: four random images (torch.manual_seed(SEED)) of the config's size, classified; float64
+    (exact) and HF fp32 ("hf_fp32.<key>") outputs, loss and gradients, and HF's bf16 logits."""
+    config = transformers.AutoConfig.from_pretrained(folder)
+    size = config.image_size if isinstance(config.image_size, (list, tuple)) else [
+        config.image_size] * 2
+    torch.manual_seed(SEED)
+    pixels = torch.randn(4, config.num_channels, *size)
+    labels = torch.tensor(CLASSIFICATION_LABELS)
+    out = {"forward_pixel_values": pixels, "train_labels": labels}
+    out.update(image_classification_outputs(spec, folder, report, pixels, labels, torch.float64,
+                                            "_float64"))
+    hf32 = image_classification_outputs(spec, folder, report, pixels, labels, torch.float32, "")
+    out.update({f"hf_fp32.{k}": v for k, v in hf32.items()})
+    with torch.no_grad():
+        low = load(spec["arch"], folder, report, "load_classification_bfloat16",
+                   dtype=torch.bfloat16)
+        out["forward_logits_bfloat16"] = low(pixel_values=pixels.to(torch.bfloat16)).logits
+        if size[0] == size[1]:  # HF interpolates a square grid of positions only
+            base = load(spec["base"], folder, report, "load_base_interpolate",
+                        dtype=torch.float64)
+            other = torch.randn(2, config.num_channels, size[0] + 16, size[1] + 8)
+            out["interpolate_pixel_values"] = other
+            out["interpolate_last_hidden_state"] = base(
+                pixel_values=other.to(torch.float64), interpolate_pos_encoding=True).last_hidden_state
+    report["train_loss"] = out["train_loss"].item()
+    return out
+
+
 def describe(name, spec, folder, passed_keys, report, model_params):
     config = json.loads((folder / "config.json").read_text())
     with safe_open(str(folder / "model.safetensors"), "pt") as f:
@@ -517,6 +604,8 @@ def run_one(name, spec, models, data):
         out = seq2seq_references(spec, folder, report)
     elif spec.get("kind") == "speech_seq2seq":
         out = speech_seq2seq_references(spec, folder, report)
+    elif spec.get("kind") == "image_classification":
+        out = image_classification_references(spec, folder, report)
     else:
         out = causal_lm_references(spec, folder, report)
     bad = [k for k, v in out.items() if v.is_floating_point() and not torch.isfinite(v).all()]

@@ -11,6 +11,7 @@ apt_packages=(
   libtomlplusplus-dev libspdlog-dev nlohmann-json3-dev libgtest-dev libgloo-dev
   libpcre2-dev libicu-dev  # the tokenizer: regexes, Unicode normalization
   libsndfile1-dev libsoxr-dev  # speech models: audio files, resampling
+  libjpeg62-turbo-dev libpng-dev  # vision models: JPEG and PNG images
   espeak-ng  # test speech for the real Whisper (tools/make_speech.py)
   python3 python3-venv
   clang libclang-rt-dev  # tools/fuzz.sh: clang++ and libFuzzer / sanitizer runtimes

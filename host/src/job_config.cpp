@@ -24,8 +24,8 @@ constexpr int64_t kMaxRanks = 1024;  // per parallel axis
 // Ranks of a whole job: a rank number is an int (the launcher's WORLD_SIZE).
 constexpr int64_t kMaxWorldSize = std::numeric_limits<int>::max();
 const std::vector<std::string_view> kSections = {
-    "model",      "parallel", "pipeline", "shard",     "job",        "forward", "generate", "embed",
-    "transcribe", "data",     "train",    "optimizer", "checkpoint", "plugins", "log"};
+    "model",      "parallel", "pipeline", "shard", "job",       "forward",    "generate", "embed",
+    "transcribe", "classify", "data",     "train", "optimizer", "checkpoint", "plugins",  "log"};
 const Names kSchedules = {"gpipe", "1f1b", "interleaved"};
 const Names kDtypes = {"float32", "float16", "bfloat16", "float64"};
 const Names kDevices = {"cpu", "cuda"};
@@ -47,8 +47,8 @@ void check_sections(const Source& source, const toml::table& root) {
 
 // Every section's reader; building them reports unknown keys before any value is read.
 struct Sections {
-  SectionReader model, parallel, pipeline, shard, job, forward, generate, embed, transcribe, data,
-      train, optimizer, checkpoint, plugins, log;
+  SectionReader model, parallel, pipeline, shard, job, forward, generate, embed, transcribe,
+      classify, data, train, optimizer, checkpoint, plugins, log;
 };
 
 Sections open_sections(const Source& source, const toml::table& root) {
@@ -72,6 +72,7 @@ Sections open_sections(const Source& source, const toml::table& root) {
       SectionReader(source, root, "embed",
                     {"sentences", "sentences_file", "output", "batch_size", "max_length"}),
       SectionReader(source, root, "transcribe", {"audio", "output", "language", "task"}),
+      SectionReader(source, root, "classify", {"images", "top_k", "batch_size", "output"}),
       SectionReader(source, root, "data",
                     {"path", "dtype", "seq_len", "seed", "shuffle", "eval_fraction",
                      "mlm_probability", "mask_token_id"}),
@@ -167,12 +168,12 @@ ShardSection read_shard(const SectionReader& reader) {
 
 // The mode named by job.mode; generate while it is absent (require_keys reports that).
 JobMode read_mode(const SectionReader& reader) {
-  const auto mode =
-      reader.choice("mode", {job_mode_name(JobMode::kForward), job_mode_name(JobMode::kGenerate),
-                             job_mode_name(JobMode::kEmbed), job_mode_name(JobMode::kTrain),
-                             job_mode_name(JobMode::kTranscribe)});
-  for (const JobMode m :
-       {JobMode::kForward, JobMode::kEmbed, JobMode::kTrain, JobMode::kTranscribe}) {
+  const auto mode = reader.choice(
+      "mode", {job_mode_name(JobMode::kForward), job_mode_name(JobMode::kGenerate),
+               job_mode_name(JobMode::kEmbed), job_mode_name(JobMode::kTrain),
+               job_mode_name(JobMode::kTranscribe), job_mode_name(JobMode::kClassify)});
+  for (const JobMode m : {JobMode::kForward, JobMode::kEmbed, JobMode::kTrain, JobMode::kTranscribe,
+                          JobMode::kClassify}) {
     if (mode == job_mode_name(m)) return m;
   }
   return JobMode::kGenerate;
@@ -247,6 +248,18 @@ TranscribeSection read_transcribe(const SectionReader& reader) {
   transcribe.language = reader.string("language");
   transcribe.task = reader.choice("task", {"transcribe", "translate"});
   return transcribe;
+}
+
+ClassifySection read_classify(const SectionReader& reader) {
+  ClassifySection classify;
+  classify.images = reader.paths("images").value_or(classify.images);
+  if (reader.has("images") && classify.images.empty()) {
+    reader.fail_at("images", "must name at least one image file");
+  }
+  classify.top_k = reader.integer("top_k", 1, 1 << 20).value_or(classify.top_k);
+  classify.batch_size = reader.integer("batch_size", 1, 1 << 16).value_or(classify.batch_size);
+  classify.output = reader.path("output").value_or(classify.output);
+  return classify;
 }
 
 DataSection read_data(const SectionReader& reader) {
@@ -468,6 +481,8 @@ void require_keys(const Sections& sections, JobMode mode) {
     if (!sections.embed.has("sentences")) sections.embed.require("sentences_file", why);
   } else if (mode == JobMode::kTranscribe) {
     sections.transcribe.require("audio", why);
+  } else if (mode == JobMode::kClassify) {
+    sections.classify.require("images", why);
   } else if (mode == JobMode::kTrain) {
     sections.data.require("path", why);
     sections.data.require("seq_len", why);
@@ -521,6 +536,7 @@ JobConfig parse_job_config(const std::string& text, const std::filesystem::path&
   config.generate = read_generate(sections.generate);
   config.embed = read_embed(sections.embed);
   config.transcribe = read_transcribe(sections.transcribe);
+  config.classify = read_classify(sections.classify);
   config.data = read_data(sections.data);
   config.train = read_train(sections.train);
   config.optimizer = read_optimizer(sections.optimizer);
@@ -540,6 +556,7 @@ const char* job_mode_name(JobMode mode) {
     case JobMode::kEmbed: return "embed";
     case JobMode::kTrain: return "train";
     case JobMode::kTranscribe: return "transcribe";
+    case JobMode::kClassify: return "classify";
   }
   return "unknown";
 }

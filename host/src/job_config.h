@@ -60,7 +60,7 @@ struct ShardSection {
   std::vector<PolicyOverride> policy;
 };
 
-enum class JobMode { kForward, kGenerate, kEmbed, kTrain, kTranscribe };
+enum class JobMode { kForward, kGenerate, kEmbed, kTrain, kTranscribe, kClassify };
 
 struct ForwardSection {
   std::vector<std::vector<int64_t>> input_ids;  // one token-id list per sequence (right-padded)
@@ -110,6 +110,15 @@ struct TranscribeSection {
   std::filesystem::path output;              // JSON lines: per file its text, ids and segments
   std::optional<std::string> language;       // multilingual models: "en" or "<|en|>"
   std::optional<std::string> task;           // multilingual models: transcribe | translate
+};
+
+// Image classification (job.mode = "classify") with a ...ForImageClassification model and the
+// folder's image processor.
+struct ClassifySection {
+  std::vector<std::filesystem::path> images;  // JPEG or PNG files
+  int64_t top_k = 5;                          // labels printed and written per image
+  int64_t batch_size = 8;                     // images per forward pass
+  std::filesystem::path output;  // JSON lines: per image its top labels and probabilities
 };
 
 // Training data (job.mode = "train"): a flat token file or JSON lines, cut into samples.
@@ -185,6 +194,7 @@ struct JobConfig {
   GenerateSection generate;
   EmbedSection embed;
   TranscribeSection transcribe;
+  ClassifySection classify;
   DataSection data;
   TrainSection train;
   OptimizerSection optimizer;

@@ -2,6 +2,7 @@
 // sequences within its positions) and of its output paths, made before any work: every error
 // names the job config file and the key.
 #include "job_modes.h"
+#include "jobs.h"
 
 #include "shardformer/error.h"
 #include "shardformer/strings.h"
@@ -53,6 +54,10 @@ void check_output_path(const JobConfig& config, const fs::path& output, const st
     throw ConfigError(str(config.source.string(), ": ", key, ": cannot write '", output.string(),
                           "': the folder '", folder.string(), "' ", problem));
   }
+}
+
+void check_job_inputs(const JobConfig& config) {
+  if (config.mode == JobMode::kClassify) read_classify_images(config);
 }
 
 }  // namespace shardformer::host

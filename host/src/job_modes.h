@@ -1,11 +1,12 @@
 // The modes of a job, one file each (job_forward.cpp, job_generate.cpp, job_embed.cpp,
-// job_transcribe.cpp, job_train.cpp): each runs on every rank of the job's session; `writer` is the
-// one rank that writes the results to `out` and the output files.
+// job_transcribe.cpp, job_classify.cpp, job_train.cpp): each runs on every rank of the job's
+// session; `writer` is the one rank that writes the results to `out` and the output files.
 #pragma once
 
 #include "job_config.h"
 
 #include "shardformer/runtime/session.h"
+#include "shardformer/vision/image.h"
 
 #include <chrono>
 #include <filesystem>
@@ -17,6 +18,9 @@ void run_forward(const JobConfig& config, Session& session, bool writer, std::os
 void run_generate(const JobConfig& config, Session& session, bool writer, std::ostream& out);
 void run_embed(const JobConfig& config, Session& session, bool writer, std::ostream& out);
 void run_transcribe(const JobConfig& config, Session& session, bool writer, std::ostream& out);
+void run_classify(const JobConfig& config, Session& session, bool writer, std::ostream& out);
+// classify.images decoded; throws ConfigError naming the key, the file and what is wrong.
+std::vector<vision::Image> read_classify_images(const JobConfig& config);
 // Training on this `rank` (rank 0 writes); `resume`: the save to continue from (the session
 // was built from it), or empty.
 void run_train(const JobConfig& config, Session& session, const std::filesystem::path& resume,

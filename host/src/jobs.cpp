@@ -192,6 +192,9 @@ void run_one_job(const JobConfig& config, const PluginRegistry& registry,
       run_embed(config, session, first_tp_rank && session.holds_output(), out);
       break;
     case JobMode::kTranscribe: run_transcribe(config, session, rank == 0, out); break;
+    case JobMode::kClassify:
+      run_classify(config, session, first_tp_rank && session.holds_output(), out);
+      break;
     case JobMode::kTrain: run_train(config, session, resume, rank, out); break;
   }
 }

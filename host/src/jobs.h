@@ -26,6 +26,10 @@ struct RunOptions {
   int64_t repeat = 1;
 };
 
+// Reads the job's input files that can be checked without a model (classify's images): a bad
+// one fails the job with a ConfigError naming its key and file before any rank starts.
+void check_job_inputs(const JobConfig& config);
+
 // Runs this rank's part of the job (rank_env: null for a single process). Rank 0 writes the
 // results to `out` (stdout); progress goes to the log. Throws shardformer::Error (or a
 // subclass) on bad input or a failed job. Multi-rank jobs first check that every rank runs the

@@ -173,6 +173,7 @@ int verb_run(int argc, char** argv) {
   const std::optional<host::RankEnv> rank_env = host::rank_env_from_environment();
   log::init(rank_env ? rank_env->rank : 0, log::parse_level(level));
   const int64_t world = host::job_world_size(config);
+  if (!rank_env) host::check_job_inputs(config);
   if (world > 1 && !rank_env) return launch_ranks(argc, argv, world);
   log::info(str("job ", config.source.string(), ": mode ", host::job_mode_name(config.mode)));
   const auto registry =

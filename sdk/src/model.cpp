@@ -18,7 +18,7 @@ at::Tensor Model::loss(const ForwardInputs& inputs, const at::Tensor& labels) {
 }
 
 int64_t ForwardInputs::rows() const {
-  for (const at::Tensor* t : {&input_ids, &input_features, &decoder_input_ids}) {
+  for (const at::Tensor* t : {&input_ids, &input_features, &pixel_values, &decoder_input_ids}) {
     if (t->defined() && t->dim() >= 1) return t->size(0);
   }
   return 0;

@@ -586,7 +586,7 @@ const ErrorCase kErrorCases[] = {
      "[job]\nmode = \"training\"\n",
      "2:8",
      {"job.mode must be one of \"forward\", \"generate\", \"embed\", \"train\", \"transcribe\", "
-      "got \"training\""}},
+      "\"classify\", got \"training\""}},
     {"UnknownLogLevel",
      "[log]\nlevel = \"verbose\"\n",
      "2:9",

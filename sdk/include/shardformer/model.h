@@ -62,13 +62,19 @@ struct ForwardInputs {
   // An audio encoder's input instead of input_ids: log-mel features [batch, mels, frames]
   // (Whisper's, as HF's WhisperFeatureExtractor makes them).
   at::Tensor input_features{};
+  // An image encoder's input instead of input_ids: [batch, channels, height, width] (HF's
+  // pixel_values, as vision::pixel_values makes them).
+  at::Tensor pixel_values{};
+  // Vision: position embeddings interpolated for images of another size than the config's
+  // (HF's interpolate_pos_encoding); false refuses such images.
+  bool interpolate_pos_encoding = false;
   at::Tensor decoder_attention_mask{};  // [batch, past + tgt], 1 = attend; undefined = all 1
   // The cross-attention keys and values of every decoder layer, projected from the encoder's
   // output at the first step and read at every later one.
   KVCache* cross_cache = nullptr;
 
   // The batch's number of sequences: the rows of the first tensor given of input_ids,
-  // input_features, decoder_input_ids; 0 when none is.
+  // input_features, pixel_values, decoder_input_ids; 0 when none is.
   int64_t rows() const;
 };
 

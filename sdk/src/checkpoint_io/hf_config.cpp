@@ -323,6 +323,17 @@ std::optional<std::vector<std::string>> HFConfig::get_string_list(const std::str
   return value->get<std::vector<std::string>>();
 }
 
+std::array<int64_t, 2> HFConfig::get_int_pair(const std::string& key, int64_t fallback) const {
+  const nlohmann::json* value = impl_->find_non_null(key);
+  if (value == nullptr) return {fallback, fallback};
+  if (!value->is_array()) {
+    const int64_t n = impl_->to_int(key, *value);
+    return {n, n};
+  }
+  if (value->size() != 2) impl_->wrong_type(key, "an integer or a list of two", *value);
+  return {impl_->to_int(key, (*value)[0]), impl_->to_int(key, (*value)[1])};
+}
+
 std::optional<int64_t> HFConfig::get_optional_int(const std::string& key) const {
   const nlohmann::json* value = impl_->find_non_null(key);
   if (value == nullptr) return std::nullopt;

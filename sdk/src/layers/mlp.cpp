@@ -1,18 +1,22 @@
 // Two-layer MLP building block.
 #include "shardformer/layers/mlp.h"
 
+#include "shardformer/layers/module_path.h"
+
 namespace shardformer::layers {
 
 MLP::MLP(const BuildContext& ctx, const MLPOptions& o) : activation_(o.activation) {
-  if (split_pair(ctx.child(o.in_name), ctx.child(o.out_name))) {
+  if (split_pair(context_at(ctx, o.in_name), context_at(ctx, o.out_name))) {
     ctx.divide_by_tp(o.intermediate_size, "the MLP's intermediate size");
   }
   const LinearOptions options{.bias = o.bias};
   torch::nn::Module& owner = o.owner != nullptr ? *o.owner : *this;
-  in_ = owner.register_module(
-      o.in_name, make_linear(ctx.child(o.in_name), o.hidden_size, o.intermediate_size, options));
-  out_ = owner.register_module(
-      o.out_name, make_linear(ctx.child(o.out_name), o.intermediate_size, o.hidden_size, options));
+  in_ = register_at(
+      owner, o.in_name,
+      make_linear(context_at(ctx, o.in_name), o.hidden_size, o.intermediate_size, options));
+  out_ = register_at(
+      owner, o.out_name,
+      make_linear(context_at(ctx, o.out_name), o.intermediate_size, o.hidden_size, options));
   if (o.inner_dropout > 0) {
     dropout_ = owner.register_module(
         o.dropout_name, std::make_shared<Dropout>(ctx.child(o.dropout_name), o.inner_dropout));

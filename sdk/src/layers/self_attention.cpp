@@ -1,6 +1,8 @@
 // Self-attention with separate projections, grouped-query heads, rotary and q / k norms.
 #include "shardformer/layers/self_attention.h"
 
+#include "shardformer/layers/module_path.h"
+
 #include "shardformer/error.h"
 #include "shardformer/layers/forward_step.h"
 #include "shardformer/layers/rotary.h"
@@ -110,9 +112,9 @@ HeadProjections head_projections(const BuildContext& ctx, bool split, int64_t he
 
 HeadProjections head_projections(const BuildContext& ctx, const ProjectionNames& names,
                                  int64_t heads, int64_t kv_heads, int64_t head_dim) {
-  const bool split = split_pair(ctx.child(names.q), ctx.child(names.out));
+  const bool split = split_pair(context_at(ctx, names.q), context_at(ctx, names.out));
   for (const std::string& name : {names.k, names.v}) {
-    if (split_pair(ctx.child(name), ctx.child(names.out)) != split) {
+    if (split_pair(context_at(ctx, name), context_at(ctx, names.out)) != split) {
       throw ModelError(str(ctx.path(), ": the policy must split ", names.q, ", ", names.k, " and ",
                            names.v, " alike"));
     }
@@ -141,11 +143,14 @@ SelfAttention::SelfAttention(const BuildContext& ctx, const SelfAttentionOptions
   out.bias = o.out_bias;
   const int64_t first_head = p.first_head;
   const int64_t q_out = o.num_heads * o.head_dim, kv_out = o.num_kv_heads * o.head_dim;
-  q_proj_ = register_module(o.q_name, make_linear(ctx.child(o.q_name), o.hidden_size, q_out, q));
-  k_proj_ = register_module(o.k_name, make_linear(ctx.child(o.k_name), o.hidden_size, kv_out, k));
-  v_proj_ = register_module(o.v_name, make_linear(ctx.child(o.v_name), o.hidden_size, kv_out, v));
-  o_proj_ =
-      register_module(o.out_name, make_linear(ctx.child(o.out_name), q_out, o.hidden_size, out));
+  q_proj_ =
+      register_at(*this, o.q_name, make_linear(context_at(ctx, o.q_name), o.hidden_size, q_out, q));
+  k_proj_ = register_at(*this, o.k_name,
+                        make_linear(context_at(ctx, o.k_name), o.hidden_size, kv_out, k));
+  v_proj_ = register_at(*this, o.v_name,
+                        make_linear(context_at(ctx, o.v_name), o.hidden_size, kv_out, v));
+  o_proj_ = register_at(*this, o.out_name,
+                        make_linear(context_at(ctx, o.out_name), q_out, o.hidden_size, out));
   if (o.qk_norm_eps > 0) {
     // One weight for every head: each rank's gradient covers its own heads only.
     const TensorShard shared{.replicas = split ? ctx.tp_size() : 1};

@@ -51,9 +51,11 @@ std::vector<PipelineRunner::MicroBatch> PipelineRunner::split(const ForwardInput
                                                               const at::Tensor& labels) const {
   const int64_t m = options_.num_microbatches;
   if ((!batch.input_ids.defined() || batch.input_ids.dim() != 2) &&
-      (!batch.input_features.defined() || batch.input_features.dim() != 3)) {
+      (!batch.input_features.defined() || batch.input_features.dim() != 3) &&
+      (!batch.pixel_values.defined() || batch.pixel_values.dim() != 4)) {
     throw Error(
-        "pipeline: input_ids must be [batch, seq] (or input_features [batch, mels, frames])");
+        "pipeline: input_ids must be [batch, seq] (or input_features [batch, mels, frames], or "
+        "pixel_values [batch, channels, height, width])");
   }
   if (batch.rows() < m) {
     throw ConfigError(str("pipeline: a batch of ", batch.rows(), " sequences cannot be split into ",
@@ -71,6 +73,7 @@ std::vector<PipelineRunner::MicroBatch> PipelineRunner::split(const ForwardInput
   };
   check_rows(batch.input_ids, "input_ids");
   check_rows(batch.input_features, "input_features");
+  check_rows(batch.pixel_values, "pixel_values");
   check_rows(batch.attention_mask, "attention_mask");
   check_rows(batch.position_ids, "position_ids");
   check_rows(batch.token_type_ids, "token_type_ids");
@@ -81,6 +84,8 @@ std::vector<PipelineRunner::MicroBatch> PipelineRunner::split(const ForwardInput
   for (int64_t i = 0; i < m; ++i) {  // parts of [rows / m (+1), seq]
     result[i].inputs.input_ids = split_part(batch.input_ids, i, m);
     result[i].inputs.input_features = split_part(batch.input_features, i, m);
+    result[i].inputs.pixel_values = split_part(batch.pixel_values, i, m);
+    result[i].inputs.interpolate_pos_encoding = batch.interpolate_pos_encoding;
     result[i].inputs.attention_mask = split_part(batch.attention_mask, i, m);
     result[i].inputs.position_ids = split_part(batch.position_ids, i, m);
     result[i].inputs.token_type_ids = split_part(batch.token_type_ids, i, m);

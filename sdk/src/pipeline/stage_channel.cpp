@@ -14,8 +14,8 @@ namespace shardformer::pipeline {
 
 std::vector<int64_t> step_shape(const ForwardInputs& inputs) {
   std::vector<int64_t> shape;
-  for (const at::Tensor* ids :
-       {&inputs.input_ids, &inputs.input_features, &inputs.decoder_input_ids}) {
+  for (const at::Tensor* ids : {&inputs.input_ids, &inputs.input_features, &inputs.pixel_values,
+                                &inputs.decoder_input_ids}) {
     if (ids->defined()) {
       const auto sizes = ids->sizes();
       shape.insert(shape.end(), sizes.begin(), sizes.end());

@@ -152,9 +152,10 @@ namespace {
 // callers may pass CPU token ids to a GPU session, as the host's jobs and data loader do.
 ForwardInputs on_device(const ForwardInputs& batch, c10::Device device) {
   ForwardInputs moved = batch;
-  for (at::Tensor* t : {&moved.input_ids, &moved.attention_mask, &moved.position_ids,
-                        &moved.token_type_ids, &moved.hidden_states, &moved.decoder_input_ids,
-                        &moved.decoder_attention_mask, &moved.input_features}) {
+  for (at::Tensor* t :
+       {&moved.input_ids, &moved.attention_mask, &moved.position_ids, &moved.token_type_ids,
+        &moved.hidden_states, &moved.decoder_input_ids, &moved.decoder_attention_mask,
+        &moved.input_features, &moved.pixel_values}) {
     if (t->defined()) *t = t->to(device);
   }
   return moved;

@@ -2,6 +2,7 @@
 // and the key. Plugins read their hyper-parameters through it.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <filesystem>
 #include <initializer_list>
@@ -63,6 +64,9 @@ class HFConfig {
   std::string get_string(const std::string& key, const std::string& fallback) const;
   // An array of strings (e.g. layer_types); nullopt when absent or null.
   std::optional<std::vector<std::string>> get_string_list(const std::string& key) const;
+  // A size given as one integer n (n, n) or a list of two (vision models' image_size and
+  // patch_size, as [height, width]); {fallback, fallback} when absent or null.
+  std::array<int64_t, 2> get_int_pair(const std::string& key, int64_t fallback) const;
   // An integer that may be null or absent (e.g. GPT-2's n_inner).
   std::optional<int64_t> get_optional_int(const std::string& key) const;
   // The transformer layer count under the names HF families use (num_hidden_layers, n_layer,

@@ -20,6 +20,7 @@ struct MLPOptions {
   int64_t hidden_size = 0, intermediate_size = 0;
   Activation activation = Activation::kGeluNew;
   bool bias = true;
+  // Module paths, dotted ones nested (ViT's "intermediate.dense", "output.dense").
   std::string in_name = "dense_h_to_4h", out_name = "dense_4h_to_h";
   double inner_dropout = 0;              // > 0: a dropout on act(in(x)) in training (T5, Whisper)
   std::string dropout_name = "dropout";  // its module name (Whisper: "activation_dropout")

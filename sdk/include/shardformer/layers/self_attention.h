@@ -29,6 +29,8 @@ struct SelfAttentionOptions {
   bool scale_queries = false;       // multiply q by the scale before q . k (OPT), not the scores
   double dropout = 0;               // on the attention probabilities, in training
   double qk_norm_eps = 0;           // > 0: q_norm / k_norm, RMSNorm over each head (Qwen3)
+  // Module paths under the attention's own (dotted ones nest: ViT's "attention.query" and
+  // "output.dense").
   std::string out_name = "o_proj";  // OPT: "out_proj"
   std::string q_name = "q_proj", k_name = "k_proj", v_name = "v_proj";  // T5: "q", "k", "v"
 };

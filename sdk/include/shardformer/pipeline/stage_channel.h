@@ -20,7 +20,8 @@ namespace shardformer::pipeline {
 enum class Direction { kForward, kBackward };
 
 // The shape a transfer's key takes from a pass's inputs, which every stage has: input_ids'
-// [batch, seq] or input_features' [batch, mels, frames] (when given), then an encoder-decoder's
+// [batch, seq], input_features' [batch, mels, frames] or pixel_values' [batch, channels, height,
+// width] (when given), then an encoder-decoder's
 // decoder_input_ids' [batch, tgt].
 std::vector<int64_t> step_shape(const ForwardInputs& inputs);
 

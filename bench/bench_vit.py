@@ -1,0 +1,152 @@
+#!/usr/bin/env python3
+"""Image classification speed of a ViT-base-shaped model (fp32): the host's classify job against HF
+transformers eager (ViTForImageClassification, its default attention) on the same threads, side
+by side in one run, alternating, median of the rounds; and the image front end (decoding and
+preprocessing) against HF's (PIL's load_image and ViTImageProcessorPil).
+
+    .venv/bin/python bench/bench_vit.py [--threads 2] [--rounds 3] [--build build]
+
+The model: google/vit-base-patch16-224's shapes (hidden 768, 12 layers, 12 heads, MLP 3072,
+224 x 224 images in 16 x 16 patches, 1000 labels) with HF's random init, made once under
+BUILD/bench-models/vit-base with its preprocessor_config.json (bilinear to 224 x 224). The images:
+matplotlib's photograph (512 x 600 JPEG) repeated. Two settings: 32 images in one batch, and 8
+images one at a time. Reported per side: images/s of the model alone (the host's own log line,
+model loading and the front end excluded; HF timed around model(pixel_values)), and the front
+end's images/s (the host's decoding + preprocessing lines; HF's load_image + processor). The
+roofline: this machine's fp32 FMA peak (bench/machine.py, measured in the same run) over the
+model's FLOPs per image (its matrix products and attention; 35.1 GFLOP). The first line names the
+CPU and its limits."""
+import argparse
+import json
+import os
+import pathlib
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+import machine  # noqa: E402
+
+PHOTO = ROOT / "build" / "test-data" / "images" / "photo.jpg"
+CONFIG = dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072,
+              image_size=224, patch_size=16, num_labels=1000)
+SETTINGS = {"batch 32": (32, 32), "batch 1": (8, 1)}  # images, batch size
+LINE = re.compile(r"classify: (\d+) images: decoding ([0-9.eE+-]+) s, preprocessing "
+                  r"([0-9.eE+-]+) s, model ([0-9.eE+-]+) s")
+
+
+def flops_per_image():
+    h, i, layers = CONFIG["hidden_size"], CONFIG["intermediate_size"], CONFIG["num_hidden_layers"]
+    tokens = (CONFIG["image_size"] // CONFIG["patch_size"]) ** 2 + 1
+    per_token_layer = 2 * (4 * h * h + 2 * h * i) + 2 * 2 * tokens * h  # products + attention
+    patches = 2 * (tokens - 1) * h * 3 * CONFIG["patch_size"] ** 2
+    return layers * tokens * per_token_layer + patches + 2 * h * CONFIG["num_labels"]
+
+
+def make_model(build):
+    folder = build / "bench-models" / "vit-base"
+    if (folder / "model.safetensors").exists():
+        return folder
+    import torch
+    import transformers
+    from transformers.models.vit.image_processing_pil_vit import ViTImageProcessorPil
+    torch.manual_seed(0)
+    model = transformers.ViTForImageClassification(transformers.ViTConfig(**CONFIG))
+    model.save_pretrained(folder)
+    ViTImageProcessorPil(size={"height": 224, "width": 224}).save_pretrained(folder)
+    return folder
+
+
+def hf_worker(folder, threads, images, batch):
+    """Runs in a child process: prints JSON {front_s, model_s}."""
+    import torch
+    import transformers
+    from transformers.image_utils import load_image
+    from transformers.models.vit.image_processing_pil_vit import ViTImageProcessorPil
+    torch.set_num_threads(threads)
+    transformers.logging.set_verbosity_error()
+    model = transformers.ViTForImageClassification.from_pretrained(folder).eval()
+    processor = ViTImageProcessorPil.from_pretrained(folder)
+    with torch.no_grad():
+        model(pixel_values=torch.zeros(1, 3, 224, 224))  # warm-up
+        front = model_time = 0.0
+        for first in range(0, images, batch):
+            n = min(batch, images - first)
+            start = time.perf_counter()
+            pixels = processor([load_image(str(PHOTO)) for _ in range(n)],
+                               return_tensors="pt")["pixel_values"]
+            front += time.perf_counter() - start
+            start = time.perf_counter()
+            model(pixel_values=pixels).logits.softmax(-1)
+            model_time += time.perf_counter() - start
+    print(json.dumps({"front_s": front, "model_s": model_time}))
+
+
+def hf_run(folder, threads, images, batch):
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+    done = subprocess.run([sys.executable, __file__, "--hf-worker", str(folder), str(threads),
+                           str(images), str(batch)], capture_output=True, text=True, env=env,
+                          check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def host_run(build, folder, threads, images, batch):
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+    with tempfile.TemporaryDirectory() as tmp:
+        config = pathlib.Path(tmp) / "job.toml"
+        listed = ", ".join(json.dumps(str(PHOTO)) for _ in range(images))
+        config.write_text(f'[model]\npath = "{folder}"\n[job]\nmode = "classify"\n'
+                          f"[classify]\nbatch_size = {batch}\nimages = [{listed}]\n")
+        done = subprocess.run([str(build / "shardformer-host"), "run", str(config)],
+                              capture_output=True, text=True, env=env, check=True)
+    match = LINE.search(done.stdout + done.stderr)
+    if not match:
+        raise SystemExit(f"no classify line in the host's output:\n{done.stdout}{done.stderr}")
+    return {"front_s": float(match[2]) + float(match[3]), "model_s": float(match[4])}
+
+
+def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "--hf-worker":
+        hf_worker(pathlib.Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]),
+                  int(sys.argv[5]))
+        return
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--build", type=pathlib.Path, default=ROOT / "build")
+    args = parser.parse_args()
+    print(machine.describe(args.build, args.threads))
+    limits = machine.limits(args.build, args.threads)
+    folder = make_model(args.build)
+    flops = flops_per_image()
+    roofline = limits["fma_gflops"] * 1e9 / flops
+    results = {}
+    for _ in range(args.rounds):
+        for name, (images, batch) in SETTINGS.items():
+            for side, run in (("hf", hf_run), ("host", lambda *a: host_run(args.build, *a))):
+                r = run(folder, args.threads, images, batch)
+                results.setdefault((name, side), []).append(
+                    (images / r["model_s"], images / r["front_s"]))
+    print(f"\nViT-base shapes, fp32, {args.threads} threads, median of {args.rounds} rounds; "
+          f"{flops / 1e9:.1f} GFLOP per image; roofline {roofline:.2f} images/s "
+          f"(FMA peak {limits['fma_gflops']:.0f} GFLOP/s)\n")
+    print("| setting | HF (images/s) | host (images/s) | host / HF | HF / roofline | "
+          "host / roofline | front end: HF | host | host / HF |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name in SETTINGS:
+        hf = [statistics.median(v) for v in zip(*results[(name, "hf")])]
+        host = [statistics.median(v) for v in zip(*results[(name, "host")])]
+        print(f"| {name} | {hf[0]:.2f} | {host[0]:.2f} | {host[0] / hf[0]:.2f} | "
+              f"{hf[0] / roofline:.2f} | {host[0] / roofline:.2f} | {hf[1]:.1f} | {host[1]:.1f} | "
+              f"{host[1] / hf[1]:.2f} |")
+    print(f"\ncommand: .venv/bin/python bench/bench_vit.py --threads {args.threads} "
+          f"--rounds {args.rounds}")
+
+
+if __name__ == "__main__":
+    main()

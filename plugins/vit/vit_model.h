@@ -1,0 +1,82 @@
+// ViT (HF ViTModel, ViTForImageClassification) with SDK blocks: the patch embedding (a
+// convolution), the class token and learned positions (interpolated for other image sizes on
+// request), pre-LN encoder layers with bidirectional attention, the final layernorm, the pooler,
+// and the classifier on the class token. Shapes are per rank.
+#pragma once
+
+#include "vit_config.h"
+
+#include "shardformer/build_context.h"
+#include "shardformer/layers/dropout.h"
+#include "shardformer/layers/layer_norm.h"
+#include "shardformer/layers/layer_stack.h"
+#include "shardformer/layers/linear.h"
+#include "shardformer/layers/mlp.h"
+#include "shardformer/layers/patch_embedding.h"
+#include "shardformer/layers/self_attention.h"
+#include "shardformer/model.h"
+
+#include <map>
+#include <memory>
+#include <string>
+
+namespace shardformer::vit {
+
+// layernorm_before -> attention -> residual; layernorm_after -> intermediate / output -> residual.
+class ViTLayer : public torch::nn::Module {
+ public:
+  ViTLayer(const BuildContext& ctx, const ViTConfig& config, int64_t layer_idx);
+  // [batch, tokens, hidden] -> same
+  at::Tensor forward(const at::Tensor& x, const layers::AttentionStep& step);
+
+ private:
+  std::shared_ptr<layers::LayerNorm> layernorm_before_, layernorm_after_;
+  std::shared_ptr<layers::SelfAttention> attention_;
+  std::shared_ptr<layers::MLP> mlp_;  // intermediate.dense, output.dense
+  std::shared_ptr<layers::Dropout> dropout_;
+};
+
+// HF ViTModel: its outputs are the last hidden state (after the final layernorm) and, with the
+// pooler, act(dense(hidden[:, 0])).
+class ViTModel : public Model {
+ public:
+  ViTModel(const BuildContext& ctx, const ViTConfig& config, bool pooler);
+  at::Tensor forward(const ForwardInputs& inputs) override;  // [batch, 1 + patches, hidden]
+  std::map<std::string, at::Tensor> forward_all(const ForwardInputs& inputs) override;
+  ModelShape shape() const override;
+  std::string output_name() const override { return "last_hidden_state"; }
+  // [batch, tokens, hidden] -> [batch, pooler_output_size]
+  at::Tensor pool(const at::Tensor& hidden) const;
+
+ private:
+  // pixel_values [batch, channels, height, width] -> [batch, 1 + patches, hidden]
+  at::Tensor embed(const ForwardInputs& inputs) const;
+  // The position embeddings for an image of height x width [1, 1 + patches, hidden]: the
+  // learned ones, or (interpolate) HF's bicubic interpolation of their square grid.
+  at::Tensor positions(int64_t height, int64_t width, bool interpolate) const;
+
+  ViTConfig config_;
+  std::shared_ptr<layers::PatchEmbedding> patch_embeddings_;
+  at::Tensor cls_token_, position_embeddings_;  // [1, 1, hidden], [1, 1 + patches, hidden]
+  std::shared_ptr<layers::Dropout> embeddings_dropout_;
+  layers::LayerStack<ViTLayer> layers_;
+  std::shared_ptr<layers::LayerNorm> layernorm_;
+  std::shared_ptr<layers::Linear> pooler_;
+};
+
+// ViTForImageClassification: ViTModel under "vit" (no pooler) and a replicated classifier on the
+// class token's final hidden state (num_labels rarely divides by tp).
+class ViTForImageClassification : public Model {
+ public:
+  ViTForImageClassification(const BuildContext& ctx, const ViTConfig& config);
+  at::Tensor forward(const ForwardInputs& inputs) override;  // [batch, num_labels]
+  ModelShape shape() const override { return vit_->shape(); }
+  std::string output_name() const override { return "logits"; }
+  ModelTask task() const override { return ModelTask::kSequenceClassification; }
+
+ private:
+  std::shared_ptr<ViTModel> vit_;
+  std::shared_ptr<layers::Linear> classifier_;
+};
+
+}  // namespace shardformer::vit

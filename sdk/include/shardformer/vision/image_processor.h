@@ -1,0 +1,68 @@
+// What HF's image processors do to an RGB image before a vision model sees it, as their PIL
+// backend computes it: PIL's resampling filters on 8-bit pixels (bit for bit), the centre crop,
+// rescale and normalize, read from a model folder's preprocessor_config.json.
+#pragma once
+
+#include "shardformer/vision/image.h"
+
+#include <ATen/Tensor.h>
+
+#include <array>
+#include <filesystem>
+#include <string>
+
+namespace shardformer::vision {
+
+// PIL's resampling filters, by their numbers in preprocessor_config.json's "resample".
+enum class Resample {
+  kNearest = 0,
+  kLanczos = 1,
+  kBilinear = 2,
+  kBicubic = 3,
+  kBox = 4,
+  kHamming = 5
+};
+
+// PIL's Image.resize((width, height), filter) of an 8-bit RGB image for the convolution filters
+// (every one but kNearest): separable passes in Pillow 13's order (horizontal first unless the
+// height shrinks by more than twice the pixels the width does), with PIL's fixed-point weights
+// (22 fractional bits) and its rounding, so every value equals PIL's. A side of the same size is
+// left as it is. Throws Error for kNearest or a size below 1.
+Image resize(const Image& image, int64_t width, int64_t height, Resample filter);
+
+// A "size" or "crop_size" setting: height and width, or the shortest edge (the other scaled to
+// keep the aspect ratio, rounded down as HF does).
+struct SizeRule {
+  int64_t height = 0, width = 0;
+  int64_t shortest_edge = 0;
+};
+
+// The settings of HF's ViTImageProcessor (and ViTFeatureExtractor), its defaults where the file
+// has none.
+struct ImageProcessorOptions {
+  bool do_resize = true;
+  SizeRule size{.height = 224, .width = 224};
+  Resample resample = Resample::kBilinear;
+  bool do_center_crop = false;
+  SizeRule crop_size{.height = 224, .width = 224};
+  bool do_rescale = true;
+  double rescale_factor = 1.0 / 255.0;
+  bool do_normalize = true;
+  std::array<float, 3> image_mean{0.5F, 0.5F, 0.5F}, image_std{0.5F, 0.5F, 0.5F};
+
+  // The file's settings. Throws CheckpointError naming the file and key for a value of the wrong
+  // kind, a processor other than ViT's, or a setting this host does not apply (padding, label
+  // reduction, ...): never a silently different image.
+  static ImageProcessorOptions from_file(const std::filesystem::path& path);
+  // A model folder's preprocessor_config.json; throws CheckpointError when there is none.
+  static ImageProcessorOptions from_folder(const std::filesystem::path& folder);
+};
+
+// The (height, width) the resize step gives an image of this size.
+std::array<int64_t, 2> resized_size(const Image& image, const ImageProcessorOptions& options);
+
+// HF's pixel_values of one image [3, height, width] fp32: resized (PIL), centre-cropped (zero
+// padded where the crop is larger), rescaled (in float64, then fp32) and normalized (fp32).
+at::Tensor pixel_values(const Image& image, const ImageProcessorOptions& options);
+
+}  // namespace shardformer::vision

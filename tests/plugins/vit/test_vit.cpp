@@ -1,0 +1,111 @@
+// The ViT plugin against HF transformers at tp 1, 2, 4, pp 2 and pp 2 x tp 2 from tiny checkpoints:
+// ViTForImageClassification (logits, loss and every gradient, bf16 logits) and ViTModel (last
+// hidden state and pooler output), on a square model and on one of non-square images and patches,
+// one channel, no q / k / v biases, another pooler; the patch embedding split by output channels
+// when a policy rule asks; positions interpolated for other image sizes as HF interpolates them.
+#include "family_checks.h"
+
+namespace shardformer::testing {
+namespace {
+
+struct Case {
+  std::string model;
+  Layout layout;
+};
+
+void PrintTo(const Case& c, std::ostream* os) { *os << case_name(c.model, c.layout); }
+
+class ViTFamily : public ::testing::TestWithParam<Case> {};
+
+TEST_P(ViTFamily, ClassifierAndBaseMatchHF) {
+  const Case& c = GetParam();
+  on_ranks(c.model, c.layout,
+           [&](const ModelFixture& f, const distributed::ProcessMesh* mesh, int) {
+             const auto classifier = layout_session(f, mesh, "ViTForImageClassification");
+             check_output_loss_and_grads(f, *classifier, mesh, "forward_logits", "train_labels",
+                                         "train_loss", "grad.");
+             const auto base = layout_session(f, mesh, "ViTModel");
+             const at::Tensor hidden = base->forward(f.forward_inputs());
+             if (base->holds_output()) {
+               expect_close_to_hf(f, hidden, "forward_last_hidden_state", kOutputAtol, 0.0,
+                                  "last hidden state");
+             }
+             if (mesh == nullptr || mesh->shape().pp == 1) {  // both outputs of one forward
+               at::NoGradGuard no_grad;
+               const auto outputs = base->model().forward_all(f.forward_inputs());
+               expect_close(outputs.at("pooler_output"), f.ref("forward_pooler_output"),
+                            kOutputAtol, 0.0, "pooler output");
+             }
+             check_bfloat16_logits(
+                 f, *layout_session(f, mesh, "ViTForImageClassification", {}, at::kBFloat16));
+           });
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> all;
+  for (const Layout& layout : standard_layouts()) all.push_back({"tiny-vit", layout});
+  for (const Layout& layout : standard_layouts()) all.push_back({"tiny-vit-options", layout});
+  return all;
+}
+
+INSTANTIATE_TEST_SUITE_P(Checkpoints, ViTFamily, ::testing::ValuesIn(cases()),
+                         [](const auto& info) {
+                           return case_name(info.param.model, info.param.layout);
+                         });
+
+// A policy rule splits the patch embedding's output channels over tp: the same logits and
+// gradients (its weight gathered back whole).
+TEST(ViTPatchEmbedding, ColumnParallelMatchesHF) {
+  on_ranks("tiny-vit", Layout{2, 1, "tp2"},
+           [&](const ModelFixture& f, const distributed::ProcessMesh* mesh, int) {
+             SessionOptions options{.architecture = "ViTForImageClassification"};
+             options.overrides.add({"embeddings.patch_embeddings.projection", styles::column});
+             const auto session = f.session(options, mesh);
+             EXPECT_TRUE(session->model().sharding().contains(
+                 "vit.embeddings.patch_embeddings.projection.weight"));
+             check_output_loss_and_grads(f, *session, mesh, "forward_logits", "train_labels",
+                                         "train_loss", "grad.");
+           });
+}
+
+// Images of another size: refused by default, naming both sizes; with interpolate_pos_encoding,
+// HF's bicubic interpolation of the positions.
+TEST(ViTImageSize, OtherSizesAreRefusedOrInterpolated) {
+  const ModelFixture f("tiny-vit", "families");
+  const auto session = f.session({.architecture = "ViTModel"});
+  ForwardInputs inputs;
+  inputs.pixel_values = f.ref("interpolate_pixel_values");  // [2, 3, 48, 40]
+  try {
+    session->forward(inputs);
+    ADD_FAILURE() << "an image of another size ran";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("48 x 40"), std::string::npos) << e.what();
+  }
+  inputs.interpolate_pos_encoding = true;
+  expect_close(session->forward(inputs), f.ref("interpolate_last_hidden_state"), kOutputAtol, 0.0,
+               "interpolated positions");
+  inputs.pixel_values = inputs.pixel_values.narrow(1, 0, 1);
+  EXPECT_THROW(session->forward(inputs), Error);  // one channel, the model takes three
+}
+
+// Sequence parallelism does not split image tokens yet: refused naming the model.
+TEST(ViTSequenceParallel, IsRefusedByName) {
+  on_ranks("tiny-vit", Layout{.tp = 2, .name = "sg_tp2", .sequence_mode = "split_gather"},
+           [&](const ModelFixture& f, const distributed::ProcessMesh* mesh, int) {
+             try {
+               layout_session(f, mesh, "ViTForImageClassification",
+                              Layout{.tp = 2, .sequence_mode = "split_gather"});
+               ADD_FAILURE() << "ViT ran under sequence parallelism";
+             } catch (const Error& e) {
+               EXPECT_NE(std::string(e.what()).find("ViT"), std::string::npos) << e.what();
+             }
+           });
+}
+
+TEST(ViTConfigKeys, ThoseThatChangeNoMathLoadAndOthersAreRefused) {
+  check_config_keys_that_change_no_math("tiny-vit", "families", "ViTForImageClassification",
+                                        "forward_logits");
+}
+
+}  // namespace
+}  // namespace shardformer::testing

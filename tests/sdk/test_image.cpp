@@ -1,0 +1,184 @@
+// The image front end against PIL and HF (tools/gen_image_references.py): every test image's RGB
+// pixels equal PIL's (load_image: EXIF orientation, convert("RGB")) byte for byte, in each colour
+// mode, odd size and orientation; pixel_values equal HF's ViT image processor (PIL backend) for
+// each resampling filter, crop, rescale and normalization; broken files and settings the host does
+// not apply are refused naming the file and the key.
+#include "shardformer/checkpoint_io/safetensors.h"
+#include "shardformer/error.h"
+#include "shardformer/vision/image.h"
+#include "shardformer/vision/image_processor.h"
+#include "test_env.h"
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <set>
+
+namespace shardformer::vision {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path image_dir() { return testing::test_data_dir() / "images"; }
+
+const SafetensorsFile& reference() {
+  static const SafetensorsFile file(image_dir() / "reference.safetensors");
+  return file;
+}
+
+// The names of the test images (reference keys "rgb.<name>").
+std::vector<std::string> image_names() {
+  std::vector<std::string> names;
+  for (const TensorInfo& t : reference().tensors()) {
+    if (t.name.starts_with("rgb.")) names.push_back(t.name.substr(4));
+  }
+  return names;
+}
+
+fs::path image_file(const std::string& name) {
+  const fs::path jpeg = image_dir() / (name + ".jpg");
+  return fs::exists(jpeg) ? jpeg : image_dir() / (name + ".png");
+}
+
+at::Tensor as_tensor(const Image& image) {  // [height, width, 3] uint8
+  return at::from_blob(const_cast<uint8_t*>(image.rgb.data()), {image.height, image.width, 3},
+                       at::kByte)
+      .clone();
+}
+
+TEST(ImageReference, HoldsEveryKindOfImage) {
+  const std::vector<std::string> names = image_names();
+  EXPECT_GE(names.size(), 28U);
+  for (const char* kind : {"photo", "edges_cmyk_jpeg", "edges_palette", "edges_grey16", "wide",
+                           "one_pixel", "exif_8", "exif_png_6"}) {
+    EXPECT_NE(std::find(names.begin(), names.end(), kind), names.end()) << kind;
+  }
+}
+
+class ImageFiles : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ImageFiles, DecodeToPILsPixelsAndHFsPixelValues) {
+  const std::string& name = GetParam();
+  const Image image = read_image(image_file(name));
+  const at::Tensor expected = reference().read("rgb." + name);
+  ASSERT_EQ(std::vector<int64_t>({image.height, image.width, 3}), expected.sizes().vec()) << name;
+  const at::Tensor ours = as_tensor(image);
+  const int64_t differing = ours.ne(expected).sum().item<int64_t>();
+  EXPECT_EQ(differing, 0) << name << ": " << differing << " of " << ours.numel()
+                          << " values differ from PIL's; max |diff| "
+                          << (ours.to(at::kInt) - expected.to(at::kInt)).abs().max().item<int>();
+  int checked = 0;
+  for (const TensorInfo& t : reference().tensors()) {
+    const std::string suffix = "." + name;
+    if (!t.name.starts_with("pixels.") || !t.name.ends_with(suffix)) continue;
+    const std::string processor = t.name.substr(7, t.name.size() - 7 - suffix.size());
+    if (processor.find('.') != std::string::npos) continue;  // another image's name ends so
+    const ImageProcessorOptions options =
+        ImageProcessorOptions::from_file(image_dir() / (processor + ".json"));
+    const at::Tensor pixels = pixel_values(image, options);
+    const at::Tensor hf = reference().read(t.name);
+    ASSERT_EQ(pixels.sizes(), hf.sizes()) << t.name;
+    EXPECT_LE((pixels - hf).abs().max().item<double>(), 1e-5) << t.name;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 6) << name << ": every processor setting of the reference";
+}
+
+INSTANTIATE_TEST_SUITE_P(Reference, ImageFiles, ::testing::ValuesIn(image_names()),
+                         [](const auto& info) { return info.param; });
+
+// PIL's Image.resize on random images and sizes, every convolution filter: equal byte for byte.
+TEST(Resize, EqualsPILForEveryFilterSizeAndPassOrder) {
+  int cases = 0;
+  for (int i = 0; reference().contains("sweep." + std::to_string(i) + ".input"); ++i) {
+    const std::string key = "sweep." + std::to_string(i);
+    const at::Tensor input = reference().read(key + ".input").contiguous();  // [h, w, 3]
+    const at::Tensor size = reference().read(key + ".size");
+    Image image{.width = input.size(1), .height = input.size(0), .rgb = {}};
+    image.rgb.assign(input.data_ptr<uint8_t>(), input.data_ptr<uint8_t>() + input.numel());
+    for (const int filter : {1, 2, 3, 4, 5}) {
+      const Image out = resize(image, size[1].item<int64_t>(), size[0].item<int64_t>(),
+                               static_cast<Resample>(filter));
+      const at::Tensor pil = reference().read(key + "." + std::to_string(filter));
+      EXPECT_TRUE(at::equal(as_tensor(out), pil))
+          << key << " " << image.width << " x " << image.height << " -> " << size[1].item<int64_t>()
+          << " x " << size[0].item<int64_t>() << ", filter " << filter;
+      ++cases;
+    }
+  }
+  EXPECT_EQ(cases, 48 * 5);
+  EXPECT_THROW(resize(Image{.width = 1, .height = 1, .rgb = {0, 0, 0}}, 2, 2, Resample::kNearest),
+               Error);
+}
+
+// Each broken file fails with one ConfigError naming the file and what is wrong with it.
+TEST(BrokenImages, AreRefusedNamingTheFile) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"broken_truncated.jpg", "not a whole JPEG image"},
+      {"broken_truncated.png", "not a whole PNG image"},
+      {"broken_magic.png", "neither a JPEG nor a PNG"},
+      {"broken_empty.jpg", "the file is empty"},
+      {"broken_huge.png", "60000 x 60000"},
+      {"broken_text.png", "neither a JPEG nor a PNG"},
+      {"no_such_image.png", "cannot open"}};
+  for (const auto& [file, why] : cases) {
+    const fs::path path = image_dir() / file;
+    try {
+      read_image(path);
+      ADD_FAILURE() << file << " was read";
+    } catch (const ConfigError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find(path.string()), std::string::npos) << what;
+      EXPECT_NE(what.find(why), std::string::npos) << what;
+    }
+  }
+}
+
+// A settings file with `json` as its text.
+fs::path settings_file(const std::string& json) {
+  const fs::path path = fs::path(::testing::TempDir()) / "preprocessor_config.json";
+  std::ofstream(path) << json;
+  return path;
+}
+
+TEST(ImageProcessorSettings, ThoseTheHostDoesNotApplyAreRefusedByName) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"do_pad": true})", "do_pad"},
+      {R"({"resample": 0})", "resample"},
+      {R"({"size": {"longest_edge": 1024}})", "size.longest_edge"},
+      {R"({"size": {"height": 10}})", "size"},
+      {R"({"image_processor_type": "SamImageProcessor"})", "image_processor_type"},
+      {R"({"image_std": [1, 0, 1]})", "image_std"},
+      {R"({"do_resize": "yes"})", "do_resize"},
+      {R"({"crop_size": {"shortest_edge": 8}})", "crop_size"}};
+  for (const auto& [json, key] : cases) {
+    try {
+      ImageProcessorOptions::from_file(settings_file(json));
+      ADD_FAILURE() << json << " was accepted";
+    } catch (const CheckpointError& e) {
+      EXPECT_NE(std::string(e.what()).find(key), std::string::npos) << e.what();
+    }
+  }
+  const ImageProcessorOptions o = ImageProcessorOptions::from_file(settings_file(
+      R"({"feature_extractor_type": "ViTFeatureExtractor", "size": 384, "do_convert_rgb": true})"));
+  EXPECT_EQ(o.size.height, 384);
+  EXPECT_EQ(o.size.width, 384);
+  EXPECT_THROW(ImageProcessorOptions::from_folder(image_dir() / "no_model_here"), CheckpointError);
+}
+
+TEST(ExifOrientation, MalformedBlocksReadAsUpright) {
+  const std::vector<uint8_t> short_block = {'I', 'I', 42, 0};
+  EXPECT_EQ(exif_orientation(short_block), 1);
+  // A first IFD past the end, then one entry cut short.
+  const std::vector<uint8_t> past_end = {'M', 'M', 0, 42, 0, 0, 0, 200};
+  EXPECT_EQ(exif_orientation(past_end), 1);
+  const std::vector<uint8_t> cut = {'I', 'I', 42, 0, 8, 0, 0, 0, 5, 0, 0x12, 0x01, 3, 0};
+  EXPECT_EQ(exif_orientation(cut), 1);
+  const std::vector<uint8_t> six = {'I',  'I', 42, 0, 8, 0, 0, 0, 1, 0, 0x12,
+                                    0x01, 3,   0,  1, 0, 0, 0, 6, 0, 0, 0};
+  EXPECT_EQ(exif_orientation(six), 6);
+}
+
+}  // namespace
+}  // namespace shardformer::vision
