@@ -383,4 +383,24 @@ CHECKPOINTS = {
                     qkv_bias=False, hidden_act="gelu_new", pooler_output_size=48,
                     pooler_act="relu", layer_norm_eps=1e-6, initializer_range=0.1,
                     num_labels=5)),
+    # BEiT as its classifiers ship: a relative position bias table per layer, layer scale (0.1 as
+    # HF initialises it, then perturbed), no absolute positions, an unbiased key, mean pooling
+    # into pooler.layernorm; stochastic depth off (it is random in training).
+    "tiny-beit": dict(arch="BeitForImageClassification", base="BeitModel",
+                      kind="image_classification", config_class="BeitConfig",
+                      config=dict(hidden_size=64, num_hidden_layers=5, num_attention_heads=8,
+                                  intermediate_size=96, image_size=32, patch_size=8,
+                                  use_relative_position_bias=True, drop_path_rate=0.0,
+                                  initializer_range=0.1, num_labels=3)),
+    # BEiT's other layout: one bias table shared by every layer (held by each pipeline stage),
+    # absolute positions, no layer scale, the class token's final state (final layernorm).
+    "tiny-beit-shared": dict(arch="BeitForImageClassification", base="BeitModel",
+                             kind="image_classification", config_class="BeitConfig",
+                             config=dict(hidden_size=64, num_hidden_layers=3, num_attention_heads=4,
+                                         intermediate_size=80, image_size=24, patch_size=8,
+                                         use_shared_relative_position_bias=True,
+                                         use_absolute_position_embeddings=True,
+                                         layer_scale_init_value=0.0, use_mean_pooling=False,
+                                         drop_path_rate=0.0, initializer_range=0.1,
+                                         num_labels=4)),
 }

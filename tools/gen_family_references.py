@@ -87,8 +87,20 @@ def vit_all_heads_class():
     return ViTAllHeads
 
 
-# transformers 5's ViT parameter names -> the names its checkpoints store (and it saves).
+def image_classifier_class(spec):
+    """The class a vision checkpoint is saved from: ViT's all-heads helper, or the family's own
+    classifier where it already holds the base model's pooler (BEiT)."""
+    if spec["arch"].startswith("ViT"):
+        return vit_all_heads_class()
+    return getattr(transformers, spec["arch"])
+
+
+# transformers 5's ViT and BEiT parameter names -> the names their checkpoints store (and it
+# saves).
 VIT_SAVED_NAMES = [(r"\blayers\.(\d+)\.", r"encoder.layer.\1."),
+                   (r"(encoder\.layer\.\d+\.)relative_position_bias",
+                    r"\1attention.attention.relative_position_bias"),
+                   (r"shared_position_bias", "encoder.relative_position_bias"),
                    (r"attention\.q_proj", "attention.attention.query"),
                    (r"attention\.k_proj", "attention.attention.key"),
                    (r"attention\.v_proj", "attention.attention.value"),
@@ -189,7 +201,7 @@ def make_checkpoint(name, spec, folder):
     if spec.get("kind") == "bert":
         model = encoder_all_heads_class(spec.get("family", "Bert"))(config).eval()
     elif spec.get("kind") == "image_classification":
-        model = vit_all_heads_class()(config).eval()
+        model = image_classifier_class(spec)(config).eval()
     else:
         model = getattr(transformers, spec["arch"])(config).eval()
     perturb(model, spec)

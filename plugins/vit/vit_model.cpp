@@ -1,8 +1,10 @@
-// ViT's embeddings, encoder layers, pooler and classifier, as in HF's modeling_vit.py.
+// ViT's and BEiT's embeddings, encoder layers, pooler and classifier, as in HF's modeling_vit.py
+// and modeling_beit.py.
 #include "vit_model.h"
 
 #include "shardformer/error.h"
 #include "shardformer/layers/forward_step.h"
+#include "shardformer/layers/module_path.h"
 #include "shardformer/strings.h"
 
 #include <ATen/ATen.h>
@@ -11,7 +13,58 @@
 
 namespace shardformer::vit {
 
-ViTLayer::ViTLayer(const BuildContext& ctx, const ViTConfig& c, int64_t layer_idx) {
+namespace {
+
+constexpr const char* kQuery = "attention.attention.query";
+constexpr const char* kOutput = "attention.output.dense";
+
+}  // namespace
+
+bool splits_heads(const BuildContext& layer) {
+  return layers::split_pair(layers::context_at(layer, kQuery), layers::context_at(layer, kOutput));
+}
+
+RelativePositionTable::RelativePositionTable(const BuildContext& ctx, const ViTConfig& c,
+                                             bool split) {
+  const int64_t wh = c.image_size[0] / c.patch_size[0], ww = c.image_size[1] / c.patch_size[1];
+  const int64_t offsets = (2 * wh - 1) * (2 * ww - 1) + 3;
+  const int64_t patches = wh * ww;
+  tokens_ = patches + 1;
+  if (split) ctx.divide_by_tp(c.num_attention_heads, "num_attention_heads");
+  table_ =
+      register_parameter("relative_position_bias_table",
+                         ctx.load("relative_position_bias_table", {offsets, c.num_attention_heads},
+                                  split ? TensorShard{.dim = 1} : TensorShard{}));
+  ctx.skip("relative_position_index", "a buffer of the indices, computed here");
+  // HF's index: patch (i, j) to patch (k, l) reads row ((i - k) + wh - 1) (2 ww - 1) +
+  // (j - l) + ww - 1; the class token's rows are the table's last three.
+  index_ = at::empty({tokens_, tokens_}, at::kLong);
+  int64_t* index = index_.data_ptr<int64_t>();
+  for (int64_t a = 0; a < tokens_; ++a) {
+    for (int64_t b = 0; b < tokens_; ++b) {
+      int64_t row = 0;
+      if (a == 0 && b == 0) {
+        row = offsets - 1;
+      } else if (b == 0) {
+        row = offsets - 2;
+      } else if (a == 0) {
+        row = offsets - 3;
+      } else {
+        const int64_t i = (a - 1) / ww, j = (a - 1) % ww, k = (b - 1) / ww, l = (b - 1) % ww;
+        row = (i - k + wh - 1) * (2 * ww - 1) + (j - l + ww - 1);
+      }
+      index[a * tokens_ + b] = row;
+    }
+  }
+}
+
+at::Tensor RelativePositionTable::bias() const {
+  const at::Tensor rows = table_.index_select(0, index_.view(-1).to(table_.device()));
+  return rows.view({tokens_, tokens_, -1}).permute({2, 0, 1}).unsqueeze(0);
+}
+
+ViTLayer::ViTLayer(const BuildContext& ctx, const ViTConfig& c, int64_t layer_idx)
+    : drop_path_rate_(c.drop_path_rate) {
   const auto norm = [&](const char* name) {
     return register_module(name, std::make_shared<layers::LayerNorm>(ctx.child(name), c.hidden_size,
                                                                      c.layer_norm_eps));
@@ -28,6 +81,7 @@ ViTLayer::ViTLayer(const BuildContext& ctx, const ViTConfig& c, int64_t layer_id
                                                                 .head_dim = c.hidden_size / heads,
                                                                 .qkv_bias = c.qkv_bias,
                                                                 .out_bias = true,
+                                                                .key_bias = c.key_bias,
                                                                 .dropout = c.attention_dropout,
                                                                 .out_name = "output.dense",
                                                                 .q_name = "attention.query",
@@ -45,19 +99,46 @@ ViTLayer::ViTLayer(const BuildContext& ctx, const ViTConfig& c, int64_t layer_id
                                                           .owner = this});
   dropout_ = register_module(
       "dropout", std::make_shared<layers::Dropout>(ctx.child("dropout"), c.hidden_dropout));
+  if (c.relative_position_bias) {
+    const std::string path = "attention.attention.relative_position_bias";
+    relative_position_bias_ =
+        layers::register_at(*this, path,
+                            std::make_shared<RelativePositionTable>(layers::context_at(ctx, path),
+                                                                    c, splits_heads(ctx)));
+  }
+  if (c.layer_scale > 0) {
+    lambda_1_ = register_parameter("lambda_1", ctx.load("lambda_1", {c.hidden_size}));
+    lambda_2_ = register_parameter("lambda_2", ctx.load("lambda_2", {c.hidden_size}));
+  }
 }
 
-at::Tensor ViTLayer::forward(const at::Tensor& x, const layers::AttentionStep& step) {
-  // Pre-LN: x + dropout(attention(layernorm_before(x))), its sum normed by layernorm_after in the
-  // same pass; then the MLP's residual.
-  const layers::ResidualSum h = attention_->forward_residual(
-      layernorm_before_->forward(x), step, x, layernorm_after_.get(), dropout_.get());
-  return mlp_->forward_residual(h.normed, h.sum, nullptr, dropout_.get()).sum;
+at::Tensor ViTLayer::forward(const at::Tensor& x, const layers::AttentionStep& shared) {
+  if (drop_path_rate_ > 0 && is_training()) {
+    throw ModelError(str("BEiT's stochastic depth (drop_path_rate = ", drop_path_rate_,
+                         ") is not implemented for training; set drop_path_rate to 0"));
+  }
+  layers::AttentionStep step = shared;  // the shared table's bias, if any, plus this layer's
+  if (relative_position_bias_) {
+    const at::Tensor own = relative_position_bias_->bias();
+    step.bias = step.bias.defined() ? step.bias + own : own;
+  }
+  if (!lambda_1_.defined()) {
+    // Pre-LN: x + dropout(attention(layernorm_before(x))), its sum normed by layernorm_after in
+    // the same pass; then the MLP's residual.
+    const layers::ResidualSum h = attention_->forward_residual(
+        layernorm_before_->forward(x), step, x, layernorm_after_.get(), dropout_.get());
+    return mlp_->forward_residual(h.normed, h.sum, nullptr, dropout_.get()).sum;
+  }
+  // BEiT's layer scale sits between each branch and its residual.
+  const at::Tensor h =
+      x + lambda_1_ * dropout_->forward(attention_->forward(layernorm_before_->forward(x), step));
+  return h + lambda_2_ * dropout_->forward(mlp_->forward(layernorm_after_->forward(h)));
 }
 
-ViTModel::ViTModel(const BuildContext& ctx, const ViTConfig& c, bool pooler) : config_(c) {
+ViTModel::ViTModel(const BuildContext& ctx, const ViTConfig& c, bool pooler)
+    : config_(c), pools_(pooler) {
   bind(ctx);
-  ctx.refuse_sequence_parallelism("ViT", "its image tokens are not split yet");
+  ctx.refuse_sequence_parallelism(c.beit ? "BEiT" : "ViT", "its image tokens are not split yet");
   if (ctx.builds_first_piece()) {
     auto embeddings = register_module("embeddings", std::make_shared<torch::nn::Module>());
     const BuildContext e = ctx.child("embeddings");
@@ -71,28 +152,43 @@ ViTModel::ViTModel(const BuildContext& ctx, const ViTConfig& c, bool pooler) : c
                 .channels = c.num_channels, .hidden_size = c.hidden_size, .patch = c.patch_size}));
     cls_token_ =
         embeddings->register_parameter("cls_token", e.load("cls_token", {1, 1, c.hidden_size}));
-    position_embeddings_ = embeddings->register_parameter(
-        "position_embeddings",
-        e.load("position_embeddings", {1, c.num_patches() + 1, c.hidden_size}));
+    if (c.absolute_positions) {
+      position_embeddings_ = embeddings->register_parameter(
+          "position_embeddings",
+          e.load("position_embeddings", {1, c.num_patches() + 1, c.hidden_size}));
+    }
     embeddings_dropout_ = embeddings->register_module(
         "dropout", std::make_shared<layers::Dropout>(e.child("dropout"), c.hidden_dropout));
-    e.skip("mask_token", "ViTForMaskedImageModeling's token for masked patches");
+    e.skip("mask_token", "the masked-image-modeling token for masked patches");
   }
   auto encoder = register_module("encoder", std::make_shared<torch::nn::Module>());
-  layers_ =
-      layers::LayerStack<ViTLayer>(*encoder, ctx.child("encoder"), "layer", c.num_hidden_layers,
-                                   [&](const auto& layer_ctx, int64_t i) {
-                                     return std::make_shared<ViTLayer>(layer_ctx, c, i);
-                                   });
+  const BuildContext encoder_ctx = ctx.child("encoder");
+  if (c.shared_relative_position_bias) {  // every stage's layers read it (a shared parameter)
+    shared_bias_ = encoder->register_module(
+        "relative_position_bias",
+        std::make_shared<RelativePositionTable>(encoder_ctx.child("relative_position_bias"), c,
+                                                splits_heads(encoder_ctx.child("layer").child(0))));
+  }
+  layers_ = layers::LayerStack<ViTLayer>(*encoder, encoder_ctx, "layer", c.num_hidden_layers,
+                                         [&](const auto& layer_ctx, int64_t i) {
+                                           return std::make_shared<ViTLayer>(layer_ctx, c, i);
+                                         });
   if (ctx.builds_last_piece()) {
-    layernorm_ =
-        register_module("layernorm", std::make_shared<layers::LayerNorm>(
-                                         ctx.child("layernorm"), c.hidden_size, c.layer_norm_eps));
-    if (pooler) {
+    if (!(c.beit && c.mean_pooling)) {  // BEiT with mean pooling has no final layernorm
+      layernorm_ = register_module(
+          "layernorm", std::make_shared<layers::LayerNorm>(ctx.child("layernorm"), c.hidden_size,
+                                                           c.layer_norm_eps));
+    }
+    if (pooler && !c.beit) {
       auto module = register_module("pooler", std::make_shared<torch::nn::Module>());
       pooler_ = module->register_module(
           "dense", layers::make_linear(ctx.child("pooler").child("dense"), c.hidden_size,
                                        c.pooler_output_size));
+    } else if (pooler && c.mean_pooling) {
+      auto module = register_module("pooler", std::make_shared<torch::nn::Module>());
+      pooler_norm_ = module->register_module(
+          "layernorm", std::make_shared<layers::LayerNorm>(ctx.child("pooler").child("layernorm"),
+                                                           c.hidden_size, c.layer_norm_eps));
     }
   }
   if (!pooler) ctx.skip_module("pooler", "this class reads the class token, not the pooler");
@@ -100,14 +196,19 @@ ViTModel::ViTModel(const BuildContext& ctx, const ViTConfig& c, bool pooler) : c
 
 at::Tensor ViTModel::positions(int64_t height, int64_t width, bool interpolate) const {
   const auto [image_height, image_width] = config_.image_size;
+  if (config_.beit && interpolate) {
+    throw Error(
+        "BEiT: interpolate_pos_encoding (resizing the relative position tables) is not "
+        "supported yet; resize the images to the model's image_size");
+  }
   if (!interpolate) {
     if (height != image_height || width != image_width) {
-      throw Error(str("ViT: pixel_values of ", height, " x ", width,
+      throw Error(str(config_.beit ? "BEiT" : "ViT", ": pixel_values of ", height, " x ", width,
                       " pixels, but the model's image_size is ", image_height, " x ", image_width,
                       " (resize the images, or interpolate the position embeddings: "
                       "interpolate_pos_encoding)"));
     }
-    return position_embeddings_;
+    return position_embeddings_;  // undefined for BEiT without absolute positions
   }
   const int64_t patches = (height / config_.patch_size[0]) * (width / config_.patch_size[1]);
   const int64_t learned = position_embeddings_.size(1) - 1;
@@ -141,26 +242,36 @@ at::Tensor ViTModel::embed(const ForwardInputs& inputs) const {
   }
   const at::Tensor patches = patch_embeddings_->forward(pixels);  // [batch, patches, hidden]
   const at::Tensor cls = cls_token_.expand({patches.size(0), 1, config_.hidden_size});
-  const at::Tensor x = at::cat({cls, patches}, 1) +
-                       positions(pixels.size(2), pixels.size(3), inputs.interpolate_pos_encoding);
-  return embeddings_dropout_->forward(x);  // [batch, 1 + patches, hidden]
+  at::Tensor x = at::cat({cls, patches}, 1);  // [batch, 1 + patches, hidden]
+  const at::Tensor where =
+      positions(pixels.size(2), pixels.size(3), inputs.interpolate_pos_encoding);
+  if (where.defined()) x = x + where;
+  return embeddings_dropout_->forward(x);
 }
 
 at::Tensor ViTModel::forward(const ForwardInputs& inputs) {
   const int64_t chunk = inputs.chunk;
   at::Tensor x = starts_model(chunk) ? embed(inputs) : layers::stage_input(inputs);
-  x = layers_.forward(chunk, x, layers::AttentionStep{});  // bidirectional, no padding
-  return ends_model(chunk) ? layernorm_->forward(x) : x;
+  layers::AttentionStep step;  // bidirectional, no padding; BEiT's shared table as a bias
+  if (shared_bias_) step.bias = shared_bias_->bias();
+  x = layers_.forward(chunk, x, step);
+  return ends_model(chunk) && layernorm_ ? layernorm_->forward(x) : x;
 }
 
 at::Tensor ViTModel::pool(const at::Tensor& hidden) const {
-  if (!pooler_) throw Error("this ViT stage has no pooler");
-  return layers::apply_activation(config_.pooler_act, pooler_->forward(hidden.select(1, 0)));
+  if (!pools_ || !ends_model()) throw Error("this stage has no pooler");
+  if (pooler_) {  // ViT: act(dense(the class token))
+    return layers::apply_activation(config_.pooler_act, pooler_->forward(hidden.select(1, 0)));
+  }
+  if (pooler_norm_) {  // BEiT: the patch tokens' mean, normed
+    return pooler_norm_->forward(hidden.narrow(1, 1, hidden.size(1) - 1).mean(1));
+  }
+  return hidden.select(1, 0);  // BEiT without mean pooling: the class token
 }
 
 std::map<std::string, at::Tensor> ViTModel::forward_all(const ForwardInputs& inputs) {
   const at::Tensor hidden = forward(inputs);
-  if (!ends_model(inputs.chunk) || !pooler_) return {{"last_hidden_state", hidden}};
+  if (!ends_model(inputs.chunk) || !pools_) return {{"last_hidden_state", hidden}};
   return {{"last_hidden_state", hidden}, {"pooler_output", pool(hidden)}};
 }
 
@@ -173,9 +284,11 @@ ModelShape ViTModel::shape() const {
                     .max_positions = config_.num_patches() + 1};
 }
 
-ViTForImageClassification::ViTForImageClassification(const BuildContext& ctx, const ViTConfig& c) {
+ViTForImageClassification::ViTForImageClassification(const BuildContext& ctx, const ViTConfig& c)
+    : beit_(c.beit) {
   bind(ctx);
-  vit_ = register_module("vit", std::make_shared<ViTModel>(ctx.child("vit"), c, false));
+  const std::string base = c.base_name();
+  vit_ = register_module(base, std::make_shared<ViTModel>(ctx.child(base), c, c.beit));
   if (ctx.builds_last_piece()) {
     classifier_ = register_module(
         "classifier", layers::make_linear(ctx.child("classifier"), c.hidden_size, c.num_labels));
@@ -185,7 +298,8 @@ ViTForImageClassification::ViTForImageClassification(const BuildContext& ctx, co
 at::Tensor ViTForImageClassification::forward(const ForwardInputs& inputs) {
   const at::Tensor hidden = vit_->forward(inputs);
   if (!ends_model(inputs.chunk)) return hidden;
-  return classifier_->forward(hidden.select(1, 0));  // [batch, num_labels]
+  // ViT: the class token's state; BEiT: the pooler's output. [batch, num_labels]
+  return classifier_->forward(beit_ ? vit_->pool(hidden) : hidden.select(1, 0));
 }
 
 }  // namespace shardformer::vit

@@ -1,7 +1,9 @@
 // ViT (HF ViTModel, ViTForImageClassification) with SDK blocks: the patch embedding (a
 // convolution), the class token and learned positions (interpolated for other image sizes on
 // request), pre-LN encoder layers with bidirectional attention, the final layernorm, the pooler,
-// and the classifier on the class token. Shapes are per rank.
+// and the classifier on the class token. BEiT (BeitModel, BeitForImageClassification) is the same
+// network with relative position bias tables (per layer or one shared), layer scale, an unbiased
+// key and mean pooling. Shapes are per rank.
 #pragma once
 
 #include "vit_config.h"
@@ -22,7 +24,25 @@
 
 namespace shardformer::vit {
 
+// BEiT's relative position bias: a table of (2 Wh - 1)(2 Ww - 1) + 3 rows (every offset between
+// two patches of the Wh x Ww grid, and the class token's three), one column per head (this
+// rank's heads under tensor parallelism).
+class RelativePositionTable : public torch::nn::Module {
+ public:
+  RelativePositionTable(const BuildContext& ctx, const ViTConfig& config, bool split);
+  at::Tensor bias() const;  // [1, heads/tp, 1 + patches, 1 + patches], added to the scores
+
+ private:
+  at::Tensor table_;  // [offsets, heads/tp]
+  at::Tensor index_;  // [1 + patches, 1 + patches] int64: each pair's row of the table
+  int64_t tokens_ = 0;
+};
+
+// Whether ctx's layers split their attention heads over tp (the policy's choice).
+bool splits_heads(const BuildContext& layer);
+
 // layernorm_before -> attention -> residual; layernorm_after -> intermediate / output -> residual.
+// BEiT: each branch scaled by lambda_1 / lambda_2 before its residual, its own bias table.
 class ViTLayer : public torch::nn::Module {
  public:
   ViTLayer(const BuildContext& ctx, const ViTConfig& config, int64_t layer_idx);
@@ -34,10 +54,14 @@ class ViTLayer : public torch::nn::Module {
   std::shared_ptr<layers::SelfAttention> attention_;
   std::shared_ptr<layers::MLP> mlp_;  // intermediate.dense, output.dense
   std::shared_ptr<layers::Dropout> dropout_;
+  std::shared_ptr<RelativePositionTable> relative_position_bias_;  // BEiT's own table, or null
+  at::Tensor lambda_1_, lambda_2_;                                 // [hidden], BEiT's layer scale
+  double drop_path_rate_;
 };
 
 // HF ViTModel: its outputs are the last hidden state (after the final layernorm) and, with the
-// pooler, act(dense(hidden[:, 0])).
+// pooler, act(dense(hidden[:, 0])). BeitModel: the pooler is pooler.layernorm over the mean of
+// the patch tokens (mean pooling, no final layernorm) or the class token's state.
 class ViTModel : public Model {
  public:
   ViTModel(const BuildContext& ctx, const ViTConfig& config, bool pooler);
@@ -62,10 +86,14 @@ class ViTModel : public Model {
   layers::LayerStack<ViTLayer> layers_;
   std::shared_ptr<layers::LayerNorm> layernorm_;
   std::shared_ptr<layers::Linear> pooler_;
+  std::shared_ptr<layers::LayerNorm> pooler_norm_;  // BEiT's mean pooling
+  bool pools_ = false;
+  std::shared_ptr<RelativePositionTable> shared_bias_;  // BEiT's shared table (every stage)
 };
 
 // ViTForImageClassification: ViTModel under "vit" (no pooler) and a replicated classifier on the
-// class token's final hidden state (num_labels rarely divides by tp).
+// class token's final hidden state (num_labels rarely divides by tp). BeitForImageClassification:
+// BeitModel under "beit" with its pooler, the classifier on the pooled output.
 class ViTForImageClassification : public Model {
  public:
   ViTForImageClassification(const BuildContext& ctx, const ViTConfig& config);
@@ -75,6 +103,7 @@ class ViTForImageClassification : public Model {
   ModelTask task() const override { return ModelTask::kSequenceClassification; }
 
  private:
+  bool beit_;  // the classifier reads the pooler's output
   std::shared_ptr<ViTModel> vit_;
   std::shared_ptr<layers::Linear> classifier_;
 };

@@ -3,6 +3,8 @@
 // hidden state and pooler output), on a square model and on one of non-square images and patches,
 // one channel, no q / k / v biases, another pooler; the patch embedding split by output channels
 // when a policy rule asks; positions interpolated for other image sizes as HF interpolates them.
+// BEiT (BeitForImageClassification, BeitModel) the same way, with a bias table per layer (layer
+// scale, mean pooling) and with one table shared by every layer (held by each pipeline stage).
 #include "family_checks.h"
 
 namespace shardformer::testing {
@@ -19,12 +21,13 @@ class ViTFamily : public ::testing::TestWithParam<Case> {};
 
 TEST_P(ViTFamily, ClassifierAndBaseMatchHF) {
   const Case& c = GetParam();
+  const std::string family = c.model.starts_with("tiny-beit") ? "Beit" : "ViT";
   on_ranks(c.model, c.layout,
            [&](const ModelFixture& f, const distributed::ProcessMesh* mesh, int) {
-             const auto classifier = layout_session(f, mesh, "ViTForImageClassification");
+             const auto classifier = layout_session(f, mesh, family + "ForImageClassification");
              check_output_loss_and_grads(f, *classifier, mesh, "forward_logits", "train_labels",
                                          "train_loss", "grad.");
-             const auto base = layout_session(f, mesh, "ViTModel");
+             const auto base = layout_session(f, mesh, family + "Model");
              const at::Tensor hidden = base->forward(f.forward_inputs());
              if (base->holds_output()) {
                expect_close_to_hf(f, hidden, "forward_last_hidden_state", kOutputAtol, 0.0,
@@ -37,7 +40,7 @@ TEST_P(ViTFamily, ClassifierAndBaseMatchHF) {
                             kOutputAtol, 0.0, "pooler output");
              }
              check_bfloat16_logits(
-                 f, *layout_session(f, mesh, "ViTForImageClassification", {}, at::kBFloat16));
+                 f, *layout_session(f, mesh, family + "ForImageClassification", {}, at::kBFloat16));
            });
 }
 
@@ -45,6 +48,8 @@ std::vector<Case> cases() {
   std::vector<Case> all;
   for (const Layout& layout : standard_layouts()) all.push_back({"tiny-vit", layout});
   for (const Layout& layout : standard_layouts()) all.push_back({"tiny-vit-options", layout});
+  for (const Layout& layout : standard_layouts()) all.push_back({"tiny-beit", layout});
+  for (const Layout& layout : standard_layouts()) all.push_back({"tiny-beit-shared", layout});
   return all;
 }
 
