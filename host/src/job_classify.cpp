@@ -77,7 +77,12 @@ void run_classify(const JobConfig& config, Session& session, bool writer, std::o
     const auto preprocessing = std::chrono::steady_clock::now();
     std::vector<at::Tensor> pixels;
     for (size_t i = first; i < last; ++i) {
-      pixels.push_back(vision::pixel_values(images[i], processor));  // [3, h, w]
+      try {
+        pixels.push_back(vision::pixel_values(images[i], processor));  // [3, h, w]
+      } catch (const ConfigError& e) {
+        throw ConfigError(str(config.source.string(), ": classify.images[", i,
+                              "]: ", c.images[i].string(), ": ", e.what()));
+      }
     }
     ForwardInputs inputs;
     inputs.pixel_values = at::stack(pixels);  // [batch, 3, h, w]

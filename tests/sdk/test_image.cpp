@@ -165,6 +165,11 @@ TEST(ImageProcessorSettings, ThoseTheHostDoesNotApplyAreRefusedByName) {
   EXPECT_EQ(o.size.height, 384);
   EXPECT_EQ(o.size.width, 384);
   EXPECT_THROW(ImageProcessorOptions::from_folder(image_dir() / "no_model_here"), CheckpointError);
+  // A shortest edge that would blow a thin image up past the pixel limit is refused.
+  const ImageProcessorOptions thin =
+      ImageProcessorOptions::from_file(settings_file(R"({"size": {"shortest_edge": 224}})"));
+  const Image line{.width = 1, .height = 1000000, .rgb = std::vector<uint8_t>(3000000)};
+  EXPECT_THROW(pixel_values(line, thin), ConfigError);
 }
 
 TEST(ExifOrientation, MalformedBlocksReadAsUpright) {

@@ -153,6 +153,12 @@ std::array<int64_t, 2> resized_size(const Image& image, const ImageProcessorOpti
   const auto long_out =
       static_cast<int64_t>(static_cast<double>(s.shortest_edge) * static_cast<double>(long_side) /
                            static_cast<double>(short_side));
+  if (long_out > kMaxImagePixels / s.shortest_edge) {
+    throw ConfigError(str("an image of ", image.width, " x ", image.height,
+                          " pixels resized to a "
+                          "shortest edge of ",
+                          s.shortest_edge, " would hold more than ", kMaxImagePixels, " pixels"));
+  }
   return portrait ? std::array<int64_t, 2>{long_out, s.shortest_edge}
                   : std::array<int64_t, 2>{s.shortest_edge, long_out};
 }

@@ -58,11 +58,13 @@ struct ImageProcessorOptions {
   static ImageProcessorOptions from_folder(const std::filesystem::path& folder);
 };
 
-// The (height, width) the resize step gives an image of this size.
+// The (height, width) the resize step gives an image of this size. Throws ConfigError when a
+// shortest-edge rule would make it larger than kMaxImagePixels (a very long, thin image).
 std::array<int64_t, 2> resized_size(const Image& image, const ImageProcessorOptions& options);
 
 // HF's pixel_values of one image [3, height, width] fp32: resized (PIL), centre-cropped (zero
 // padded where the crop is larger), rescaled (in float64, then fp32) and normalized (fp32).
+// Throws ConfigError as resized_size() does.
 at::Tensor pixel_values(const Image& image, const ImageProcessorOptions& options);
 
 }  // namespace shardformer::vision
