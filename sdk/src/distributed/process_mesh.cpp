@@ -256,6 +256,11 @@ ProcessMesh::ProcessMesh(int rank, MeshShape shape, const MeshOptions& options)
     sp_ = r.make_group("sp",
                        r.axis_members([](MeshCoordinate& c, int64_t i) { c.sp = i; }, shape.sp));
   }
+  // Every rank has connected all of its groups before any goes on: a rank that finished its side
+  // of a group's connections and then failed or exited at once (a model refused at build) would
+  // otherwise close the sockets of a peer still connecting, failing it with a connection error
+  // instead of its own.
+  exchange("mesh_ready", "1");
   log::debug(str("mesh ready: dp ", coordinate_.dp, "/", shape.dp, ", pp ", coordinate_.pp, "/",
                  shape.pp, ", sp ", coordinate_.sp, "/", shape.sp, ", tp ", coordinate_.tp, "/",
                  shape.tp));
