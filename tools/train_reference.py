@@ -292,13 +292,15 @@ def final_state(model, opt):
     return out
 
 
-def dropout_free_copy(source: pathlib.Path, out: pathlib.Path) -> pathlib.Path:
+def dropout_free_copy(source: pathlib.Path, out: pathlib.Path, activation: str = None) -> pathlib.Path:
     target = out / "model"
     target.mkdir(parents=True, exist_ok=True)
     config = json.loads((source / "config.json").read_text())
     for key, value in config.items():
         if ("dropout" in key or "pdrop" in key) and isinstance(value, (int, float)):
             config[key] = 0.0
+    if activation:
+        config["activation_function"] = activation
     (target / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     for file in source.glob("*.safetensors*"):
         shutil.copyfile(file, target / file.name)
@@ -322,6 +324,9 @@ def main() -> None:
     parser.add_argument("--dtype", default="float32", choices=["float32"],
                         help="only float32 for now (no bf16 reference yet)")
     parser.add_argument("--model", help="train MODELS_DIR/MODEL instead of making tiny-gpt2-train")
+    parser.add_argument("--activation", help="the copy's activation_function: a smooth one for a "
+                        "ReLU model, whose kink turns a one-ulp difference into a different "
+                        "gradient (a 20-step trajectory then follows the rounding, not the math)")
     parser.add_argument("--mlm", type=float, help="masked-LM: the masking probability")
     parser.add_argument("--mask-token-id", type=int, default=4)
     parser.add_argument("--classify", action="store_true",
@@ -340,7 +345,7 @@ def main() -> None:
     torch.use_deterministic_algorithms(True)
     started = time.perf_counter()
 
-    checkpoint = (dropout_free_copy(args.models / args.model, args.out) if args.model
+    checkpoint = (dropout_free_copy(args.models / args.model, args.out, args.activation) if args.model
                   else ensure_checkpoint(args.models))
     tokens = make_data(args.out)
     n = NUM_TOKENS // SEQ_LEN
