@@ -221,6 +221,30 @@ int main(int argc, char** argv) {
         read);
   }
 
+  // A decoding step's attention in SmolLM2-135M (30 layers, 9 query heads over 3 KV heads of 64)
+  // over a 512-token cache, against repeated KV heads and SDPA.
+  std::printf(
+      "\n| a decoding step's piece, SmolLM2-135M x 30 layers | ours ms | before ms | before / ours"
+      " |\n|---|---|---|---|\n");
+  const at::Tensor q1 = at::randn({1, 1, 9, 64}).transpose(1, 2);  // [1, 9, 1, 64]
+  const at::Tensor cache_k = at::randn({1, 3, 1024, 64}).narrow(2, 0, 512);
+  const at::Tensor cache_v = at::randn({1, 3, 1024, 64}).narrow(2, 0, 512);
+  const double cached = best_seconds([&] {
+    for (int i = 0; i < 30; ++i) kernels::cached_attention(q1, cache_k, cache_v, {}, 0.125);
+  });
+  const double sdpa = best_seconds([&] {
+    for (int i = 0; i < 30; ++i) {
+      at::scaled_dot_product_attention(q1, cache_k.repeat_interleave(3, 1),
+                                       cache_v.repeat_interleave(3, 1), {}, 0.0, false, 0.125)
+          .transpose(1, 2)
+          .reshape({1, 1, -1});
+    }
+  });
+  std::printf(
+      "| attention, 1 query over 512 cached keys: cached_attention against repeat_interleave +"
+      " SDPA | %.3f | %.3f | %.2f |\n",
+      cached * 1e3, sdpa * 1e3, sdpa / cached);
+
   // A short prompt's products (prefill): up to kSkinnyRows rows take the skinny product, which
   // reads the weight once per 8 rows; the packed GEMM reads it once but packs it first. Weights
   // streamed from memory, as in a model larger than the caches: each call takes the next of

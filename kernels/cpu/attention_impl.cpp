@@ -1,7 +1,8 @@
 // Causal self-attention for inference on the packed GEMM (gemm_impl.cpp), compiled per
 // instruction set like the other kernels: per (batch, head) and block of queries, the scores
 // against the keys up to the block's last query, an exact softmax per row, and their product
-// with the values. The blocks above the diagonal are never computed.
+// with the values. The blocks above the diagonal are never computed. Decoding's few queries over
+// a KV cache take cached_attention: dot products, an exact softmax and a weighted sum per query.
 #include "gemm_impl.h"
 #include "kernel_table.h"
 #include "vec_common.h"
@@ -74,7 +75,68 @@ void attend_one(const float* q, const float* k, const float* v, float* out, cons
   }
 }
 
+float dot(const float* a, const float* b, int64_t n) {
+  Vec acc(0.f);
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    acc = at::vec::fmadd(Vec::loadu(a + i), Vec::loadu(b + i), acc);
+  float sum = at::vec::vec_reduce_all<float>([](Vec& x, Vec& y) { return x + y; }, acc);
+  for (; i < n; ++i) sum += a[i] * b[i];
+  return sum;
+}
+
+// y[0 : n] += p * x[0 : n]
+void add_scaled(float* y, const float* x, float p, int64_t n) {
+  const Vec vp(p);
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    at::vec::fmadd(vp, Vec::loadu(x + i), Vec::loadu(y + i)).store(y + i);
+  for (; i < n; ++i) y[i] += p * x[i];
+}
+
+// One query of one head: out [dim] = softmax(q . k[j] * scale over the keys it sees) v.
+// Keys past `keys` are not seen (causal).
+void attend_query(const float* q, const float* k, const float* v, const bool* seen, int64_t keys,
+                  float* out, const CachedAttentionShape& s, float scale, float* scores) {
+  const float lowest = -std::numeric_limits<float>::infinity();
+  bool any = false;
+  for (int64_t j = 0; j < s.keys; ++j) {
+    const bool visible = j < keys && (seen == nullptr || seen[j]);
+    any = any || visible;
+    scores[j] = visible ? dot(q, k + j * s.k.row, s.dim) * scale : lowest;
+  }
+  std::fill(out, out + s.dim, 0.f);
+  if (!any) return;
+  const float sum = exp_and_sum(scores, s.keys, max_of(scores, s.keys), 1.f);
+  for (int64_t j = 0; j < s.keys; ++j) {
+    if (scores[j] != 0.f) add_scaled(out, v + j * s.v.row, scores[j], s.dim);
+  }
+  scale_row(out, s.dim, 1.f / sum);
+}
+
 }  // namespace
+
+void cached_attention(const float* q, const float* k, const float* v, const bool* mask, float* out,
+                      const CachedAttentionShape& s, float scale) {
+  const int64_t group = s.heads / s.kv_heads;
+  // At least about 64K multiply-adds a thread: a decoding step's heads over short caches are
+  // cheaper than waking a second thread.
+  const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, 2 * s.keys * s.dim));
+  at::parallel_for(0, s.batch * s.heads, grain, [&](int64_t begin, int64_t end) {
+    std::vector<float> scores(static_cast<size_t>(s.keys));
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t b = t / s.heads, h = t % s.heads, kv = h / group;
+      for (int64_t i = 0; i < s.queries; ++i) {
+        attend_query(q + b * s.q.batch + h * s.q.head + i * s.q.row,
+                     k + b * s.k.batch + kv * s.k.head, v + b * s.v.batch + kv * s.v.head,
+                     mask != nullptr ? mask + b * s.mask_batch + i * s.mask_query : nullptr,
+                     s.causal ? s.keys - s.queries + i + 1 : s.keys,
+                     out + b * s.out.batch + h * s.out.head + i * s.out.row, s, scale,
+                     scores.data());
+      }
+    }
+  });
+}
 
 void causal_attention(const float* q, const float* k, const float* v, float* out,
                       const AttentionShape& s, float scale) {

@@ -64,7 +64,8 @@ bool gemm_enabled() {
     // MKL chooses its code by vendor: on Intel's CPUs its own AVX-512 / AVX2 paths, elsewhere
     // AVX2 code that reaches 42-46% of an AVX-512 core's FMA peak and trails this GEMM's AVX2
     // kernels by 6-24% on GPT-2's products (measured on a Zen 5 held to AVX2 code;
-    // bench/gemm_libraries.py, docs/benchmarks.md).
+    // bench/gemm_libraries.py, docs/benchmarks.md). On Intel's, MKL's own AVX-512 code ran
+    // 0.97-1.54x faster than this GEMM on most of GPT-2's products (an Emerald Rapids Xeon).
     __builtin_cpu_init();
     const std::string isa = capability();
     return (isa == "AVX512" || isa == "AVX2") && !__builtin_cpu_is("intel");
@@ -178,6 +179,66 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
   active_table().causal_attention(q.data_ptr<float>(), k.data_ptr<float>(), v.data_ptr<float>(),
                                   out.data_ptr<float>(), shape, static_cast<float>(scale));
   return out;
+}
+
+bool cached_attention_applies(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                              const at::Tensor& mask) {
+  for (const at::Tensor* t : {&q, &k, &v}) {
+    if (!t->device().is_cpu() || t->scalar_type() != at::kFloat || t->dim() != 4 ||
+        (t->size(3) > 1 && t->stride(3) != 1)) {
+      return false;
+    }
+  }
+  const int64_t batch = q.size(0), queries = q.size(2), keys = k.size(2);
+  if (k.sizes() != v.sizes() || k.size(0) != batch || k.size(3) != q.size(3) || k.size(1) == 0 ||
+      q.size(1) % k.size(1) != 0) {
+    return false;
+  }
+  if (!mask.defined()) return true;
+  return mask.device().is_cpu() && mask.scalar_type() == at::kBool && mask.dim() == 4 &&
+         (mask.size(0) == batch || mask.size(0) == 1) && mask.size(1) == 1 &&
+         (mask.size(2) == queries || mask.size(2) == 1) && mask.size(3) == keys &&
+         (keys <= 1 || mask.stride(3) == 1);
+}
+
+at::Tensor cached_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                            const at::Tensor& mask, double scale, bool causal) {
+  TORCH_CHECK(cached_attention_applies(q, k, v, mask), "cached_attention: q ", q.sizes(), ", k ",
+              k.sizes(), ", v ", v.sizes(), " and mask ",
+              mask.defined() ? mask.sizes() : at::IntArrayRef{},
+              " must be fp32 CPU tensors [batch, heads, queries, dim], [batch, kv_heads, keys, dim]"
+              " (dim contiguous) and a boolean mask [batch, 1, queries, keys]");
+  const int64_t batch = q.size(0), heads = q.size(1), queries = q.size(2), dim = q.size(3);
+  const at::Tensor out = at::empty({batch, queries, heads, dim}, q.options());
+  if (out.numel() == 0) return out.view({batch, queries, heads * dim});
+  const auto strides = [](const at::Tensor& t) {
+    return AttentionStrides{t.stride(0), t.stride(1), t.stride(2)};
+  };
+  const KernelTimeScope timed([&] {
+    return kernel_call("cached_attention", {{"batch", batch},
+                                            {"heads", heads},
+                                            {"queries", queries},
+                                            {"keys", k.size(2)},
+                                            {"dim", dim}});
+  });
+  const auto broadcast_stride = [&](int64_t d) { return mask.size(d) == 1 ? 0 : mask.stride(d); };
+  const CachedAttentionShape shape{.batch = batch,
+                                   .heads = heads,
+                                   .kv_heads = k.size(1),
+                                   .queries = queries,
+                                   .keys = k.size(2),
+                                   .dim = dim,
+                                   .q = strides(q),
+                                   .k = strides(k),
+                                   .v = strides(v),
+                                   .out = strides(out.transpose(1, 2)),
+                                   .mask_batch = mask.defined() ? broadcast_stride(0) : 0,
+                                   .mask_query = mask.defined() ? broadcast_stride(2) : 0,
+                                   .causal = causal};
+  active_table().cached_attention(q.data_ptr<float>(), k.data_ptr<float>(), v.data_ptr<float>(),
+                                  mask.defined() ? mask.data_ptr<bool>() : nullptr,
+                                  out.data_ptr<float>(), shape, static_cast<float>(scale));
+  return out.view({batch, queries, heads * dim});
 }
 
 bool skinny_linear_applies(const at::Tensor& x, const at::Tensor& weight) {

@@ -29,4 +29,8 @@ void gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t ars, int64_t 
 void causal_attention(const float* q, const float* k, const float* v, float* out,
                       const AttentionShape& shape, float scale);
 
+// A few queries over a KV cache (decoding), heads grouped over KV heads (attention_impl.cpp).
+void cached_attention(const float* q, const float* k, const float* v, const bool* mask, float* out,
+                      const CachedAttentionShape& shape, float scale);
+
 }  // namespace shardformer::kernels::CPU_CAPABILITY

@@ -17,6 +17,18 @@ struct AttentionShape {
   AttentionStrides q, k, v, out;
 };
 
+// The operands of cached_attention: q and out [batch, heads, queries, dim]; k and v [batch,
+// kv_heads, keys, dim] (a KV cache's filled part); mask, where given, boolean [batch, queries,
+// keys] with the keys contiguous (stride 0 for a batch or query dimension it broadcasts);
+// causal: the queries are the last `queries` positions, query i seeing keys up to
+// keys - queries + i.
+struct CachedAttentionShape {
+  int64_t batch, heads, kv_heads, queries, keys, dim;
+  AttentionStrides q, k, v, out;
+  int64_t mask_batch, mask_query;
+  bool causal;
+};
+
 struct KernelTable {
   // y[m, n] = x[m, k] . W + bias: W is [n, k] (k_major false) or [k, n] (k_major true).
   void (*skinny_linear)(const float* x, int64_t m, int64_t k, const float* w, int64_t n,
@@ -61,6 +73,12 @@ struct KernelTable {
   // out = softmax(q k^T * scale, query i seeing keys 0..i) v for every (batch, head).
   void (*causal_attention)(const float* q, const float* k, const float* v, float* out,
                            const AttentionShape& shape, float scale);
+  // out = softmax(q k^T * scale) v for every (batch, head), head h reading the keys and values
+  // of KV head h / (heads / kv_heads); query i sees key j where mask[b, i, j] is true (every
+  // key without a mask) and, when causal, j <= keys - queries + i. A query that sees no key
+  // gets zeros.
+  void (*cached_attention)(const float* q, const float* k, const float* v, const bool* mask,
+                           float* out, const CachedAttentionShape& shape, float scale);
   // c[i * ldc + j] (=|+=) sum_p a[i * ars + p * acs] * b[p * brs + j * bcs] (+ bias[j]):
   // the packed GEMM of gemm_impl.cpp; with `packed` (B packed whole, b null) the same bits.
   void (*gemm)(int64_t m, int64_t n, int64_t k, const float* a, int64_t ars, int64_t acs,

@@ -443,9 +443,9 @@ void softmax_xent_grad(const float* x, const float* max, const float* sum, const
 
 }  // namespace
 
-const KernelTable table{&skinny_linear, &bias_gelu_tanh, &gelu_tanh_backward, &add_layer_norm,
-                        &rms_norm,      &rotary,         &softmax_stats,      &softmax_xent_grad,
-                        &sum_terms,     &sum_add_norm,   &gemm_workspace,     &causal_attention,
-                        &gemm,          &packed_b_size,  &pack_b_whole};
+const KernelTable table{&skinny_linear,    &bias_gelu_tanh, &gelu_tanh_backward, &add_layer_norm,
+                        &rms_norm,         &rotary,         &softmax_stats,      &softmax_xent_grad,
+                        &sum_terms,        &sum_add_norm,   &gemm_workspace,     &causal_attention,
+                        &cached_attention, &gemm,           &packed_b_size,      &pack_b_whole};
 
 }  // namespace shardformer::kernels::CPU_CAPABILITY

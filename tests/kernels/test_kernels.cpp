@@ -11,6 +11,7 @@
 #include <array>
 #include <cmath>
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -217,6 +218,66 @@ TEST_P(Kernels, CausalAttentionMatchesFp64Softmax) {
         const at::Tensor size = at::matmul(probs, v.to(at::kDouble).abs());
         EXPECT_LT(worst(out, want, size, 1e-30), 1e-5)
             << "seq " << seq << " dim " << dim << " threads " << use_threads;
+      }
+    }
+  }
+  at::set_num_threads(threads);
+}
+
+// Decoding's attention over a KV cache against fp64 softmax: grouped heads (9 query heads over
+// 3 KV heads, as SmolLM2), 1 to 3 queries (causal or masked), caches of 1 to 130 keys read through
+// a longer buffer's strides, head sizes with vector tails, masks broadcast over the batch or the
+// queries and a query that sees no key (zeros), over 1 and 3 threads.
+TEST_P(Kernels, CachedAttentionMatchesFp64Softmax) {
+  const kernels::KernelTable& t = *GetParam().table;
+  at::manual_seed(3);
+  const int threads = at::get_num_threads();
+  const int64_t batch = 2, heads = 9, kv_heads = 3;
+  for (const int use_threads : {1, 3}) {
+    at::set_num_threads(use_threads);
+    for (const int64_t keys : {1, 17, 130}) {
+      for (const int64_t queries : {1, 3}) {
+        for (const int64_t dim : {8, 64, 70}) {
+          for (const bool masked : {false, true}) {
+            const bool causal = !masked && keys >= queries;
+            const at::Tensor q = at::randn({batch, queries, heads, dim}).transpose(1, 2) * 2;
+            const at::Tensor k = at::randn({batch, kv_heads, 140, dim}).narrow(2, 0, keys) * 2;
+            const at::Tensor v = at::randn({batch, kv_heads, 140, dim}).narrow(2, 0, keys);
+            at::Tensor mask = at::rand({batch, 1, queries, keys}) > 0.3;
+            if (masked) mask.select(2, 0).select(0, 1).fill_(false);  // query 0 of batch 1: none
+            // Unmasked runs are causal where the cache holds the queries' positions.
+            const at::Tensor seen = masked ? mask
+                                           : (causal ? at::ones({queries, keys}, at::kBool)
+                                                           .tril(keys - queries)
+                                                           .expand_as(mask)
+                                                     : at::ones_like(mask));
+            const double scale = 1.0 / std::sqrt(static_cast<double>(dim));
+            at::Tensor out = at::empty({batch, queries, heads, dim}).transpose(1, 2);
+            const auto strides = [](const at::Tensor& x) {
+              return kernels::AttentionStrides{x.stride(0), x.stride(1), x.stride(2)};
+            };
+            const kernels::CachedAttentionShape shape{
+                batch,      heads,      kv_heads,   queries,      keys,           dim,
+                strides(q), strides(k), strides(v), strides(out), mask.stride(0), mask.stride(2),
+                causal};
+            t.cached_attention(q.data_ptr<float>(), k.data_ptr<float>(), v.data_ptr<float>(),
+                               masked ? mask.data_ptr<bool>() : nullptr, out.data_ptr<float>(),
+                               shape, static_cast<float>(scale));
+            const at::Tensor k64 = k.to(at::kDouble).repeat_interleave(heads / kv_heads, 1);
+            const at::Tensor v64 = v.to(at::kDouble).repeat_interleave(heads / kv_heads, 1);
+            const at::Tensor scores = at::matmul(q.to(at::kDouble), k64.transpose(-2, -1)) * scale;
+            const at::Tensor probs =  // fully masked rows: 0, not NaN
+                at::softmax(scores.masked_fill(seen.logical_not(), -INFINITY), -1).nan_to_num(0.0);
+            const at::Tensor want = at::matmul(probs, v64);
+            const at::Tensor size = at::matmul(probs, v64.abs());
+            EXPECT_LT(worst(out, want, size, 1e-30), 1e-5)
+                << "keys " << keys << " queries " << queries << " dim " << dim << " masked "
+                << masked << " causal " << causal << " threads " << use_threads;
+            if (masked) {
+              EXPECT_TRUE(at::equal(out.select(0, 1).select(1, 0), at::zeros({heads, dim})));
+            }
+          }
+        }
       }
     }
   }
@@ -535,6 +596,41 @@ TEST(KernelEntryPoints, CausalAttentionMatchesSdpaAndRefusesWhatItCannotServe) {
   EXPECT_FALSE(kernels::causal_attention_applies(q.transpose(2, 3), k, v));   // dim strided
   EXPECT_FALSE(kernels::causal_attention_applies(q.to(at::kDouble), k, v));   // fp64
   EXPECT_THROW(kernels::causal_attention(q, k, v.narrow(1, 0, 3), 0.25), c10::Error);
+}
+
+TEST(KernelEntryPoints, CachedAttentionMatchesSdpaAndRefusesWhatItCannotServe) {
+  at::manual_seed(4);
+  const at::Tensor q = at::randn({2, 6, 1, 16}), k = at::randn({2, 2, 40, 16}),
+                   v = at::randn({2, 2, 40, 16});
+  // A padding mask as attention_mask() makes it: [batch, 1, 1, keys], expanded over nothing.
+  at::Tensor mask = at::ones({2, 1, 1, 40}, at::kBool);
+  mask.select(0, 0).narrow(-1, 0, 5).fill_(false);
+  const at::Tensor full_k = k.repeat_interleave(3, 1), full_v = v.repeat_interleave(3, 1);
+  for (const bool masked : {false, true}) {
+    const at::Tensor m = masked ? mask : at::Tensor();
+    const at::Tensor out = kernels::cached_attention(q, k, v, m, 0.25);
+    EXPECT_EQ(out.sizes(), (at::IntArrayRef{2, 1, 6 * 16}));
+    const at::Tensor want = at::scaled_dot_product_attention(
+        q, full_k, full_v, masked ? std::optional<at::Tensor>(mask) : std::nullopt, 0.0, false,
+        0.25);
+    EXPECT_TRUE(at::allclose(out, want.transpose(1, 2).reshape({2, 1, -1}), 1e-5, 1e-6));
+  }
+  // A causal prompt without a mask (its queries the cache's last positions) as SDPA's is_causal.
+  const at::Tensor prompt = at::randn({2, 6, 5, 16});
+  const at::Tensor last_k = full_k.narrow(2, 35, 5), last_v = full_v.narrow(2, 35, 5);
+  EXPECT_TRUE(at::allclose(
+      kernels::cached_attention(prompt, k.narrow(2, 35, 5), v.narrow(2, 35, 5), {}, 0.25, true),
+      at::scaled_dot_product_attention(prompt, last_k, last_v, {}, 0.0, true, 0.25)
+          .transpose(1, 2)
+          .reshape({2, 5, -1}),
+      1e-5, 1e-6));
+  EXPECT_FALSE(kernels::cached_attention_applies(q, k.narrow(1, 0, 1).expand({2, 4, 40, 16}), v,
+                                                 {}));  // 6 heads over 4 KV heads
+  EXPECT_FALSE(kernels::cached_attention_applies(q, k, v.narrow(2, 0, 39), {}));  // lengths differ
+  EXPECT_FALSE(kernels::cached_attention_applies(q.transpose(2, 3), k, v, {}));   // dim strided
+  EXPECT_FALSE(kernels::cached_attention_applies(q, k, v, mask.to(at::kFloat)));  // additive mask
+  EXPECT_FALSE(kernels::cached_attention_applies(q, k, v, at::ones({2, 6, 1, 40}, at::kBool)));
+  EXPECT_THROW(kernels::cached_attention(q.to(at::kDouble), k, v, {}, 0.25), c10::Error);
 }
 
 TEST(KernelEntryPoints, RotaryKeepsTheLayoutAndRefusesWhatItCannotServe) {

@@ -136,6 +136,17 @@ at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
   return at::matmul(probs, v);  // [b, h, q, head_dim]
 }
 
+// Whether a decoding step's few queries take kernels::cached_attention, which reads the cache's
+// KV heads in place (no repeated keys, no SDPA call): inference on fp32 CPU tensors, softmax
+// attention without ALiBi or dropout.
+bool decoding_kernel(const at::Tensor& q, const at::Tensor& keys, const at::Tensor& values,
+                     const AttentionArgs& args) {
+  constexpr int64_t kDecodingQueries = 8;
+  return args.cache != nullptr && q.size(2) <= kDecodingQueries && !args.bias.defined() &&
+         (args.dropout == nullptr || !args.dropout->active()) && use_inference_kernel({}) &&
+         kernels::cached_attention_applies(q, keys, values, args.mask);
+}
+
 // DeepSpeed-Ulysses: q [b, heads, seq/sp, d] -> [b, heads/sp, seq, d] by all-to-all (k, v too),
 // attention over the whole sequence, and back -> [b, heads, seq/sp, d].
 at::Tensor ulysses(const at::Tensor& q, at::Tensor k, at::Tensor v, const AttentionArgs& args) {
@@ -185,6 +196,11 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
   }
   at::Tensor keys = k, values = v;
   if (args.cache != nullptr) std::tie(keys, values) = args.cache->append(args.layer, k, v);
+  if (decoding_kernel(q, keys, values, args)) {
+    // Without a mask a causal step's queries are the cache's last positions (a prompt's).
+    return kernels::cached_attention(q, keys, values, args.mask, args.scale,
+                                     !args.mask.defined() && args.causal);  // [b, q, h * d]
+  }
   const int64_t groups = q.size(1) / keys.size(1);
   keys = repeat_kv(keys, groups);
   values = repeat_kv(values, groups);

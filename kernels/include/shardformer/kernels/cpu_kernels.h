@@ -67,6 +67,20 @@ bool causal_attention_applies(const at::Tensor& q, const at::Tensor& k, const at
 at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                             double scale);
 
+// Whether cached_attention serves q [batch, heads, queries, dim], k and v [batch, kv_heads, keys,
+// dim] and the mask: fp32 CPU tensors, each dim contiguous, heads a multiple of kv_heads, and
+// the mask undefined or boolean [batch or 1, 1, queries or 1, keys] with the keys contiguous.
+bool cached_attention_applies(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                              const at::Tensor& mask);
+
+// softmax(q k^T * scale) v for decoding: a few queries over a KV cache, head h reading KV head
+// h / (heads / kv_heads) in place (no repeated keys), query i seeing key j where mask[b, 0, i, j]
+// is true, or every key without a mask, and with `causal` only keys j <= keys - queries + i (the
+// queries are the last positions); a query that sees none gets zeros. Returns [batch, queries,
+// heads * dim]. No autograd.
+at::Tensor cached_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                            const at::Tensor& mask, double scale, bool causal = false);
+
 // out = ((terms[0] + terms[1]) + ... ) + bias, in that order (every caller adding the same terms
 // gets the same bits): terms of out's shape, bias [out.size(-1)] or undefined; contiguous fp32.
 void sum_terms(const std::vector<at::Tensor>& terms, const at::Tensor& bias, const at::Tensor& out);
