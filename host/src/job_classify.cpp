@@ -53,7 +53,8 @@ std::vector<vision::Image> read_classify_images(const JobConfig& config) {
   return images;
 }
 
-void run_classify(const JobConfig& config, Session& session, bool writer, std::ostream& out) {
+void run_classify(const JobConfig& config, Session& session, bool writer, std::ostream& out,
+                  const JobInputs* read) {
   const ClassifySection& c = config.classify;
   if (session.model().task() != ModelTask::kSequenceClassification) {
     throw ConfigError(str(config.source.string(),
@@ -66,9 +67,15 @@ void run_classify(const JobConfig& config, Session& session, bool writer, std::o
   const vision::ImageProcessorOptions processor =
       vision::ImageProcessorOptions::from_folder(folder);
   if (writer && !c.output.empty()) check_output_path(config, c.output, "classify.output");
-  const auto decoding = std::chrono::steady_clock::now();
-  const std::vector<vision::Image> images = read_classify_images(config);
-  const double decode_seconds = seconds_since(decoding);
+  std::vector<vision::Image> decoded;
+  const bool was_read = read != nullptr && read->classify_images.has_value();
+  double decode_seconds = was_read ? read->decode_seconds : 0;
+  if (!was_read) {
+    const auto decoding = std::chrono::steady_clock::now();
+    decoded = read_classify_images(config);
+    decode_seconds = seconds_since(decoding);
+  }
+  const std::vector<vision::Image>& images = was_read ? *read->classify_images : decoded;
 
   double preprocess_seconds = 0, model_seconds = 0;
   std::vector<at::Tensor> probabilities;  // [batch, classes] per batch, where holds_output()

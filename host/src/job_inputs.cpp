@@ -56,8 +56,14 @@ void check_output_path(const JobConfig& config, const fs::path& output, const st
   }
 }
 
-void check_job_inputs(const JobConfig& config) {
-  if (config.mode == JobMode::kClassify) read_classify_images(config);
+JobInputs check_job_inputs(const JobConfig& config) {
+  JobInputs inputs;
+  if (config.mode == JobMode::kClassify) {
+    const auto decoding = std::chrono::steady_clock::now();
+    inputs.classify_images = read_classify_images(config);
+    inputs.decode_seconds = seconds_since(decoding);
+  }
+  return inputs;
 }
 
 }  // namespace shardformer::host

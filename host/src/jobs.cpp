@@ -138,7 +138,7 @@ c10::Device job_device(const JobConfig& config, int local_rank, int local_world_
 // pipeline), then the job's mode.
 void run_one_job(const JobConfig& config, const PluginRegistry& registry,
                  const distributed::ProcessMesh* mesh, int rank, c10::Device device,
-                 c10::ScalarType dtype, std::ostream& out) {
+                 c10::ScalarType dtype, std::ostream& out, const JobInputs* inputs) {
   keep_large_blocks_out_of_the_heap();
   log::info(str("RSS before loading: ", rss_mib().first, " MiB"));
   const auto start = std::chrono::steady_clock::now();
@@ -193,7 +193,7 @@ void run_one_job(const JobConfig& config, const PluginRegistry& registry,
       break;
     case JobMode::kTranscribe: run_transcribe(config, session, rank == 0, out); break;
     case JobMode::kClassify:
-      run_classify(config, session, first_tp_rank && session.holds_output(), out);
+      run_classify(config, session, first_tp_rank && session.holds_output(), out, inputs);
       break;
     case JobMode::kTrain: run_train(config, session, resume, rank, out); break;
   }
@@ -280,7 +280,7 @@ void run_job(const JobConfig& config, const PluginRegistry& registry,
       check_ranks_agree(*mesh, "job", job_identity(config));
     }
     for (int64_t job = 1; job <= run.repeat; ++job) {
-      run_one_job(config, registry, mesh.get(), rank, device, dtype, out);
+      run_one_job(config, registry, mesh.get(), rank, device, dtype, out, run.inputs);
       if (run.repeat > 1) {
         const OpenResources r = open_resources();
         const std::string line =

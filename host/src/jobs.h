@@ -5,8 +5,11 @@
 #include "launcher.h"
 #include "plugin_registry.h"
 
+#include "shardformer/vision/image.h"
+
 #include <iosfwd>
 #include <optional>
+#include <vector>
 
 namespace shardformer::host {
 
@@ -20,15 +23,24 @@ int64_t job_world_size(const JobConfig& config);
 void keep_large_blocks_out_of_the_heap();
 void reuse_freed_blocks_for_activations();
 
+// The job's input files, read before any model is built (check_job_inputs).
+struct JobInputs {
+  std::optional<std::vector<vision::Image>> classify_images;  // classify.images, decoded
+  double decode_seconds = 0;
+};
+
 struct RunOptions {
   // Runs the job this many times in the same processes (one mesh, a new session each time),
   // logging open files, sockets, mappings and RSS after each: a check for leaks.
   int64_t repeat = 1;
+  // Inputs the process has read already (a single-process job: check_job_inputs' result), so
+  // that they are not read twice; null: each rank reads its own.
+  const JobInputs* inputs = nullptr;
 };
 
 // Reads the job's input files that can be checked without a model (classify's images): a bad
 // one fails the job with a ConfigError naming its key and file before any rank starts.
-void check_job_inputs(const JobConfig& config);
+JobInputs check_job_inputs(const JobConfig& config);
 
 // Runs this rank's part of the job (rank_env: null for a single process). Rank 0 writes the
 // results to `out` (stdout); progress goes to the log. Throws shardformer::Error (or a

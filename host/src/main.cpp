@@ -173,12 +173,13 @@ int verb_run(int argc, char** argv) {
   const std::optional<host::RankEnv> rank_env = host::rank_env_from_environment();
   log::init(rank_env ? rank_env->rank : 0, log::parse_level(level));
   const int64_t world = host::job_world_size(config);
-  if (!rank_env) host::check_job_inputs(config);
+  const host::JobInputs inputs = rank_env ? host::JobInputs{} : host::check_job_inputs(config);
   if (world > 1 && !rank_env) return launch_ranks(argc, argv, world);
   log::info(str("job ", config.source.string(), ": mode ", host::job_mode_name(config.mode)));
   const auto registry =
       host::PluginRegistry::discover(plugin_dirs(parsed.vars, config.plugins.paths));
-  host::run_job(config, registry, rank_env, std::cout, {.repeat = repeat});
+  host::run_job(config, registry, rank_env, std::cout,
+                {.repeat = repeat, .inputs = rank_env ? nullptr : &inputs});
   // In-process time of the whole job (bench/bench_speed.py reads it for start to first token).
   log::info(str(
       "job finished ",

@@ -56,10 +56,11 @@ RelativePositionTable::RelativePositionTable(const BuildContext& ctx, const ViTC
       index[a * tokens_ + b] = row;
     }
   }
+  index_ = index_.view(-1).to(ctx.device());  // once here, not a host-to-device copy per forward
 }
 
 at::Tensor RelativePositionTable::bias() const {
-  const at::Tensor rows = table_.index_select(0, index_.view(-1).to(table_.device()));
+  const at::Tensor rows = table_.index_select(0, index_);
   return rows.view({tokens_, tokens_, -1}).permute({2, 0, 1}).unsqueeze(0);
 }
 

@@ -34,7 +34,7 @@ class RelativePositionTable : public torch::nn::Module {
 
  private:
   at::Tensor table_;  // [offsets, heads/tp]
-  at::Tensor index_;  // [1 + patches, 1 + patches] int64: each pair's row of the table
+  at::Tensor index_;  // [(1 + patches)^2] int64 on the model's device: each pair's row of the table
   int64_t tokens_ = 0;
 };
 

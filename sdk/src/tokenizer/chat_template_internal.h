@@ -195,10 +195,10 @@ struct Expr {
   std::vector<std::string> ops;
 };
 
-struct Node;
-using NodePtr = std::unique_ptr<Node>;
+struct TemplateNode;
+using TemplateNodePtr = std::unique_ptr<TemplateNode>;
 
-struct Node {
+struct TemplateNode {
   enum class Kind {
     kText,      // text
     kOutput,    // {{ expr }}
@@ -220,13 +220,13 @@ struct Node {
   std::vector<std::string> targets;
   std::vector<std::string> params;
   std::vector<ExprPtr> defaults;  // one per parameter, null where none
-  std::vector<NodePtr> body;
-  std::vector<NodePtr> orelse;
+  std::vector<TemplateNodePtr> body;
+  std::vector<TemplateNodePtr> orelse;
 };
 
 struct TemplateBody {
   std::string origin;
-  std::vector<NodePtr> nodes;
+  std::vector<TemplateNodePtr> nodes;
 };
 
 // ---- lexer (chat_template_lexer.cpp) ----
@@ -257,7 +257,7 @@ struct Token {
 // comments dropped, raw blocks turned into text.
 std::vector<Token> tokenize(std::string_view source, const std::string& origin);
 
-std::vector<NodePtr> parse_template(std::string_view source, const std::string& origin);
+std::vector<TemplateNodePtr> parse_template(std::string_view source, const std::string& origin);
 
 // "origin:line:col: message", the form of every error of the renderer.
 [[noreturn]] void throw_error(const std::string& origin, int line, int col,

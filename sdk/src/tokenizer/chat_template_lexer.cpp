@@ -17,7 +17,7 @@ void throw_error(const std::string& origin, int line, int col, const std::string
 
 namespace {
 
-bool is_space(char c) {
+bool is_ascii_space(char c) {
   return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
 }
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
@@ -88,14 +88,14 @@ class Lexer {
   static void apply_left_control(std::string& text, char sign, bool lstrip, bool line_starting) {
     if (sign == '-') {
       size_t end = text.size();
-      while (end > 0 && is_space(text[end - 1])) --end;
+      while (end > 0 && is_ascii_space(text[end - 1])) --end;
       text.resize(end);
     } else if (sign != '+' && lstrip) {
       size_t nl = text.rfind('\n');
       size_t l_pos = nl == std::string::npos ? 0 : nl + 1;
       if (l_pos > 0 || line_starting) {
         bool blank = l_pos < text.size();
-        for (size_t i = l_pos; i < text.size(); ++i) blank = blank && is_space(text[i]);
+        for (size_t i = l_pos; i < text.size(); ++i) blank = blank && is_ascii_space(text[i]);
         if (blank) text.resize(l_pos);
       }
     }
@@ -108,7 +108,7 @@ class Lexer {
     if (trim && starts(at, "+%}")) return at + 3;
     if (starts(at, "-%}")) {
       size_t p = at + 3;
-      while (p < src_.size() && is_space(src_[p])) ++p;
+      while (p < src_.size() && is_ascii_space(src_[p])) ++p;
       return p;
     }
     if (starts(at, "%}")) {
@@ -120,7 +120,7 @@ class Lexer {
   }
 
   size_t skip_space(size_t p) const {
-    while (p < src_.size() && is_space(src_[p])) ++p;
+    while (p < src_.size() && is_ascii_space(src_[p])) ++p;
     return p;
   }
 

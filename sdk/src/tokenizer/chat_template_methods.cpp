@@ -41,14 +41,14 @@ std::string arg_str(const Value& v, std::string_view method) {
   return v.s;
 }
 
-bool is_space(char32_t c) { return is_split_space(c, Flavor::kPython); }
+bool is_python_space(char32_t c) { return is_split_space(c, Flavor::kPython); }
 
 std::string strip(const std::string& s, const Value& chars, bool left, bool right) {
   std::u32string text = to_u32(s);
   bool by_space = chars.is_undefined() || chars.kind == K::kNone;
   std::u32string set = by_space ? std::u32string() : to_u32(arg_str(chars, "strip"));
   auto strippable = [&](char32_t c) {
-    return by_space ? is_space(c) : set.find(c) != std::u32string::npos;
+    return by_space ? is_python_space(c) : set.find(c) != std::u32string::npos;
   };
   size_t a = 0;
   size_t b = text.size();
@@ -66,18 +66,18 @@ Value split(const std::string& s, const Value& sep_value, const Value& maxsplit_
     if (from_right) std::reverse(text.begin(), text.end());
     size_t i = 0;
     while (true) {
-      while (i < text.size() && is_space(text[i])) ++i;
+      while (i < text.size() && is_python_space(text[i])) ++i;
       if (i >= text.size()) break;
       if (maxsplit >= 0 && static_cast<int64_t>(parts.size()) == maxsplit) {
         size_t end = text.size();
-        while (end > i && is_space(text[end - 1])) --end;
+        while (end > i && is_python_space(text[end - 1])) --end;
         std::u32string rest = text.substr(i, end - i);
         if (from_right) std::reverse(rest.begin(), rest.end());
         parts.push_back(to_utf8(rest));
         break;
       }
       size_t j = i;
-      while (j < text.size() && !is_space(text[j])) ++j;
+      while (j < text.size() && !is_python_space(text[j])) ++j;
       std::u32string word = text.substr(i, j - i);
       if (from_right) std::reverse(word.begin(), word.end());
       parts.push_back(to_utf8(word));
@@ -229,7 +229,7 @@ Value str_method(const std::string& s, const std::string& name, CallArgs& args) 
     bind({});
     std::u32string text = to_u32(s);
     auto pred = [&](char32_t c) {
-      return name == "isspace" ? is_space(c) : (c >= '0' && c <= '9');
+      return name == "isspace" ? is_python_space(c) : (c >= '0' && c <= '9');
     };
     if (name == "isdigit" &&
         std::any_of(text.begin(), text.end(), [](char32_t c) { return c >= 0x80; })) {

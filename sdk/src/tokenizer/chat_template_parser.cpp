@@ -9,15 +9,15 @@ namespace {
 
 using TK = Token::Kind;
 using EK = Expr::Kind;
-using NK = Node::Kind;
+using NK = TemplateNode::Kind;
 
 class Parser {
  public:
   Parser(std::vector<Token> tokens, const std::string& origin)
       : tokens_(std::move(tokens)), origin_(origin) {}
 
-  std::vector<NodePtr> run() {
-    std::vector<NodePtr> nodes = parse_body({});
+  std::vector<TemplateNodePtr> run() {
+    std::vector<TemplateNodePtr> nodes = parse_body({});
     if (cur().kind != TK::kEnd) {
       fail("unexpected '" + cur().text + "' tag: it closes no open block");
     }
@@ -86,8 +86,8 @@ class Parser {
     e->args.push_back(std::move(b));
     return e;
   }
-  NodePtr make_node(NK kind, const Token& at) {
-    auto n = std::make_unique<Node>();
+  TemplateNodePtr make_node(NK kind, const Token& at) {
+    auto n = std::make_unique<TemplateNode>();
     n->kind = kind;
     n->line = at.line;
     n->col = at.col;
@@ -97,16 +97,16 @@ class Parser {
   // ---- statements ----
 
   // Parses nodes until a `{% name %}` with a name in `end_tags` (left at that name) or the end.
-  std::vector<NodePtr> parse_body(const std::set<std::string>& end_tags) {
-    std::vector<NodePtr> nodes;
+  std::vector<TemplateNodePtr> parse_body(const std::set<std::string>& end_tags) {
+    std::vector<TemplateNodePtr> nodes;
     while (cur().kind != TK::kEnd) {
       const Token& t = cur();
       if (t.kind == TK::kText) {
-        NodePtr n = make_node(NK::kText, t);
+        TemplateNodePtr n = make_node(NK::kText, t);
         n->text = next().text;
         nodes.push_back(std::move(n));
       } else if (t.kind == TK::kVariableBegin) {
-        NodePtr n = make_node(NK::kOutput, next());
+        TemplateNodePtr n = make_node(NK::kOutput, next());
         n->expr = parse_tuple(true, {});
         expect(TK::kVariableEnd, "end of print statement ('}}')");
         nodes.push_back(std::move(n));
@@ -125,8 +125,9 @@ class Parser {
   }
 
   // Parses a block's body up to one of `end_tags`, failing at the end of the template.
-  std::vector<NodePtr> parse_block(const std::set<std::string>& end_tags, const Token& opener) {
-    std::vector<NodePtr> body = parse_body(end_tags);
+  std::vector<TemplateNodePtr> parse_block(const std::set<std::string>& end_tags,
+                                           const Token& opener) {
+    std::vector<TemplateNodePtr> body = parse_body(end_tags);
     if (cur().kind == TK::kEnd) {
       throw_error(origin_, opener.line, opener.col,
                   "unexpected end of template: this '" + opener.text +
@@ -137,7 +138,7 @@ class Parser {
 
   void end_tag() { expect(TK::kBlockEnd, "end of statement block ('%}')"); }
 
-  NodePtr parse_statement() {
+  TemplateNodePtr parse_statement() {
     if (cur().kind != TK::kName) fail("expected a statement name, got " + describe(cur()));
     const Token& t = cur();
     static const std::set<std::string> kRefused = {
@@ -148,7 +149,7 @@ class Parser {
     if (t.text == "set") return parse_set(next());
     if (t.text == "macro") return parse_macro(next());
     if (t.text == "generation") {
-      NodePtr n = make_node(NK::kBody, t);
+      TemplateNodePtr n = make_node(NK::kBody, t);
       const Token& opener = next();
       end_tag();
       n->body = parse_block({"endgeneration"}, opener);
@@ -158,7 +159,7 @@ class Parser {
     }
     if (t.text == "break" || t.text == "continue") {
       if (loop_depth_ == 0) fail("'" + t.text + "' outside of a loop");
-      NodePtr n = make_node(t.text == "break" ? NK::kBreak : NK::kContinue, next());
+      TemplateNodePtr n = make_node(t.text == "break" ? NK::kBreak : NK::kContinue, next());
       end_tag();
       return n;
     }
@@ -166,8 +167,8 @@ class Parser {
     fail("unknown statement tag '" + t.text + "' (or a closing tag with no open block)");
   }
 
-  NodePtr parse_if(const Token& opener) {
-    NodePtr n = make_node(NK::kIf, opener);
+  TemplateNodePtr parse_if(const Token& opener) {
+    TemplateNodePtr n = make_node(NK::kIf, opener);
     n->expr = parse_tuple(true, {});
     end_tag();
     n->body = parse_block({"elif", "else", "endif"}, opener);
@@ -202,8 +203,8 @@ class Parser {
     return names;
   }
 
-  NodePtr parse_for(const Token& opener) {
-    NodePtr n = make_node(NK::kFor, opener);
+  TemplateNodePtr parse_for(const Token& opener) {
+    TemplateNodePtr n = make_node(NK::kFor, opener);
     n->targets = parse_targets(false, nullptr);
     if (!skip_name("in")) fail("expected 'in' in the for statement, got " + describe(cur()));
     n->expr = parse_tuple(false, {"recursive"});
@@ -222,8 +223,8 @@ class Parser {
     return n;
   }
 
-  NodePtr parse_set(const Token& opener) {
-    NodePtr n = make_node(NK::kSet, opener);
+  TemplateNodePtr parse_set(const Token& opener) {
+    TemplateNodePtr n = make_node(NK::kSet, opener);
     std::string attribute;
     n->targets = parse_targets(true, &attribute);
     n->text = attribute;
@@ -243,8 +244,8 @@ class Parser {
     return n;
   }
 
-  NodePtr parse_macro(const Token& opener) {
-    NodePtr n = make_node(NK::kMacro, opener);
+  TemplateNodePtr parse_macro(const Token& opener) {
+    TemplateNodePtr n = make_node(NK::kMacro, opener);
     n->text = expect_name();
     expect_op("(");
     while (!skip_op(")")) {
@@ -645,7 +646,7 @@ class Parser {
 
 }  // namespace
 
-std::vector<NodePtr> parse_template(std::string_view source, const std::string& origin) {
+std::vector<TemplateNodePtr> parse_template(std::string_view source, const std::string& origin) {
   return Parser(tokenize(source, origin), origin).run();
 }
 

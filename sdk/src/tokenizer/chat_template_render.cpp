@@ -112,28 +112,28 @@ class Renderer {
     col_ = col;
   }
 
-  Flow exec(const std::vector<NodePtr>& nodes, const ScopePtr& scope, std::string& out) {
-    for (const NodePtr& n : nodes) {
+  Flow exec(const std::vector<TemplateNodePtr>& nodes, const ScopePtr& scope, std::string& out) {
+    for (const TemplateNodePtr& n : nodes) {
       Flow flow = exec_node(*n, scope, out);
       if (flow != Flow::kNormal) return flow;
     }
     return Flow::kNormal;
   }
 
-  Flow exec_node(const Node& n, const ScopePtr& scope, std::string& out) {
+  Flow exec_node(const TemplateNode& n, const ScopePtr& scope, std::string& out) {
     at(n.line, n.col);
     switch (n.kind) {
-      case Node::Kind::kText: out += n.text; return Flow::kNormal;
-      case Node::Kind::kOutput: {
+      case TemplateNode::Kind::kText: out += n.text; return Flow::kNormal;
+      case TemplateNode::Kind::kOutput: {
         Value v = eval(*n.expr, scope);
         at(n.expr->line, n.expr->col);
         out += jinja::to_str(v);
         return Flow::kNormal;
       }
-      case Node::Kind::kIf:
+      case TemplateNode::Kind::kIf:
         return exec(jinja::truthy(eval(*n.expr, scope)) ? n.body : n.orelse, scope, out);
-      case Node::Kind::kFor: return exec_for(n, scope, out);
-      case Node::Kind::kSet: {
+      case TemplateNode::Kind::kFor: return exec_for(n, scope, out);
+      case TemplateNode::Kind::kSet: {
         Value v = eval(*n.expr, scope);
         at(n.line, n.col);
         if (!n.text.empty()) {
@@ -143,21 +143,23 @@ class Renderer {
         }
         return Flow::kNormal;
       }
-      case Node::Kind::kSetBlock: {
+      case TemplateNode::Kind::kSetBlock: {
         std::string captured;
         exec(n.body, scope, captured);
         scope->set(n.targets[0], Value::string(std::move(captured)));
         return Flow::kNormal;
       }
-      case Node::Kind::kMacro: scope->set(n.text, make_macro(n, scope)); return Flow::kNormal;
-      case Node::Kind::kBreak: return Flow::kBreak;
-      case Node::Kind::kContinue: return Flow::kContinue;
-      case Node::Kind::kBody: return exec(n.body, scope, out);
+      case TemplateNode::Kind::kMacro:
+        scope->set(n.text, make_macro(n, scope));
+        return Flow::kNormal;
+      case TemplateNode::Kind::kBreak: return Flow::kBreak;
+      case TemplateNode::Kind::kContinue: return Flow::kContinue;
+      case TemplateNode::Kind::kBody: return exec(n.body, scope, out);
     }
     return Flow::kNormal;
   }
 
-  void set_attribute(const Node& n, const ScopePtr& scope, Value v) {
+  void set_attribute(const TemplateNode& n, const ScopePtr& scope, Value v) {
     const Value* target = scope->find(n.targets[0]);
     if (!target || target->kind != K::kNamespace) {
       throw Fault("cannot assign attribute on non-namespace object '" + n.targets[0] + "'");
@@ -186,7 +188,7 @@ class Renderer {
     for (size_t i = 0; i < targets.size(); ++i) scope.set(targets[i], std::move(items[i]));
   }
 
-  Flow exec_for(const Node& n, const ScopePtr& scope, std::string& out) {
+  Flow exec_for(const TemplateNode& n, const ScopePtr& scope, std::string& out) {
     Value iterable = eval(*n.expr, scope);
     at(n.line, n.col);
     std::vector<Value> items;
@@ -226,8 +228,8 @@ class Renderer {
     return Flow::kNormal;
   }
 
-  Value make_macro(const Node& n, const ScopePtr& scope) {
-    const Node* node = &n;
+  Value make_macro(const TemplateNode& n, const ScopePtr& scope) {
+    const TemplateNode* node = &n;
     // The scope holds the macro, so the macro holds it weakly (no cycle).
     std::weak_ptr<Scope> defining = scope;
     return Value::function(n.text, [this, node, defining](CallArgs& args) {

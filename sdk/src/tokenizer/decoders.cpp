@@ -12,7 +12,7 @@ namespace {
 
 // Each token's byte-level characters back to bytes (a token with any other character is kept
 // as it is), all joined and read as UTF-8 with invalid sequences replaced.
-class ByteLevel final : public Decoder {
+class ByteLevelDecoder final : public Decoder {
  public:
   void decode_chain(std::vector<std::string>& tokens) const override {
     std::string bytes;
@@ -34,9 +34,9 @@ class ByteLevel final : public Decoder {
   }
 };
 
-class Metaspace final : public Decoder {
+class MetaspaceDecoder final : public Decoder {
  public:
-  Metaspace(char32_t replacement, PrependScheme scheme)
+  MetaspaceDecoder(char32_t replacement, PrependScheme scheme)
       : replacement_(replacement), scheme_(scheme) {}
   void decode_chain(std::vector<std::string>& tokens) const override {
     for (size_t i = 0; i < tokens.size(); ++i) {
@@ -116,9 +116,9 @@ class Fuse final : public Decoder {
 };
 
 // Up to `start` leading and `stop` trailing copies of one character off every token.
-class Strip final : public Decoder {
+class StripDecoder final : public Decoder {
  public:
-  Strip(char32_t content, size_t start, size_t stop)
+  StripDecoder(char32_t content, size_t start, size_t stop)
       : content_(content), start_(start), stop_(stop) {}
   void decode_chain(std::vector<std::string>& tokens) const override {
     for (std::string& token : tokens) {
@@ -137,9 +137,9 @@ class Strip final : public Decoder {
   size_t stop_;
 };
 
-class Replace final : public Decoder {
+class ReplaceDecoder final : public Decoder {
  public:
-  Replace(Regex pattern, std::string content)
+  ReplaceDecoder(Regex pattern, std::string content)
       : pattern_(std::move(pattern)), content_(std::move(content)) {}
   void decode_chain(std::vector<std::string>& tokens) const override {
     for (std::string& token : tokens) token = pattern_.replace_all(token, content_);
@@ -151,9 +151,10 @@ class Replace final : public Decoder {
 };
 
 // "##" continuation pieces glued on, every other token after a space.
-class WordPiece final : public Decoder {
+class WordPieceDecoder final : public Decoder {
  public:
-  WordPiece(std::string prefix, bool cleanup) : prefix_(std::move(prefix)), cleanup_(cleanup) {}
+  WordPieceDecoder(std::string prefix, bool cleanup)
+      : prefix_(std::move(prefix)), cleanup_(cleanup) {}
   void decode_chain(std::vector<std::string>& tokens) const override {
     for (size_t i = 0; i < tokens.size(); ++i) {
       std::string& token = tokens[i];
@@ -198,9 +199,10 @@ class BpeDecoder final : public Decoder {
   std::string suffix_;
 };
 
-class Sequence final : public Decoder {
+class DecoderSequence final : public Decoder {
  public:
-  explicit Sequence(std::vector<std::unique_ptr<Decoder>> stages) : stages_(std::move(stages)) {}
+  explicit DecoderSequence(std::vector<std::unique_ptr<Decoder>> stages)
+      : stages_(std::move(stages)) {}
   void decode_chain(std::vector<std::string>& tokens) const override {
     for (const auto& stage : stages_) stage->decode_chain(tokens);
   }
@@ -208,12 +210,6 @@ class Sequence final : public Decoder {
  private:
   std::vector<std::unique_ptr<Decoder>> stages_;
 };
-
-char32_t single_char(const Node& node) {
-  const std::u32string chars = to_u32(node.string(), node);
-  if (chars.size() != 1) node.fail("expected a single character");
-  return chars[0];
-}
 
 }  // namespace
 
@@ -299,10 +295,11 @@ std::unique_ptr<Decoder> make_decoder(const Node& node) {
   const std::string type = node["type"].string();
   if (type == "ByteLevel") {
     node.only_keys({"type", "add_prefix_space", "trim_offsets", "use_regex"});
-    return std::make_unique<ByteLevel>();
+    return std::make_unique<ByteLevelDecoder>();
   }
   if (type == "Metaspace") {
-    return std::make_unique<Metaspace>(single_char(node["replacement"]), read_prepend_scheme(node));
+    return std::make_unique<MetaspaceDecoder>(single_char(node["replacement"]),
+                                              read_prepend_scheme(node));
   }
   if (type == "ByteFallback" || type == "Fuse") {
     node.only_keys({"type"});
@@ -311,17 +308,18 @@ std::unique_ptr<Decoder> make_decoder(const Node& node) {
   }
   if (type == "Strip") {
     node.only_keys({"type", "content", "start", "stop"});
-    return std::make_unique<Strip>(single_char(node["content"]), node["start"].size(),
-                                   node["stop"].size());
+    return std::make_unique<StripDecoder>(single_char(node["content"]), node["start"].size(),
+                                          node["stop"].size());
   }
   if (type == "Replace") {
     node.only_keys({"type", "pattern", "content"});
-    return std::make_unique<Replace>(read_pattern(node["pattern"]), node["content"].string());
+    return std::make_unique<ReplaceDecoder>(read_pattern(node["pattern"]),
+                                            node["content"].string());
   }
   if (type == "WordPiece") {
     node.only_keys({"type", "prefix", "cleanup"});
-    return std::make_unique<WordPiece>(node.has("prefix") ? node["prefix"].string() : "##",
-                                       !node.has("cleanup") || node["cleanup"].boolean());
+    return std::make_unique<WordPieceDecoder>(node.has("prefix") ? node["prefix"].string() : "##",
+                                              !node.has("cleanup") || node["cleanup"].boolean());
   }
   if (type == "BPEDecoder") {
     node.only_keys({"type", "suffix"});
@@ -335,7 +333,7 @@ std::unique_ptr<Decoder> make_decoder(const Node& node) {
     for (size_t i = 0; i < list.value.size(); ++i) {
       if (auto stage = make_decoder(list.at(i))) stages.push_back(std::move(stage));
     }
-    return std::make_unique<Sequence>(std::move(stages));
+    return std::make_unique<DecoderSequence>(std::move(stages));
   }
   node["type"].fail(str("decoder \"", type,
                         "\" is not supported (supported: ByteLevel, Metaspace, ByteFallback, "

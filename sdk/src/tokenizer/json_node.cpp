@@ -17,6 +17,12 @@ std::u32string to_u32(const std::string& text, const Node& node) {
   }
 }
 
+char32_t single_char(const Node& node) {
+  const std::u32string chars = to_u32(node.string(), node);
+  if (chars.size() != 1) node.fail("expected a single character");
+  return chars[0];
+}
+
 void add_vocab_entry(TokenizerData& data, const std::string& token, int64_t id) {
   data.vocab[token] = id;
   data.assign_id(token, id);

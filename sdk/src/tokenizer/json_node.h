@@ -101,6 +101,8 @@ struct Node {
 
 // Decodes a string of the file as UTF-8, failing with the node's file and key.
 std::u32string to_u32(const std::string& text, const Node& node);
+// The node's string, which must be one character (a Metaspace replacement, a Strip content).
+char32_t single_char(const Node& node);
 // Adds a vocabulary entry (token -> id).
 void add_vocab_entry(TokenizerData& data, const std::string& token, int64_t id);
 // Registers an added token; its id must agree with the vocabulary when the content is there.

@@ -60,9 +60,9 @@ class Lowercase final : public Normalizer {
 };
 
 // Whitespace (Rust's char::is_whitespace) off either end.
-class Strip final : public Normalizer {
+class StripNormalizer final : public Normalizer {
  public:
-  Strip(bool left, bool right) : left_(left), right_(right) {}
+  StripNormalizer(bool left, bool right) : left_(left), right_(right) {}
   void normalize(std::string& text) const override {
     const std::u32string chars = decode_utf8(text, "text");
     size_t begin = 0;
@@ -97,9 +97,9 @@ class StripAccents final : public Normalizer {
   }
 };
 
-class Replace final : public Normalizer {
+class ReplaceNormalizer final : public Normalizer {
  public:
-  Replace(Regex pattern, std::string content)
+  ReplaceNormalizer(Regex pattern, std::string content)
       : pattern_(std::move(pattern)), content_(std::move(content)) {}
   void normalize(std::string& text) const override { text = pattern_.replace_all(text, content_); }
 
@@ -140,9 +140,10 @@ class Bert final : public Normalizer {
   NormalizerOptions options_;
 };
 
-class Sequence final : public Normalizer {
+class NormalizerSequence final : public Normalizer {
  public:
-  explicit Sequence(std::vector<std::unique_ptr<Normalizer>> stages) : stages_(std::move(stages)) {}
+  explicit NormalizerSequence(std::vector<std::unique_ptr<Normalizer>> stages)
+      : stages_(std::move(stages)) {}
   void normalize(std::string& text) const override {
     for (const auto& stage : stages_) stage->normalize(text);
   }
@@ -179,11 +180,13 @@ std::unique_ptr<Normalizer> make_normalizer(const Node& node) {
   }
   if (type == "Strip") {
     node.only_keys({"type", "strip_left", "strip_right"});
-    return std::make_unique<Strip>(node["strip_left"].boolean(), node["strip_right"].boolean());
+    return std::make_unique<StripNormalizer>(node["strip_left"].boolean(),
+                                             node["strip_right"].boolean());
   }
   if (type == "Replace") {
     node.only_keys({"type", "pattern", "content"});
-    return std::make_unique<Replace>(read_pattern(node["pattern"]), node["content"].string());
+    return std::make_unique<ReplaceNormalizer>(read_pattern(node["pattern"]),
+                                               node["content"].string());
   }
   if (type == "Prepend") {
     node.only_keys({"type", "prepend"});
@@ -209,7 +212,7 @@ std::unique_ptr<Normalizer> make_normalizer(const Node& node) {
     for (size_t i = 0; i < list.value.size(); ++i) {
       if (auto stage = make_normalizer(list.at(i))) stages.push_back(std::move(stage));
     }
-    return std::make_unique<Sequence>(std::move(stages));
+    return std::make_unique<NormalizerSequence>(std::move(stages));
   }
   node["type"].fail(str("normalizer \"", type,
                         "\" is not supported (supported: NFC, NFD, NFKC, NFKD, Lowercase, Strip, "

@@ -20,9 +20,9 @@ class Surround final : public PostProcessor {
   std::vector<int64_t> after_;
 };
 
-class Sequence final : public PostProcessor {
+class PostProcessorSequence final : public PostProcessor {
  public:
-  explicit Sequence(std::vector<std::unique_ptr<PostProcessor>> stages)
+  explicit PostProcessorSequence(std::vector<std::unique_ptr<PostProcessor>> stages)
       : stages_(std::move(stages)) {}
   void process(std::vector<int64_t>& ids) const override {
     for (const auto& stage : stages_) stage->process(ids);
@@ -114,7 +114,7 @@ std::unique_ptr<PostProcessor> make_post_processor(const Node& node, const Token
   }
   if (type == "ByteLevel") {
     node.only_keys({"type", "add_prefix_space", "trim_offsets", "use_regex"});
-    return std::make_unique<Sequence>(std::vector<std::unique_ptr<PostProcessor>>{});
+    return std::make_unique<PostProcessorSequence>(std::vector<std::unique_ptr<PostProcessor>>{});
   }
   if (type == "Sequence") {
     node.only_keys({"type", "processors"});
@@ -124,7 +124,7 @@ std::unique_ptr<PostProcessor> make_post_processor(const Node& node, const Token
     for (size_t i = 0; i < list.value.size(); ++i) {
       if (auto stage = make_post_processor(list.at(i), lookup)) stages.push_back(std::move(stage));
     }
-    return std::make_unique<Sequence>(std::move(stages));
+    return std::make_unique<PostProcessorSequence>(std::move(stages));
   }
   node["type"].fail(str("post-processor \"", type,
                         "\" is not supported (supported: TemplateProcessing, RobertaProcessing, "

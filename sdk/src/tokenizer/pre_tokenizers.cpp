@@ -116,9 +116,9 @@ class Metaspace final : public PreTokenizer {
   std::string replacement_;
 };
 
-class Sequence final : public PreTokenizer {
+class PreTokenizerSequence final : public PreTokenizer {
  public:
-  explicit Sequence(std::vector<std::unique_ptr<PreTokenizer>> stages)
+  explicit PreTokenizerSequence(std::vector<std::unique_ptr<PreTokenizer>> stages)
       : stages_(std::move(stages)) {}
   void split(std::vector<Piece>& pieces) const override {
     for (const auto& stage : stages_) stage->split(pieces);
@@ -128,19 +128,13 @@ class Sequence final : public PreTokenizer {
   std::vector<std::unique_ptr<PreTokenizer>> stages_;
 };
 
-// Two stages of Sequence: one PreTokenizer running both.
+// Two stages of PreTokenizerSequence: one PreTokenizer running both.
 std::unique_ptr<PreTokenizer> chain(std::unique_ptr<PreTokenizer> a,
                                     std::unique_ptr<PreTokenizer> b) {
   std::vector<std::unique_ptr<PreTokenizer>> stages;
   stages.push_back(std::move(a));
   stages.push_back(std::move(b));
-  return std::make_unique<Sequence>(std::move(stages));
-}
-
-char32_t single_char(const Node& node) {
-  const std::u32string chars = to_u32(node.string(), node);
-  if (chars.size() != 1) node.fail("expected a single character");
-  return chars[0];
+  return std::make_unique<PreTokenizerSequence>(std::move(stages));
 }
 
 bool is_numeric(char32_t c) { return (U_GET_GC_MASK(c) & U_GC_N_MASK) != 0; }
@@ -211,7 +205,7 @@ std::unique_ptr<PreTokenizer> make_pre_tokenizer(const Node& node) {
     for (size_t i = 0; i < list.value.size(); ++i) {
       if (auto stage = make_pre_tokenizer(list.at(i))) stages.push_back(std::move(stage));
     }
-    return std::make_unique<Sequence>(std::move(stages));
+    return std::make_unique<PreTokenizerSequence>(std::move(stages));
   }
   node["type"].fail(str("pre-tokenizer \"", type,
                         "\" is not supported (supported: ByteLevel, Split, Metaspace, Digits, "
