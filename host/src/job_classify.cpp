@@ -2,6 +2,7 @@
 // image processor prepares it (vision::pixel_values); rank 0 prints every image's labels with
 // their probabilities and writes them to a JSON lines file.
 #include "job_modes.h"
+#include "jobs.h"
 
 #include "shardformer/checkpoint_io/checkpoint.h"
 #include "shardformer/checkpoint_io/hf_config.h"

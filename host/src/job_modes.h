@@ -4,7 +4,6 @@
 #pragma once
 
 #include "job_config.h"
-#include "jobs.h"
 
 #include "shardformer/runtime/session.h"
 #include "shardformer/vision/image.h"
@@ -15,13 +14,16 @@
 
 namespace shardformer::host {
 
+struct JobInputs;  // jobs.h
+
 void run_forward(const JobConfig& config, Session& session, bool writer, std::ostream& out);
 void run_generate(const JobConfig& config, Session& session, bool writer, std::ostream& out);
 void run_embed(const JobConfig& config, Session& session, bool writer, std::ostream& out);
 void run_transcribe(const JobConfig& config, Session& session, bool writer, std::ostream& out);
-// `images`: classify.images already decoded (with the seconds that took), or null to read them.
+// `read`: the inputs this process already read (classify.images decoded, with the seconds that
+// took), or null to read them here.
 void run_classify(const JobConfig& config, Session& session, bool writer, std::ostream& out,
-                  const JobInputs* images);
+                  const JobInputs* read);
 // classify.images decoded; throws ConfigError naming the key, the file and what is wrong.
 std::vector<vision::Image> read_classify_images(const JobConfig& config);
 // Training on this `rank` (rank 0 writes); `resume`: the save to continue from (the session
