@@ -20,88 +20,85 @@ using layers::register_at;
 
 T5Block::T5Block(const BuildContext& ctx, const T5Config& c, bool decoder, int64_t layer_idx) {
   const auto norm = [&](const std::string& path) {
-    return register_at(
-        *this, path,
-        std::make_shared<layers::RMSNorm>(context_at(ctx, path), c.d_model, c.layer_norm_epsilon));
+    return register_at(*this, path,
+                       std::make_shared<layers::RMSNorm>(context_at(ctx, path), c.d_model,
+                                                         c.layer_norm_epsilon))
+        .get();
   };
   const auto dropout = [&](const std::string& path) {
     return register_at(*this, path,
-                       std::make_shared<layers::Dropout>(context_at(ctx, path), c.dropout_rate));
+                       std::make_shared<layers::Dropout>(context_at(ctx, path), c.dropout_rate))
+        .get();
   };
-  const BuildContext self = context_at(ctx, "layer.0.SelfAttention");
-  self_norm_ = norm("layer.0.layer_norm");
-  self_attn_ = register_at(*this, "layer.0.SelfAttention",
-                           std::make_shared<layers::SelfAttention>(
-                               self,
-                               layers::SelfAttentionOptions{.hidden_size = c.d_model,
-                                                            .num_heads = c.num_heads,
-                                                            .num_kv_heads = c.num_heads,
-                                                            .head_dim = c.d_kv,
-                                                            .scale = 1.0,  // T5 does not scale
-                                                            .dropout = c.dropout_rate,
-                                                            .out_name = "o",
-                                                            .q_name = "q",
-                                                            .k_name = "k",
-                                                            .v_name = "v"},
-                               layer_idx));
-  self_dropout_ = dropout("layer.0.dropout");
+  sublayers_.self_norm = norm("layer.0.layer_norm");
+  sublayers_.self_attn =
+      register_at(*this, "layer.0.SelfAttention",
+                  std::make_shared<layers::SelfAttention>(
+                      context_at(ctx, "layer.0.SelfAttention"),
+                      layers::SelfAttentionOptions{.hidden_size = c.d_model,
+                                                   .num_heads = c.num_heads,
+                                                   .num_kv_heads = c.num_heads,
+                                                   .head_dim = c.d_kv,
+                                                   .scale = 1.0,  // T5 does not scale
+                                                   .dropout = c.dropout_rate,
+                                                   .out_name = "o",
+                                                   .q_name = "q",
+                                                   .k_name = "k",
+                                                   .v_name = "v"},
+                      layer_idx))
+          .get();
+  sublayers_.self_dropout = dropout("layer.0.dropout");
   if (decoder) {
     const BuildContext cross = context_at(ctx, "layer.1.EncDecAttention");
     cross.skip("relative_attention_bias.weight", "a table older checkpoints hold that HF ignores");
-    cross_norm_ = norm("layer.1.layer_norm");
-    cross_attn_ = register_at(*this, "layer.1.EncDecAttention",
-                              std::make_shared<layers::CrossAttention>(
-                                  cross,
-                                  layers::CrossAttentionOptions{.hidden_size = c.d_model,
-                                                                .num_heads = c.num_heads,
-                                                                .head_dim = c.d_kv,
-                                                                .scale = 1.0,
-                                                                .dropout = c.dropout_rate,
-                                                                .q_name = "q",
-                                                                .k_name = "k",
-                                                                .v_name = "v",
-                                                                .out_name = "o"},
-                                  layer_idx));
-    cross_dropout_ = dropout("layer.1.dropout");
+    sublayers_.cross_norm = norm("layer.1.layer_norm");
+    sublayers_.cross_attn = register_at(*this, "layer.1.EncDecAttention",
+                                        std::make_shared<layers::CrossAttention>(
+                                            cross,
+                                            layers::CrossAttentionOptions{.hidden_size = c.d_model,
+                                                                          .num_heads = c.num_heads,
+                                                                          .head_dim = c.d_kv,
+                                                                          .scale = 1.0,
+                                                                          .dropout = c.dropout_rate,
+                                                                          .q_name = "q",
+                                                                          .k_name = "k",
+                                                                          .v_name = "v",
+                                                                          .out_name = "o"},
+                                            layer_idx))
+                                .get();
+    sublayers_.cross_dropout = dropout("layer.1.dropout");
   }
   const std::string ff = decoder ? "layer.2" : "layer.1";
-  ff_norm_ = norm(ff + ".layer_norm");
-  ff_dropout_ = dropout(ff + ".dropout");
+  sublayers_.ff_norm = norm(ff + ".layer_norm");
+  sublayers_.ff_dropout = dropout(ff + ".dropout");
   const std::string dense = ff + ".DenseReluDense";
   if (c.is_gated_act) {
-    gated_mlp_ = register_at(
-        *this, dense,
-        std::make_shared<layers::GatedMLP>(
-            context_at(ctx, dense), c.d_model, c.d_ff, c.dense_act_fn,
-            /*bias=*/false, /*fused_gate_up=*/false,
-            layers::GatedMLPNames{
-                .gate = "wi_0", .up = "wi_1", .down = "wo", .inner_dropout = c.dropout_rate}));
+    sublayers_.gated_mlp =
+        register_at(
+            *this, dense,
+            std::make_shared<layers::GatedMLP>(
+                context_at(ctx, dense), c.d_model, c.d_ff, c.dense_act_fn,
+                /*bias=*/false, /*fused_gate_up=*/false,
+                layers::GatedMLPNames{
+                    .gate = "wi_0", .up = "wi_1", .down = "wo", .inner_dropout = c.dropout_rate}))
+            .get();
   } else {
-    mlp_ = register_at(
-        *this, dense,
-        std::make_shared<layers::MLP>(context_at(ctx, dense),
-                                      layers::MLPOptions{.hidden_size = c.d_model,
-                                                         .intermediate_size = c.d_ff,
-                                                         .activation = c.dense_act_fn,
-                                                         .bias = false,
-                                                         .in_name = "wi",
-                                                         .out_name = "wo",
-                                                         .inner_dropout = c.dropout_rate}));
+    sublayers_.mlp = register_at(*this, dense,
+                                 std::make_shared<layers::MLP>(
+                                     context_at(ctx, dense),
+                                     layers::MLPOptions{.hidden_size = c.d_model,
+                                                        .intermediate_size = c.d_ff,
+                                                        .activation = c.dense_act_fn,
+                                                        .bias = false,
+                                                        .in_name = "wi",
+                                                        .out_name = "wo",
+                                                        .inner_dropout = c.dropout_rate}))
+                         .get();
   }
 }
 
 at::Tensor T5Block::forward(const at::Tensor& x, const T5Step& step) {
-  // Pre-norm sublayers: x + dropout(sublayer(norm(x))), each sum normed by the next sublayer's
-  // norm in the same pass.
-  const layers::ResidualNorm* after_self = cross_attn_ ? cross_norm_.get() : ff_norm_.get();
-  layers::ResidualSum h = self_attn_->forward_residual(self_norm_->forward(x), step.self, x,
-                                                       after_self, self_dropout_.get());
-  if (cross_attn_) {
-    h = cross_attn_->forward_residual(h.normed, step.memory, step.memory_mask, step.cross_cache,
-                                      h.sum, ff_norm_.get(), cross_dropout_.get());
-  }
-  return mlp_ ? mlp_->forward_residual(h.normed, h.sum, nullptr, ff_dropout_.get()).sum
-              : gated_mlp_->forward_residual(h.normed, h.sum, nullptr, ff_dropout_.get()).sum;
+  return layers::pre_norm_block(sublayers_, x, step);
 }
 
 namespace {

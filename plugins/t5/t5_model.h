@@ -7,16 +7,13 @@
 #include "t5_config.h"
 
 #include "shardformer/build_context.h"
-#include "shardformer/layers/cross_attention.h"
 #include "shardformer/layers/dropout.h"
 #include "shardformer/layers/embedding.h"
 #include "shardformer/layers/encoder_decoder.h"
-#include "shardformer/layers/gated_mlp.h"
 #include "shardformer/layers/layer_stack.h"
-#include "shardformer/layers/mlp.h"
+#include "shardformer/layers/pre_norm_block.h"
 #include "shardformer/layers/relative_position_bias.h"
 #include "shardformer/layers/rms_norm.h"
-#include "shardformer/layers/self_attention.h"
 #include "shardformer/model.h"
 #include "shardformer/seq2seq_lm.h"
 
@@ -34,12 +31,8 @@ class T5Block : public torch::nn::Module {
   at::Tensor forward(const at::Tensor& x, const T5Step& step);  // [b, s, d_model] -> same
 
  private:
-  std::shared_ptr<layers::RMSNorm> self_norm_, cross_norm_, ff_norm_;
-  std::shared_ptr<layers::SelfAttention> self_attn_;
-  std::shared_ptr<layers::CrossAttention> cross_attn_;
-  std::shared_ptr<layers::MLP> mlp_;             // ReLU (v1.0)
-  std::shared_ptr<layers::GatedMLP> gated_mlp_;  // gated GELU (v1.1)
-  std::shared_ptr<layers::Dropout> self_dropout_, cross_dropout_, ff_dropout_;
+  // RMSNorms; the feed-forward an MLP (ReLU, v1.0) or a GatedMLP (gated GELU, v1.1).
+  layers::PreNormSublayers sublayers_;
 };
 
 // This stage's part of the encoder or the decoder ("encoder" / "decoder"): the embedding's

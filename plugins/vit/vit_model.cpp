@@ -70,25 +70,27 @@ ViTLayer::ViTLayer(const BuildContext& ctx, const ViTConfig& c, int64_t layer_id
     return register_module(name, std::make_shared<layers::LayerNorm>(ctx.child(name), c.hidden_size,
                                                                      c.layer_norm_eps));
   };
-  layernorm_before_ = norm("layernorm_before");
-  layernorm_after_ = norm("layernorm_after");
+  sublayers_.self_norm = norm("layernorm_before").get();
+  sublayers_.ff_norm = norm("layernorm_after").get();
   const int64_t heads = c.num_attention_heads;
-  attention_ = register_module("attention",
-                               std::make_shared<layers::SelfAttention>(
-                                   ctx.child("attention"),
-                                   layers::SelfAttentionOptions{.hidden_size = c.hidden_size,
-                                                                .num_heads = heads,
-                                                                .num_kv_heads = heads,
-                                                                .head_dim = c.hidden_size / heads,
-                                                                .qkv_bias = c.qkv_bias,
-                                                                .out_bias = true,
-                                                                .key_bias = c.key_bias,
-                                                                .dropout = c.attention_dropout,
-                                                                .out_name = "output.dense",
-                                                                .q_name = "attention.query",
-                                                                .k_name = "attention.key",
-                                                                .v_name = "attention.value"},
-                                   layer_idx));
+  sublayers_.self_attn =
+      register_module("attention",
+                      std::make_shared<layers::SelfAttention>(
+                          ctx.child("attention"),
+                          layers::SelfAttentionOptions{.hidden_size = c.hidden_size,
+                                                       .num_heads = heads,
+                                                       .num_kv_heads = heads,
+                                                       .head_dim = c.hidden_size / heads,
+                                                       .qkv_bias = c.qkv_bias,
+                                                       .out_bias = true,
+                                                       .key_bias = c.key_bias,
+                                                       .dropout = c.attention_dropout,
+                                                       .out_name = "output.dense",
+                                                       .q_name = "attention.query",
+                                                       .k_name = "attention.key",
+                                                       .v_name = "attention.value"},
+                          layer_idx))
+          .get();
   // intermediate.dense and output.dense sit in the layer itself: the MLP registers them here.
   mlp_ = std::make_shared<layers::MLP>(ctx,
                                        layers::MLPOptions{.hidden_size = c.hidden_size,
@@ -98,8 +100,12 @@ ViTLayer::ViTLayer(const BuildContext& ctx, const ViTConfig& c, int64_t layer_id
                                                           .in_name = "intermediate.dense",
                                                           .out_name = "output.dense",
                                                           .owner = this});
-  dropout_ = register_module(
-      "dropout", std::make_shared<layers::Dropout>(ctx.child("dropout"), c.hidden_dropout));
+  sublayers_.mlp = mlp_.get();
+  // One dropout module after both sublayers, as in HF.
+  layers::Dropout* dropout = register_module("dropout", std::make_shared<layers::Dropout>(
+                                                            ctx.child("dropout"), c.hidden_dropout))
+                                 .get();
+  sublayers_.self_dropout = sublayers_.ff_dropout = dropout;
   if (c.relative_position_bias) {
     const std::string path = "attention.attention.relative_position_bias";
     relative_position_bias_ =
@@ -108,8 +114,8 @@ ViTLayer::ViTLayer(const BuildContext& ctx, const ViTConfig& c, int64_t layer_id
                                                                     c, splits_heads(ctx)));
   }
   if (c.layer_scale > 0) {
-    lambda_1_ = register_parameter("lambda_1", ctx.load("lambda_1", {c.hidden_size}));
-    lambda_2_ = register_parameter("lambda_2", ctx.load("lambda_2", {c.hidden_size}));
+    sublayers_.self_scale = register_parameter("lambda_1", ctx.load("lambda_1", {c.hidden_size}));
+    sublayers_.ff_scale = register_parameter("lambda_2", ctx.load("lambda_2", {c.hidden_size}));
   }
 }
 
@@ -118,22 +124,12 @@ at::Tensor ViTLayer::forward(const at::Tensor& x, const layers::AttentionStep& s
     throw ModelError(str("BEiT's stochastic depth (drop_path_rate = ", drop_path_rate_,
                          ") is not implemented for training; set drop_path_rate to 0"));
   }
-  layers::AttentionStep step = shared;  // the shared table's bias, if any, plus this layer's
+  layers::EncoderDecoderStep step{.self = shared};  // the shared table's bias, plus this layer's
   if (relative_position_bias_) {
     const at::Tensor own = relative_position_bias_->bias();
-    step.bias = step.bias.defined() ? step.bias + own : own;
+    step.self.bias = step.self.bias.defined() ? step.self.bias + own : own;
   }
-  if (!lambda_1_.defined()) {
-    // Pre-LN: x + dropout(attention(layernorm_before(x))), its sum normed by layernorm_after in
-    // the same pass; then the MLP's residual.
-    const layers::ResidualSum h = attention_->forward_residual(
-        layernorm_before_->forward(x), step, x, layernorm_after_.get(), dropout_.get());
-    return mlp_->forward_residual(h.normed, h.sum, nullptr, dropout_.get()).sum;
-  }
-  // BEiT's layer scale sits between each branch and its residual.
-  const at::Tensor h =
-      x + lambda_1_ * dropout_->forward(attention_->forward(layernorm_before_->forward(x), step));
-  return h + lambda_2_ * dropout_->forward(mlp_->forward(layernorm_after_->forward(h)));
+  return layers::pre_norm_block(sublayers_, x, step);
 }
 
 ViTModel::ViTModel(const BuildContext& ctx, const ViTConfig& c, bool pooler)

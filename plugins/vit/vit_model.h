@@ -15,6 +15,7 @@
 #include "shardformer/layers/linear.h"
 #include "shardformer/layers/mlp.h"
 #include "shardformer/layers/patch_embedding.h"
+#include "shardformer/layers/pre_norm_block.h"
 #include "shardformer/layers/self_attention.h"
 #include "shardformer/model.h"
 
@@ -41,8 +42,9 @@ class RelativePositionTable : public torch::nn::Module {
 // Whether ctx's layers split their attention heads over tp (the policy's choice).
 bool splits_heads(const BuildContext& layer);
 
-// layernorm_before -> attention -> residual; layernorm_after -> intermediate / output -> residual.
-// BEiT: each branch scaled by lambda_1 / lambda_2 before its residual, its own bias table.
+// layernorm_before -> attention -> residual; layernorm_after -> intermediate / output -> residual
+// (layers::pre_norm_block). BEiT: each branch scaled by lambda_1 / lambda_2 before its residual,
+// its own bias table.
 class ViTLayer : public torch::nn::Module {
  public:
   ViTLayer(const BuildContext& ctx, const ViTConfig& config, int64_t layer_idx);
@@ -50,12 +52,11 @@ class ViTLayer : public torch::nn::Module {
   at::Tensor forward(const at::Tensor& x, const layers::AttentionStep& step);
 
  private:
-  std::shared_ptr<layers::LayerNorm> layernorm_before_, layernorm_after_;
-  std::shared_ptr<layers::SelfAttention> attention_;
-  std::shared_ptr<layers::MLP> mlp_;  // intermediate.dense, output.dense
-  std::shared_ptr<layers::Dropout> dropout_;
+  // layernorm_before, attention, layernorm_after, the MLP; BEiT's lambda_1 / lambda_2 as the
+  // layer scale.
+  layers::PreNormSublayers sublayers_;
+  std::shared_ptr<layers::MLP> mlp_;  // intermediate.dense, output.dense (registered here)
   std::shared_ptr<RelativePositionTable> relative_position_bias_;  // BEiT's own table, or null
-  at::Tensor lambda_1_, lambda_2_;                                 // [hidden], BEiT's layer scale
   double drop_path_rate_;
 };
 

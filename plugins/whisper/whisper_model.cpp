@@ -30,8 +30,8 @@ WhisperLayer::WhisperLayer(const BuildContext& ctx, const WhisperConfig& c, bool
                            int64_t layer_idx) {
   const int64_t heads = decoder ? c.decoder_attention_heads : c.encoder_attention_heads;
   const int64_t head_dim = c.d_model / heads;
-  self_attn_layer_norm_ = layer_norm(*this, ctx, "self_attn_layer_norm", c.d_model);
-  self_attn_ =
+  sublayers_.self_norm = layer_norm(*this, ctx, "self_attn_layer_norm", c.d_model).get();
+  sublayers_.self_attn =
       register_module("self_attn", std::make_shared<layers::SelfAttention>(
                                        ctx.child("self_attn"),
                                        layers::SelfAttentionOptions{.hidden_size = c.d_model,
@@ -44,11 +44,13 @@ WhisperLayer::WhisperLayer(const BuildContext& ctx, const WhisperConfig& c, bool
                                                                     .scale_queries = true,
                                                                     .dropout = c.attention_dropout,
                                                                     .out_name = "out_proj"},
-                                       layer_idx));
+                                       layer_idx))
+          .get();
   if (decoder) {
-    encoder_attn_layer_norm_ = layer_norm(*this, ctx, "encoder_attn_layer_norm", c.d_model);
-    encoder_attn_ = register_module(
-        "encoder_attn", std::make_shared<layers::CrossAttention>(
+    sublayers_.cross_norm = layer_norm(*this, ctx, "encoder_attn_layer_norm", c.d_model).get();
+    sublayers_.cross_attn =
+        register_module("encoder_attn",
+                        std::make_shared<layers::CrossAttention>(
                             ctx.child("encoder_attn"),
                             layers::CrossAttentionOptions{.hidden_size = c.d_model,
                                                           .num_heads = heads,
@@ -59,9 +61,10 @@ WhisperLayer::WhisperLayer(const BuildContext& ctx, const WhisperConfig& c, bool
                                                           .out_bias = true,
                                                           .scale_queries = true,
                                                           .dropout = c.attention_dropout},
-                            layer_idx));
+                            layer_idx))
+            .get();
   }
-  final_layer_norm_ = layer_norm(*this, ctx, "final_layer_norm", c.d_model);
+  sublayers_.ff_norm = layer_norm(*this, ctx, "final_layer_norm", c.d_model).get();
   // fc1 / fc2 sit in the layer itself: the MLP registers them here.
   mlp_ = std::make_shared<layers::MLP>(
       ctx, layers::MLPOptions{.hidden_size = c.d_model,
@@ -73,22 +76,16 @@ WhisperLayer::WhisperLayer(const BuildContext& ctx, const WhisperConfig& c, bool
                               .inner_dropout = c.activation_dropout,
                               .dropout_name = "activation_dropout",
                               .owner = this});
-  dropout_ = register_module("dropout",
-                             std::make_shared<layers::Dropout>(ctx.child("dropout"), c.dropout));
+  sublayers_.mlp = mlp_.get();
+  // One dropout module after every sublayer, as in HF.
+  layers::Dropout* dropout =
+      register_module("dropout", std::make_shared<layers::Dropout>(ctx.child("dropout"), c.dropout))
+          .get();
+  sublayers_.self_dropout = sublayers_.cross_dropout = sublayers_.ff_dropout = dropout;
 }
 
 at::Tensor WhisperLayer::forward(const at::Tensor& x, const WhisperStep& step) {
-  // Pre-LN: x + dropout(sublayer(norm(x))), each sum normed by the next sublayer's norm in the
-  // same pass.
-  const layers::ResidualNorm* after_self =
-      encoder_attn_ ? encoder_attn_layer_norm_.get() : final_layer_norm_.get();
-  layers::ResidualSum h = self_attn_->forward_residual(self_attn_layer_norm_->forward(x), step.self,
-                                                       x, after_self, dropout_.get());
-  if (encoder_attn_) {
-    h = encoder_attn_->forward_residual(h.normed, step.memory, /*mask=*/{}, step.cross_cache, h.sum,
-                                        final_layer_norm_.get(), dropout_.get());
-  }
-  return mlp_->forward_residual(h.normed, h.sum, nullptr, dropout_.get()).sum;
+  return layers::pre_norm_block(sublayers_, x, step);
 }
 
 WhisperEncoder::WhisperEncoder(const BuildContext& ctx, const WhisperConfig& c,

@@ -7,14 +7,13 @@
 #include "whisper_config.h"
 
 #include "shardformer/build_context.h"
-#include "shardformer/layers/cross_attention.h"
 #include "shardformer/layers/dropout.h"
 #include "shardformer/layers/embedding.h"
 #include "shardformer/layers/encoder_decoder.h"
 #include "shardformer/layers/layer_norm.h"
 #include "shardformer/layers/layer_stack.h"
 #include "shardformer/layers/mlp.h"
-#include "shardformer/layers/self_attention.h"
+#include "shardformer/layers/pre_norm_block.h"
 #include "shardformer/model.h"
 #include "shardformer/seq2seq_lm.h"
 
@@ -33,12 +32,8 @@ class WhisperLayer : public torch::nn::Module {
   at::Tensor forward(const at::Tensor& x, const WhisperStep& step);  // [b, s, d_model] -> same
 
  private:
-  std::shared_ptr<layers::LayerNorm> self_attn_layer_norm_, encoder_attn_layer_norm_,
-      final_layer_norm_;
-  std::shared_ptr<layers::SelfAttention> self_attn_;
-  std::shared_ptr<layers::CrossAttention> encoder_attn_;
-  std::shared_ptr<layers::MLP> mlp_;  // fc1, fc2
-  std::shared_ptr<layers::Dropout> dropout_;
+  layers::PreNormSublayers sublayers_;  // LayerNorms, encoder_attn in a decoder
+  std::shared_ptr<layers::MLP> mlp_;    // fc1, fc2 (registered on the layer itself)
 };
 
 // This stage's part of the encoder: the convolutions and positions where it starts, its layers,

@@ -212,7 +212,7 @@ ProcessGroup single_rank_group(const std::string& name) {
 }
 
 // The shape, after checking it and the rank (before anything divides by its sizes).
-MeshShape checked(const MeshShape& shape, int rank) {
+MeshShape checked_mesh_shape(const MeshShape& shape, int rank) {
   if (shape.dp < 1 || shape.pp < 1 || shape.sp < 1 || shape.tp < 1) {
     throw Error(str("mesh sizes must be >= 1 (dp ", shape.dp, ", pp ", shape.pp, ", sp ", shape.sp,
                     ", tp ", shape.tp, ")"));
@@ -227,7 +227,7 @@ MeshShape checked(const MeshShape& shape, int rank) {
 
 ProcessMesh::ProcessMesh(int rank, MeshShape shape, const MeshOptions& options)
     : rank_(rank),
-      shape_(checked(shape, rank)),
+      shape_(checked_mesh_shape(shape, rank)),
       coordinate_(coordinate_of(shape, rank)),
       world_(single_rank_group("world")),
       tp_(single_rank_group("tp")),

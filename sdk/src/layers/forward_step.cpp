@@ -17,8 +17,8 @@ at::Tensor ForwardStep::for_layers(const at::Tensor& t) const {
 namespace {
 
 // Whether attention over `seq` new tokens (no past) with this padding is plain causal.
-bool plain_causal(const MaskOptions& options, const at::Tensor& padding, int64_t past,
-                  int64_t seq) {
+bool plain_causal_step(const MaskOptions& options, const at::Tensor& padding, int64_t past,
+                       int64_t seq) {
   return options.causal && options.sliding_window <= 0 && !padding.defined() && past == 0 &&
          seq > 1;
 }
@@ -36,7 +36,7 @@ ForwardStep forward_step(const ForwardInputs& inputs, int64_t first_layer,
           ? inputs.position_ids
           : at::arange(step.past, step.past + seq, ids.options()).unsqueeze(0).expand({batch, seq});
   if (!sp.active()) {
-    step.causal = plain_causal(options, inputs.attention_mask, step.past, seq);
+    step.causal = plain_causal_step(options, inputs.attention_mask, step.past, seq);
     if (!step.causal) {
       step.mask =
           attention_mask(options, inputs.attention_mask, batch, seq, step.past, ids.device());
@@ -58,7 +58,7 @@ ForwardStep forward_step(const ForwardInputs& inputs, int64_t first_layer,
   step.sequence = std::make_shared<SequenceSplit>(sp, batch, seq, inputs.attention_mask);
   if (sp.mode != SequenceParallelMode::kRingAttn) {
     const int64_t padded = step.sequence->padded_length();
-    step.causal = plain_causal(options, step.sequence->padding(), 0, padded);
+    step.causal = plain_causal_step(options, step.sequence->padding(), 0, padded);
     if (!step.causal) {
       step.mask = attention_mask(options, step.sequence->padding(), batch, padded, 0, ids.device());
     }

@@ -132,7 +132,7 @@ struct PipelineData {
 
 namespace {
 
-void read_added_tokens(PipelineData& data, const Node& list) {
+void read_pipeline_added_tokens(PipelineData& data, const Node& list) {
   if (list.value.is_null()) return;
   if (!list.value.is_array()) list.fail_type("an array");
   for (size_t i = 0; i < list.value.size(); ++i) {
@@ -178,7 +178,7 @@ std::optional<std::string> optional_token(const Node& config, std::string_view k
 // tokenizer_config.json: the special tokens, the chat template, what changes ids
 // (add_bos_token / add_eos_token rebuild the post-processor, as transformers does) or text
 // (clean_up_tokenization_spaces); keys that change neither are listed, anything else refused.
-void read_tokenizer_config(PipelineData& data, const fs::path& folder) {
+void read_pipeline_tokenizer_config(PipelineData& data, const fs::path& folder) {
   const fs::path path = folder / kTokenizerConfig;
   const fs::path jinja = folder / "chat_template.jinja";
   TokenizerConfig& config = data.config;
@@ -295,12 +295,12 @@ Tokenizer Tokenizer::from_file(const std::filesystem::path& path) {
     data->normalizer = detail::make_normalizer(root["normalizer"]);
     data->pre_tokenizer = detail::make_pre_tokenizer(root["pre_tokenizer"]);
     data->model = detail::make_model(root["model"]);
-    detail::read_added_tokens(*data, root["added_tokens"]);
+    detail::read_pipeline_added_tokens(*data, root["added_tokens"]);
     data->post_processor = detail::make_post_processor(
         root["post_processor"], [&](std::string_view t) { return data->token_to_id(t); });
     data->decoder = detail::make_decoder(root["decoder"]);
   }
-  detail::read_tokenizer_config(*data, file.parent_path());
+  detail::read_pipeline_tokenizer_config(*data, file.parent_path());
   // WordPieceTokenizer applies its own clean-up; transformers skips it for BPE models.
   if (data->wordpiece || root["model"]["type"].string() == "BPE") data->clean_up = false;
   return Tokenizer(std::move(data));

@@ -54,14 +54,14 @@ uint64_t splitmix64(uint64_t& state) {
 // [0, 1) from the top 53 bits.
 double uniform(uint64_t& state) { return static_cast<double>(splitmix64(state) >> 11) * 0x1.0p-53; }
 
-[[noreturn]] void fail(const DataOptions& o, const std::string& what) {
+[[noreturn]] void fail_data(const DataOptions& o, const std::string& what) {
   throw ConfigError(str(o.path.string(), ": ", what));
 }
 
 void check_id(const DataOptions& o, int64_t id, int64_t vocab, const std::string& where) {
   if (id < 0 || id >= vocab) {
-    fail(o, str("token id ", id, " at ", where, " is outside the model's vocabulary [0, ", vocab,
-                ")"));
+    fail_data(o, str("token id ", id, " at ", where, " is outside the model's vocabulary [0, ",
+                     vocab, ")"));
   }
 }
 
@@ -83,8 +83,8 @@ LineKind kind_of(const DataOptions& o, const nlohmann::json& json, int64_t line_
   if (json.is_object()) {
     for (const auto& [key, value] : json.items()) {
       if (!kKeys.contains(key)) {
-        fail(o, str("line ", line_no, ": unknown key \"", key, "\" (a line holds ",
-                    join(std::vector<std::string>(kKeys.begin(), kKeys.end()), ", "), ")"));
+        fail_data(o, str("line ", line_no, ": unknown key \"", key, "\" (a line holds ",
+                         join(std::vector<std::string>(kKeys.begin(), kKeys.end()), ", "), ")"));
       }
     }
     if (json.contains("source") && json.contains("target") && json.size() == 2) {
@@ -98,9 +98,9 @@ LineKind kind_of(const DataOptions& o, const nlohmann::json& json, int64_t line_
       return LineKind::kIdPair;
     }
   }
-  fail(o, str("line ", line_no, ": expected one of ", describe(LineKind::kIds), ", ",
-              describe(LineKind::kClassified), ", ", describe(LineKind::kIdPair), " or ",
-              describe(LineKind::kTextPair)));
+  fail_data(o, str("line ", line_no, ": expected one of ", describe(LineKind::kIds), ", ",
+                   describe(LineKind::kClassified), ", ", describe(LineKind::kIdPair), " or ",
+                   describe(LineKind::kTextPair)));
 }
 
 // `value` (the line's `key`) as ids: a non-empty list of ids in the vocabulary, or a text
@@ -110,21 +110,21 @@ std::vector<int64_t> ids_of(const DataOptions& o, const nlohmann::json& value, c
   std::vector<int64_t> ids;
   if (value.is_string()) {
     if (tokenizer == nullptr) {
-      fail(o, str("line ", line_no, ": \"", key,
-                  "\" is text, and the model folder has no tokenizer.json to tokenize it"));
+      fail_data(o, str("line ", line_no, ": \"", key,
+                       "\" is text, and the model folder has no tokenizer.json to tokenize it"));
     }
     ids = tokenizer->encode(value.get<std::string>());
   } else if (value.is_array()) {
     for (const auto& id : value) {
-      if (!id.is_number_integer()) fail(o, str("line ", line_no, ": ids must be integers"));
+      if (!id.is_number_integer()) fail_data(o, str("line ", line_no, ": ids must be integers"));
       ids.push_back(id.get<int64_t>());
     }
   } else {
     const bool text_key = std::string_view(key) == "source" || std::string_view(key) == "target";
-    fail(o, str("line ", line_no, ": \"", key, "\" must be ",
-                text_key ? "a string" : "a list of ids"));
+    fail_data(o, str("line ", line_no, ": \"", key, "\" must be ",
+                     text_key ? "a string" : "a list of ids"));
   }
-  if (ids.empty()) fail(o, str("line ", line_no, ": \"", key, "\" holds no token"));
+  if (ids.empty()) fail_data(o, str("line ", line_no, ": \"", key, "\" holds no token"));
   for (int64_t id : ids) check_id(o, id, vocab, str("line ", line_no, " (\"", key, "\")"));
   return ids;
 }
@@ -135,7 +135,7 @@ TokenDataset::TokenDataset(const DataOptions& o, int64_t vocab,
                            const tokenizer::Tokenizer* tokenizer)
     : options_(o), vocab_size_(vocab) {
   storage_ = std::make_unique<Storage>();
-  if (o.seq_len < 2) fail(o, str("seq_len ", o.seq_len, " is too short (at least 2)"));
+  if (o.seq_len < 2) fail_data(o, str("seq_len ", o.seq_len, " is too short (at least 2)"));
   if (o.mlm_probability < 0.0 || o.mlm_probability >= 1.0) {
     throw ConfigError(str("data.mlm_probability = ", o.mlm_probability, " is not in [0, 1)"));
   }
@@ -145,7 +145,7 @@ TokenDataset::TokenDataset(const DataOptions& o, int64_t vocab,
   }
   if (o.path.extension() == ".jsonl") {
     std::ifstream in(o.path);
-    if (!in) fail(o, "cannot read the file");
+    if (!in) fail_data(o, "cannot read the file");
     int64_t line_no = 0;
     std::optional<LineKind> file_kind;
     for (std::string line; std::getline(in, line);) {
@@ -159,21 +159,23 @@ TokenDataset::TokenDataset(const DataOptions& o, int64_t vocab,
       }
       const LineKind kind = kind_of(o, json, line_no);
       if (file_kind && kind != *file_kind) {
-        fail(o, str("line ", line_no, " holds ", describe(kind), " where the lines before hold ",
-                    describe(*file_kind), " (every line holds the same)"));
+        fail_data(o,
+                  str("line ", line_no, " holds ", describe(kind), " where the lines before hold ",
+                      describe(*file_kind), " (every line holds the same)"));
       }
       file_kind = kind;
       const bool text = kind == LineKind::kTextPair;
       std::vector<int64_t> row = ids_of(o, json[text ? "source" : "input_ids"],
                                         text ? "source" : "input_ids", line_no, vocab, tokenizer);
       if (static_cast<int64_t>(row.size()) > o.seq_len) {
-        fail(o, str("line ", line_no, " holds ", row.size(), " ids, more than seq_len = ",
-                    o.seq_len, " (split long documents before training)"));
+        fail_data(o, str("line ", line_no, " holds ", row.size(), " ids, more than seq_len = ",
+                         o.seq_len, " (split long documents before training)"));
       }
       if (kind == LineKind::kClassified) {
         const nlohmann::json& label = json["label"];
         if (!label.is_number_integer() || label.get<int64_t>() < 0) {
-          fail(o, str("line ", line_no, ": \"label\" must be a class index (an integer >= 0)"));
+          fail_data(o,
+                    str("line ", line_no, ": \"label\" must be a class index (an integer >= 0)"));
         }
         storage_->labels.push_back(label.get<int64_t>());
       }
@@ -188,31 +190,31 @@ TokenDataset::TokenDataset(const DataOptions& o, int64_t vocab,
     num_samples_ = static_cast<int64_t>(storage_->rows.size());
   } else {
     if (o.dtype != "uint16" && o.dtype != "uint32") {
-      fail(o, str("dtype '", o.dtype, "' (uint16 or uint32)"));
+      fail_data(o, str("dtype '", o.dtype, "' (uint16 or uint32)"));
     }
     storage_->width = o.dtype == "uint16" ? 2 : 4;
     const int fd = open(o.path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) fail(o, "cannot open the file");
+    if (fd < 0) fail_data(o, "cannot open the file");
     struct stat st {};
     fstat(fd, &st);
     storage_->map_bytes = static_cast<size_t>(st.st_size);
     if (storage_->map_bytes == 0 || storage_->map_bytes % storage_->width != 0) {
       close(fd);
-      fail(o, str("size ", storage_->map_bytes, " bytes is not a positive multiple of ",
-                  storage_->width, " (", o.dtype, ")"));
+      fail_data(o, str("size ", storage_->map_bytes, " bytes is not a positive multiple of ",
+                       storage_->width, " (", o.dtype, ")"));
     }
     void* map = mmap(nullptr, storage_->map_bytes, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
-    if (map == MAP_FAILED) fail(o, "cannot map the file");
+    if (map == MAP_FAILED) fail_data(o, "cannot map the file");
     storage_->map = map;
     const int64_t tokens = static_cast<int64_t>(storage_->map_bytes) / storage_->width;
     for (int64_t i = 0; i < tokens; ++i) check_id(o, storage_->id(i), vocab, str("token ", i));
     num_samples_ = tokens / o.seq_len;
   }
-  if (num_samples_ < 1) fail(o, str("holds no sample of ", o.seq_len, " tokens"));
+  if (num_samples_ < 1) fail_data(o, str("holds no sample of ", o.seq_len, " tokens"));
   const auto held_out = static_cast<int64_t>(static_cast<double>(num_samples_) * o.eval_fraction);
   num_train_ = num_samples_ - held_out;
-  if (num_train_ < 1) fail(o, "eval_fraction leaves no training sample");
+  if (num_train_ < 1) fail_data(o, "eval_fraction leaves no training sample");
 }
 
 TokenDataset::~TokenDataset() = default;
