@@ -22,6 +22,15 @@ using training::StepMetrics;
 using training::Trainer;
 
 constexpr int64_t kCurveSteps = 100;
+#ifdef SHARDFORMER_SANITIZE
+// Under the sanitizers the curves run their first ten steps only, against the same reference and
+// schedule: every memory path of a step is taken by then, and a 100-step curve there took about
+// 40 s a rank (ASan's allocator on torch's per-op allocations). The normal suite checks all 100
+// steps, the last ten's mean and what the run learns.
+constexpr int64_t kStepsRun = 10;
+#else
+constexpr int64_t kStepsRun = kCurveSteps;
+#endif
 
 SafetensorsFile curve_reference() {
   return SafetensorsFile(test_data_dir() / "training-100" / "reference.safetensors");
@@ -77,7 +86,8 @@ void PrintTo(const CurveCase& c, std::ostream* os) { *os << c.layout.name; }
 class MixedPrecisionCurve : public ::testing::TestWithParam<CurveCase> {};
 
 // Runs the curve's steps in `c.precision` and checks each loss against torch's fp32 `losses`;
-// the run must learn at least `learns` nats between the first step and the last ten.
+// the run must learn at least `learns` nats between the first step and the last ten (when it runs
+// all of them: kStepsRun).
 void expect_curve(const Session& session, Trainer& trainer, const at::Tensor& losses,
                   const CurveCase& c, int rank, double learns) {
   for (const auto& p : session.model().parameters()) {
@@ -85,7 +95,7 @@ void expect_curve(const Session& session, Trainer& trainer, const at::Tensor& lo
   }
   double worst = 0, tail = 0;
   int64_t skipped = 0;
-  for (int64_t s = 0; s < kCurveSteps; ++s) {
+  for (int64_t s = 0; s < kStepsRun; ++s) {
     const StepMetrics m = trainer.step();
     const double diff = m.loss - losses[s].item<double>();
     EXPECT_LE(std::abs(diff), c.step_atol) << c.layout.name << ", step " << s;
@@ -93,13 +103,15 @@ void expect_curve(const Session& session, Trainer& trainer, const at::Tensor& lo
     if (s >= kCurveSteps - 10) tail += diff / 10;
     skipped += m.skipped ? 1 : 0;
   }
-  EXPECT_LE(std::abs(tail), c.tail_atol) << c.layout.name;
   EXPECT_EQ(skipped, 0) << c.layout.name;
-  EXPECT_LT(tail + losses.narrow(0, kCurveSteps - 10, 10).mean().item<double>(),
-            losses[0].item<double>() - learns);
+  if (kStepsRun == kCurveSteps) {
+    EXPECT_LE(std::abs(tail), c.tail_atol) << c.layout.name;
+    EXPECT_LT(tail + losses.narrow(0, kCurveSteps - 10, 10).mean().item<double>(),
+              losses[0].item<double>() - learns);
+  }
   if (rank == 0) {
     std::printf("%s: max |loss - torch fp32| over %lld steps = %.3g, last-10 mean %.3g\n",
-                c.layout.name.c_str(), static_cast<long long>(kCurveSteps), worst, tail);
+                c.layout.name.c_str(), static_cast<long long>(kStepsRun), worst, tail);
   }
 }
 
