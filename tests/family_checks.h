@@ -120,6 +120,47 @@ inline void check_bfloat16_logits(const ModelFixture& f, Session& session) {
                                  << ", HF bf16's = " << hf_error;
 }
 
+// An image classifier (`classifier`, e.g. ViTForImageClassification) and its base model
+// (`base`) from the checkpoint of `f` at this rank's layout: logits, loss and every gradient, the
+// base model's last hidden state, its pooler output (without a pipeline: both outputs of one
+// forward) and the classifier's bf16 logits, against HF.
+inline void check_image_classifier_and_base(const ModelFixture& f,
+                                            const distributed::ProcessMesh* mesh,
+                                            const std::string& classifier,
+                                            const std::string& base) {
+  check_output_loss_and_grads(f, *layout_session(f, mesh, classifier), mesh, "forward_logits",
+                              "train_labels", "train_loss", "grad.");
+  const auto session = layout_session(f, mesh, base);
+  const at::Tensor hidden = session->forward(f.forward_inputs());
+  if (session->holds_output()) {
+    expect_close_to_hf(f, hidden, "forward_last_hidden_state", kOutputAtol, 0.0,
+                       "last hidden state");
+  }
+  if (mesh == nullptr || mesh->shape().pp == 1) {
+    at::NoGradGuard no_grad;
+    const auto outputs = session->model().forward_all(f.forward_inputs());
+    expect_close(outputs.at("pooler_output"), f.ref("forward_pooler_output"), kOutputAtol, 0.0,
+                 "pooler output");
+  }
+  check_bfloat16_logits(f, *layout_session(f, mesh, classifier, {}, at::kBFloat16));
+}
+
+// `architecture` of checkpoint `model` refuses split_gather sequence parallelism at tp 2 with
+// an error naming `family`.
+inline void expect_sequence_parallelism_refused(const std::string& model,
+                                                const std::string& architecture,
+                                                const std::string& family) {
+  const Layout layout{.tp = 2, .name = "sg_tp2", .sequence_mode = "split_gather"};
+  on_ranks(model, layout, [&](const ModelFixture& f, const distributed::ProcessMesh* mesh, int) {
+    try {
+      layout_session(f, mesh, architecture, layout);
+      ADD_FAILURE() << architecture << " ran under sequence parallelism";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(family), std::string::npos) << e.what();
+    }
+  });
+}
+
 // The checkpoint `model` (references in test-data/families) as `architecture` (a
 // ...ForCausalLM) and its base model `base_architecture` at `layout`, in fp32 and bf16.
 inline void check_decoder_against_hf(const std::string& model, const std::string& architecture,

@@ -403,4 +403,23 @@ CHECKPOINTS = {
                                          layer_scale_init_value=0.0, use_mean_pooling=False,
                                          drop_path_rate=0.0, initializer_range=0.1,
                                          num_labels=4)),
+    # Swin: 32 x 32 images in 2 x 2 patches (a 16 x 16 grid), windows of 4 x 4, three stages
+    # (grids 16, 8, 4: the last one window, unshifted) of 2 blocks, widths 32, 64, 128; a pipeline
+    # of two stages splits stage 1 after its first block.
+    "tiny-swin": dict(arch="SwinForImageClassification", base="SwinModel",
+                      kind="image_classification", config_class="SwinConfig",
+                      config=dict(image_size=32, patch_size=2, embed_dim=32, depths=[2, 2, 2],
+                                  num_heads=[4, 4, 8], window_size=4, drop_path_rate=0.0,
+                                  initializer_range=0.1, num_labels=3)),
+    # Swin's other settings: a non-square image (20 x 28: a 5 x 7 grid of 4 x 4 patches) padded to
+    # whole windows of 3 (shifted by 1) and merged from odd sizes (to 3 x 4), 2 + 3 blocks, one
+    # channel, absolute positions, no q / k / v biases, gelu_new, mlp_ratio 2.5, eps 1e-6.
+    "tiny-swin-options": dict(
+        arch="SwinForImageClassification", base="SwinModel", kind="image_classification",
+        config_class="SwinConfig",
+        config=dict(image_size=[20, 28], patch_size=4, num_channels=1, embed_dim=32,
+                    depths=[2, 3], num_heads=[4, 4], window_size=3, mlp_ratio=2.5,
+                    use_absolute_embeddings=True, qkv_bias=False, hidden_act="gelu_new",
+                    layer_norm_eps=1e-6, drop_path_rate=0.0, initializer_range=0.1,
+                    num_labels=5)),
 }

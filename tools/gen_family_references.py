@@ -95,8 +95,8 @@ def image_classifier_class(spec):
     return getattr(transformers, spec["arch"])
 
 
-# transformers 5's ViT and BEiT parameter names -> the names their checkpoints store (and it
-# saves).
+# transformers 5's ViT, BEiT and Swin parameter names -> the names their checkpoints store (and
+# it saves).
 VIT_SAVED_NAMES = [(r"\blayers\.(\d+)\.", r"encoder.layer.\1."),
                    (r"(encoder\.layer\.\d+\.)relative_position_bias",
                     r"\1attention.attention.relative_position_bias"),
@@ -106,12 +106,24 @@ VIT_SAVED_NAMES = [(r"\blayers\.(\d+)\.", r"encoder.layer.\1."),
                    (r"attention\.v_proj", "attention.attention.value"),
                    (r"attention\.o_proj", "attention.output.dense"),
                    (r"mlp\.fc1", "intermediate.dense"), (r"mlp\.fc2", "output.dense")]
+SWIN_SAVED_NAMES = [(r"attention\.q_proj", "attention.self.query"),
+                    (r"attention\.k_proj", "attention.self.key"),
+                    (r"attention\.v_proj", "attention.self.value"),
+                    (r"attention\.relative_position_bias\.relative_position_bias_table",
+                     "attention.self.relative_position_bias_table"),
+                    (r"attention\.o_proj", "attention.output.dense"),
+                    (r"mlp\.fc1", "intermediate.dense"), (r"mlp\.fc2", "output.dense")]
 
 
-def vit_saved_name(name):
-    for pattern, replacement in VIT_SAVED_NAMES:
-        name = re.sub(pattern, replacement, name)
-    return name
+def vision_saved_name(spec):
+    """The function from a parameter's name to its saved name for the family of `spec`."""
+    table = SWIN_SAVED_NAMES if spec["arch"].startswith("Swin") else VIT_SAVED_NAMES
+
+    def saved(name):
+        for pattern, replacement in table:
+            name = re.sub(pattern, replacement, name)
+        return name
+    return saved
 
 
 def encoder_all_heads_class(family):
@@ -558,14 +570,16 @@ def image_classification_outputs(spec, folder, report, pixels, labels, dtype, ta
     loss = clf(pixel_values=pixels, labels=labels).loss
     loss.backward()
     out["train_loss"] = loss.detach().reshape(1)
-    out.update(grads(clf, "grad.", vit_saved_name))
+    out.update(grads(clf, "grad.", vision_saved_name(spec)))
     report["classification_problem_type"] = clf.config.problem_type
     return out
 
 
 def image_classification_references(spec, folder, report):
-    """ViT: four random images (torch.manual_seed(SEED)) of the config's size, classified; float64
-    (exact) and HF fp32 ("hf_fp32.<key>") outputs, loss and gradients, and HF's bf16 logits."""
+    """ViT, BEiT, Swin: four random images (torch.manual_seed(SEED)) of the config's size,
+    classified; float64 (exact) and HF fp32 ("hf_fp32.<key>") outputs, loss and gradients, HF's
+    bf16 logits; ViT's positions interpolated for another size, Swin's hidden states at another
+    size."""
     config = transformers.AutoConfig.from_pretrained(folder)
     size = config.image_size if isinstance(config.image_size, (list, tuple)) else [
         config.image_size] * 2
@@ -581,7 +595,15 @@ def image_classification_references(spec, folder, report):
         low = load(spec["arch"], folder, report, "load_classification_bfloat16",
                    dtype=torch.bfloat16)
         out["forward_logits_bfloat16"] = low(pixel_values=pixels.to(torch.bfloat16)).logits
-        if size[0] == size[1]:  # HF interpolates a square grid of positions only
+        if spec["arch"].startswith("Swin") and not config.use_absolute_embeddings:
+            # Swin takes any size (padded to whole patches and windows) without positions.
+            base = load(spec["base"], folder, report, "load_base_other_size",
+                        dtype=torch.float64)
+            other = torch.randn(2, config.num_channels, size[0] - 5, size[1] + 13)
+            out["other_size_pixel_values"] = other
+            out["other_size_last_hidden_state"] = base(
+                pixel_values=other.to(torch.float64)).last_hidden_state
+        elif size[0] == size[1]:  # HF interpolates a square grid of positions only
             base = load(spec["base"], folder, report, "load_base_interpolate",
                         dtype=torch.float64)
             other = torch.randn(2, config.num_channels, size[0] + 16, size[1] + 8)

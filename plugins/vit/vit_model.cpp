@@ -24,44 +24,10 @@ bool splits_heads(const BuildContext& layer) {
   return layers::split_pair(layers::context_at(layer, kQuery), layers::context_at(layer, kOutput));
 }
 
-RelativePositionTable::RelativePositionTable(const BuildContext& ctx, const ViTConfig& c,
-                                             bool split) {
-  const int64_t wh = c.image_size[0] / c.patch_size[0], ww = c.image_size[1] / c.patch_size[1];
-  const int64_t offsets = (2 * wh - 1) * (2 * ww - 1) + 3;
-  const int64_t patches = wh * ww;
-  tokens_ = patches + 1;
-  if (split) ctx.divide_by_tp(c.num_attention_heads, "num_attention_heads");
-  table_ =
-      register_parameter("relative_position_bias_table",
-                         ctx.load("relative_position_bias_table", {offsets, c.num_attention_heads},
-                                  split ? TensorShard{.dim = 1} : TensorShard{}));
-  ctx.skip("relative_position_index", "a buffer of the indices, computed here");
-  // HF's index: patch (i, j) to patch (k, l) reads row ((i - k) + wh - 1) (2 ww - 1) +
-  // (j - l) + ww - 1; the class token's rows are the table's last three.
-  index_ = at::empty({tokens_, tokens_}, at::kLong);
-  int64_t* index = index_.data_ptr<int64_t>();
-  for (int64_t a = 0; a < tokens_; ++a) {
-    for (int64_t b = 0; b < tokens_; ++b) {
-      int64_t row = 0;
-      if (a == 0 && b == 0) {
-        row = offsets - 1;
-      } else if (b == 0) {
-        row = offsets - 2;
-      } else if (a == 0) {
-        row = offsets - 3;
-      } else {
-        const int64_t i = (a - 1) / ww, j = (a - 1) % ww, k = (b - 1) / ww, l = (b - 1) % ww;
-        row = (i - k + wh - 1) * (2 * ww - 1) + (j - l + ww - 1);
-      }
-      index[a * tokens_ + b] = row;
-    }
-  }
-  index_ = index_.view(-1).to(ctx.device());  // once here, not a host-to-device copy per forward
-}
-
-at::Tensor RelativePositionTable::bias() const {
-  const at::Tensor rows = table_.index_select(0, index_);
-  return rows.view({tokens_, tokens_, -1}).permute({2, 0, 1}).unsqueeze(0);
+layers::RelativePositionTableOptions relative_table_options(const ViTConfig& c) {
+  return {.window = {c.image_size[0] / c.patch_size[0], c.image_size[1] / c.patch_size[1]},
+          .num_heads = c.num_attention_heads,
+          .class_token = true};
 }
 
 ViTLayer::ViTLayer(const BuildContext& ctx, const ViTConfig& c, int64_t layer_idx)
@@ -108,10 +74,10 @@ ViTLayer::ViTLayer(const BuildContext& ctx, const ViTConfig& c, int64_t layer_id
   sublayers_.self_dropout = sublayers_.ff_dropout = dropout;
   if (c.relative_position_bias) {
     const std::string path = "attention.attention.relative_position_bias";
-    relative_position_bias_ =
-        layers::register_at(*this, path,
-                            std::make_shared<RelativePositionTable>(layers::context_at(ctx, path),
-                                                                    c, splits_heads(ctx)));
+    relative_position_bias_ = layers::register_at(
+        *this, path,
+        std::make_shared<layers::RelativePositionTable>(
+            layers::context_at(ctx, path), relative_table_options(c), splits_heads(ctx)));
   }
   if (c.layer_scale > 0) {
     sublayers_.self_scale = register_parameter("lambda_1", ctx.load("lambda_1", {c.hidden_size}));
@@ -163,8 +129,9 @@ ViTModel::ViTModel(const BuildContext& ctx, const ViTConfig& c, bool pooler)
   if (c.shared_relative_position_bias) {  // every stage's layers read it (a shared parameter)
     shared_bias_ = encoder->register_module(
         "relative_position_bias",
-        std::make_shared<RelativePositionTable>(encoder_ctx.child("relative_position_bias"), c,
-                                                splits_heads(encoder_ctx.child("layer").child(0))));
+        std::make_shared<layers::RelativePositionTable>(
+            encoder_ctx.child("relative_position_bias"), relative_table_options(c),
+            splits_heads(encoder_ctx.child("layer").child(0))));
   }
   layers_ = layers::LayerStack<ViTLayer>(*encoder, encoder_ctx, "layer", c.num_hidden_layers,
                                          [&](const auto& layer_ctx, int64_t i) {

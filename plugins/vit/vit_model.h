@@ -16,6 +16,7 @@
 #include "shardformer/layers/mlp.h"
 #include "shardformer/layers/patch_embedding.h"
 #include "shardformer/layers/pre_norm_block.h"
+#include "shardformer/layers/relative_position_table.h"
 #include "shardformer/layers/self_attention.h"
 #include "shardformer/model.h"
 
@@ -25,22 +26,11 @@
 
 namespace shardformer::vit {
 
-// BEiT's relative position bias: a table of (2 Wh - 1)(2 Ww - 1) + 3 rows (every offset between
-// two patches of the Wh x Ww grid, and the class token's three), one column per head (this
-// rank's heads under tensor parallelism).
-class RelativePositionTable : public torch::nn::Module {
- public:
-  RelativePositionTable(const BuildContext& ctx, const ViTConfig& config, bool split);
-  at::Tensor bias() const;  // [1, heads/tp, 1 + patches, 1 + patches], added to the scores
-
- private:
-  at::Tensor table_;  // [offsets, heads/tp]
-  at::Tensor index_;  // [(1 + patches)^2] int64 on the model's device: each pair's row of the table
-  int64_t tokens_ = 0;
-};
-
 // Whether ctx's layers split their attention heads over tp (the policy's choice).
 bool splits_heads(const BuildContext& layer);
+
+// BEiT's relative position table: the whole image's patches and the class token.
+layers::RelativePositionTableOptions relative_table_options(const ViTConfig& config);
 
 // layernorm_before -> attention -> residual; layernorm_after -> intermediate / output -> residual
 // (layers::pre_norm_block). BEiT: each branch scaled by lambda_1 / lambda_2 before its residual,
@@ -56,7 +46,8 @@ class ViTLayer : public torch::nn::Module {
   // layer scale.
   layers::PreNormSublayers sublayers_;
   std::shared_ptr<layers::MLP> mlp_;  // intermediate.dense, output.dense (registered here)
-  std::shared_ptr<RelativePositionTable> relative_position_bias_;  // BEiT's own table, or null
+  std::shared_ptr<layers::RelativePositionTable>
+      relative_position_bias_;  // BEiT's own table, or null
   double drop_path_rate_;
 };
 
@@ -89,7 +80,7 @@ class ViTModel : public Model {
   std::shared_ptr<layers::Linear> pooler_;
   std::shared_ptr<layers::LayerNorm> pooler_norm_;  // BEiT's mean pooling
   bool pools_ = false;
-  std::shared_ptr<RelativePositionTable> shared_bias_;  // BEiT's shared table (every stage)
+  std::shared_ptr<layers::RelativePositionTable> shared_bias_;  // BEiT's shared table (every stage)
 };
 
 // ViTForImageClassification: ViTModel under "vit" (no pooler) and a replicated classifier on the

@@ -1,21 +1,28 @@
-// Images in, labels out: the host's classify job with tiny-vit against HF (load_image, the
-// folder's ViT image processor, ViTForImageClassification, softmax;
-// tools/gen_classify_reference.py) at tp 1, tp 2 and pp 2: every image's top labels and
-// probabilities, printed and written as JSON lines.
+// Images in, labels out: the host's classify job with tiny-vit and tiny-swin against HF
+// (load_image, the folder's ViT image processor, ViTForImageClassification or
+// SwinForImageClassification, softmax; tools/gen_classify_reference.py) at tp 1, tp 2 and pp 2:
+// every image's top labels and probabilities, printed and written as JSON lines.
 #include "job_run.h"
 
 namespace shardformer::testing {
 namespace {
 
-class ClassifyJob : public ::testing::TestWithParam<std::string> {
+struct Case {
+  std::string model, layout, name;
+};
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+
+class ClassifyJob : public ::testing::TestWithParam<Case> {
  protected:
   void TearDown() override { std::filesystem::remove_all(dir_); }
   std::filesystem::path dir_;
 };
 
 TEST_P(ClassifyJob, GivesHFsLabelsAndProbabilities) {
+  const Case& c = GetParam();
   const nlohmann::json reference =
-      nlohmann::json::parse(std::ifstream(test_data_dir() / "classify" / "reference.json"));
+      nlohmann::json::parse(std::ifstream(test_data_dir() / "classify" / (c.model + ".json")));
   dir_ = fresh_test_dir("shardformer_classify_");
   const std::filesystem::path output = dir_ / "labels.jsonl";
   std::string images;
@@ -24,8 +31,8 @@ TEST_P(ClassifyJob, GivesHFsLabelsAndProbabilities) {
   }
   const JobRun run =
       run_job(dir_,
-              "[model]\npath = " + quoted((models_dir() / "tiny-vit").string()) +
-                  "\n[job]\nmode = \"classify\"\n" + GetParam() +
+              "[model]\npath = " + quoted((models_dir() / c.model).string()) +
+                  "\n[job]\nmode = \"classify\"\n" + c.layout +
                   "\n[classify]\nbatch_size = 2\ntop_k = 3\noutput = " + quoted(output.string()) +
                   "\nimages = [" + images + "]\n",
               output);
@@ -51,14 +58,19 @@ TEST_P(ClassifyJob, GivesHFsLabelsAndProbabilities) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Layouts, ClassifyJob,
-                         ::testing::Values("", "[parallel]\ntp_size = 2",
-                                           "[parallel]\npp_size = 2"),
-                         [](const auto& info) {
-                           return info.index == 0   ? std::string("tp1")
-                                  : info.index == 1 ? std::string("tp2")
-                                                    : std::string("pp2");
-                         });
+std::vector<Case> cases() {
+  std::vector<Case> all;
+  for (const std::string model : {"tiny-vit", "tiny-swin"}) {
+    const std::string name = model == "tiny-vit" ? "vit" : "swin";
+    all.push_back({model, "", name + "_tp1"});
+    all.push_back({model, "[parallel]\ntp_size = 2", name + "_tp2"});
+    all.push_back({model, "[parallel]\npp_size = 2", name + "_pp2"});
+  }
+  return all;
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, ClassifyJob, ::testing::ValuesIn(cases()),
+                         [](const auto& info) { return info.param.name; });
 
 }  // namespace
 }  // namespace shardformer::testing

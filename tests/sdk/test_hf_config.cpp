@@ -79,6 +79,23 @@ TEST(HFConfig, WrongTypeNamesFileKeyAndValue) {
   expect_checkpoint_error([&] { config.get_string("n_embd"); }, {kSource, "must be a string"});
 }
 
+// Integer lists (Swin's depths and heads per stage), and the layers a pipeline splits: a
+// hierarchical model's blocks of every stage, not its stage count (num_layers).
+TEST(HFConfig, IntegerListsAndAHierarchicalModelsPipelineLayers) {
+  const HFConfig swin = HFConfig::parse(
+      R"({"depths": [2, 2, 6, 2], "num_heads": [3, 6, 12, 24], "num_layers": 4, "bad": [1, "x"],
+          "none": null})",
+      kSource);
+  EXPECT_EQ(swin.get_int_list("num_heads"), (std::vector<int64_t>{3, 6, 12, 24}));
+  EXPECT_EQ(swin.get_int_list("none"), std::nullopt);
+  EXPECT_EQ(swin.get_int_list("absent"), std::nullopt);
+  EXPECT_EQ(swin.pipeline_layers(), 12);
+  EXPECT_EQ(swin.num_hidden_layers(), 4);
+  expect_checkpoint_error([&] { swin.get_int_list("bad"); }, {kSource, "'bad' must be an integer"});
+  expect_checkpoint_error([&] { swin.get_int_list("num_layers"); },
+                          {kSource, "'num_layers' must be an array of integers"});
+}
+
 TEST(HFConfig, ArchitecturesMustBeStrings) {
   expect_checkpoint_error([] { HFConfig::parse(R"({"architectures": ["A", 1]})", kSource); },
                           {kSource, "'architectures' must be an array of strings"});

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <numeric>
 #include <set>
 #include <sstream>
 #include <system_error>
@@ -323,6 +324,15 @@ std::optional<std::vector<std::string>> HFConfig::get_string_list(const std::str
   return value->get<std::vector<std::string>>();
 }
 
+std::optional<std::vector<int64_t>> HFConfig::get_int_list(const std::string& key) const {
+  const nlohmann::json* value = impl_->find_non_null(key);
+  if (value == nullptr) return std::nullopt;
+  if (!value->is_array()) impl_->wrong_type(key, "an array of integers", *value);
+  std::vector<int64_t> list;
+  for (const nlohmann::json& item : *value) list.push_back(impl_->to_int(key, item));
+  return list;
+}
+
 std::array<int64_t, 2> HFConfig::get_int_pair(const std::string& key, int64_t fallback) const {
   const nlohmann::json* value = impl_->find_non_null(key);
   if (value == nullptr) return {fallback, fallback};
@@ -350,6 +360,9 @@ std::optional<int64_t> HFConfig::pipeline_layers() const {
     const std::optional<int64_t> layers = get_optional_int("num_layers");
     if (!layers) return std::nullopt;
     return *layers + get_optional_int("num_decoder_layers").value_or(*layers);
+  }
+  if (const auto depths = get_int_list("depths")) {
+    return std::accumulate(depths->begin(), depths->end(), int64_t{0});
   }
   return num_hidden_layers();
 }

@@ -24,23 +24,8 @@ TEST_P(ViTFamily, ClassifierAndBaseMatchHF) {
   const std::string family = c.model.starts_with("tiny-beit") ? "Beit" : "ViT";
   on_ranks(c.model, c.layout,
            [&](const ModelFixture& f, const distributed::ProcessMesh* mesh, int) {
-             const auto classifier = layout_session(f, mesh, family + "ForImageClassification");
-             check_output_loss_and_grads(f, *classifier, mesh, "forward_logits", "train_labels",
-                                         "train_loss", "grad.");
-             const auto base = layout_session(f, mesh, family + "Model");
-             const at::Tensor hidden = base->forward(f.forward_inputs());
-             if (base->holds_output()) {
-               expect_close_to_hf(f, hidden, "forward_last_hidden_state", kOutputAtol, 0.0,
-                                  "last hidden state");
-             }
-             if (mesh == nullptr || mesh->shape().pp == 1) {  // both outputs of one forward
-               at::NoGradGuard no_grad;
-               const auto outputs = base->model().forward_all(f.forward_inputs());
-               expect_close(outputs.at("pooler_output"), f.ref("forward_pooler_output"),
-                            kOutputAtol, 0.0, "pooler output");
-             }
-             check_bfloat16_logits(
-                 f, *layout_session(f, mesh, family + "ForImageClassification", {}, at::kBFloat16));
+             check_image_classifier_and_base(f, mesh, family + "ForImageClassification",
+                                             family + "Model");
            });
 }
 
@@ -95,16 +80,7 @@ TEST(ViTImageSize, OtherSizesAreRefusedOrInterpolated) {
 
 // Sequence parallelism does not split image tokens yet: refused naming the model.
 TEST(ViTSequenceParallel, IsRefusedByName) {
-  on_ranks("tiny-vit", Layout{.tp = 2, .name = "sg_tp2", .sequence_mode = "split_gather"},
-           [&](const ModelFixture& f, const distributed::ProcessMesh* mesh, int) {
-             try {
-               layout_session(f, mesh, "ViTForImageClassification",
-                              Layout{.tp = 2, .sequence_mode = "split_gather"});
-               ADD_FAILURE() << "ViT ran under sequence parallelism";
-             } catch (const Error& e) {
-               EXPECT_NE(std::string(e.what()).find("ViT"), std::string::npos) << e.what();
-             }
-           });
+  expect_sequence_parallelism_refused("tiny-vit", "ViTForImageClassification", "ViT");
 }
 
 TEST(ViTConfigKeys, ThoseThatChangeNoMathLoadAndOthersAreRefused) {

@@ -64,6 +64,8 @@ class HFConfig {
   std::string get_string(const std::string& key, const std::string& fallback) const;
   // An array of strings (e.g. layer_types); nullopt when absent or null.
   std::optional<std::vector<std::string>> get_string_list(const std::string& key) const;
+  // An array of integers (Swin's depths and num_heads per stage); nullopt when absent or null.
+  std::optional<std::vector<int64_t>> get_int_list(const std::string& key) const;
   // A size given as one integer n (n, n) or a list of two (vision models' image_size and
   // patch_size, as [height, width]); {fallback, fallback} when absent or null.
   std::array<int64_t, 2> get_int_pair(const std::string& key, int64_t fallback) const;
@@ -74,7 +76,8 @@ class HFConfig {
   std::optional<int64_t> num_hidden_layers() const;
   // The layers a pipeline splits: an encoder-decoder's (is_encoder_decoder) encoder and decoder
   // layers together, T5's num_layers + num_decoder_layers or BART's and Whisper's
-  // encoder_layers + decoder_layers; otherwise num_hidden_layers().
+  // encoder_layers + decoder_layers; a hierarchical vision model's (Swin) blocks of every stage,
+  // its depths summed; otherwise num_hidden_layers().
   std::optional<int64_t> pipeline_layers() const;
 
  private:
