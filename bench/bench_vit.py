@@ -1,21 +1,25 @@
 #!/usr/bin/env python3
-"""Image classification speed of a ViT-base-shaped model (fp32): the host's classify job against HF
-transformers eager (ViTForImageClassification, its default attention) on the same threads, side
-by side in one run, alternating, median of the rounds; and the image front end (decoding and
-preprocessing) against HF's (PIL's load_image and ViTImageProcessorPil).
+"""Image classification speed of a ViT-base-shaped or Swin-T-shaped model (fp32): the host's classify
+job against HF transformers eager (ViTForImageClassification or SwinForImageClassification, its
+default attention) on the same threads, side by side in one run, alternating, median of the
+rounds; and the image front end (decoding and preprocessing) against HF's (PIL's load_image and
+ViTImageProcessorPil, which both families use).
 
-    .venv/bin/python bench/bench_vit.py [--threads 2] [--rounds 3] [--build build]
+    .venv/bin/python bench/bench_vit.py [--model vit-base|swin-tiny] [--threads 2] [--rounds 3]
+                                        [--build build]
 
-The model: google/vit-base-patch16-224's shapes (hidden 768, 12 layers, 12 heads, MLP 3072,
-224 x 224 images in 16 x 16 patches, 1000 labels) with HF's random init, made once under
-BUILD/bench-models/vit-base with its preprocessor_config.json (bilinear to 224 x 224). The images:
+The models: google/vit-base-patch16-224's shapes (hidden 768, 12 layers, 12 heads, MLP 3072,
+224 x 224 images in 16 x 16 patches, 1000 labels) or microsoft/swin-tiny-patch4-window7-224's
+(embed 96, depths 2, 2, 6, 2, heads 3, 6, 12, 24, windows of 7, 224 x 224 images in 4 x 4
+patches, 1000 labels), with HF's random init, made once under BUILD/bench-models/<model> with
+its preprocessor_config.json (bilinear to 224 x 224). The images:
 matplotlib's photograph (512 x 600 JPEG) repeated. Two settings: 32 images in one batch, and 8
 images one at a time. Reported per side: images/s of the model alone (the host's own log line,
 model loading and the front end excluded; HF timed around model(pixel_values)), and the front
 end's images/s (the host's decoding + preprocessing lines; HF's load_image + processor). The
 roofline: this machine's fp32 FMA peak (bench/machine.py, measured in the same run) over the
-model's FLOPs per image (its matrix products and attention; 35.1 GFLOP). The first line names the
-CPU and its limits."""
+model's FLOPs per image (its matrix products and attention; ViT-base 35.1 GFLOP, Swin-T 9.0). The
+first line names the CPU and its limits."""
 import argparse
 import json
 import os
@@ -32,30 +36,51 @@ sys.path.insert(0, str(ROOT / "bench"))
 import machine  # noqa: E402
 
 PHOTO = ROOT / "build" / "test-data" / "images" / "photo.jpg"
-CONFIG = dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072,
-              image_size=224, patch_size=16, num_labels=1000)
+VIT = dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072,
+           image_size=224, patch_size=16, num_labels=1000)
+SWIN = dict(image_size=224, patch_size=4, embed_dim=96, depths=[2, 2, 6, 2],
+            num_heads=[3, 6, 12, 24], window_size=7, num_labels=1000)
 SETTINGS = {"batch 32": (32, 32), "batch 1": (8, 1)}  # images, batch size
 LINE = re.compile(r"classify: (\d+) images: decoding ([0-9.eE+-]+) s, preprocessing "
                   r"([0-9.eE+-]+) s, model ([0-9.eE+-]+) s")
 
 
-def flops_per_image():
-    h, i, layers = CONFIG["hidden_size"], CONFIG["intermediate_size"], CONFIG["num_hidden_layers"]
-    tokens = (CONFIG["image_size"] // CONFIG["patch_size"]) ** 2 + 1
+def vit_flops(c):
+    h, i, layers = c["hidden_size"], c["intermediate_size"], c["num_hidden_layers"]
+    tokens = (c["image_size"] // c["patch_size"]) ** 2 + 1
     per_token_layer = 2 * (4 * h * h + 2 * h * i) + 2 * 2 * tokens * h  # products + attention
-    patches = 2 * (tokens - 1) * h * 3 * CONFIG["patch_size"] ** 2
-    return layers * tokens * per_token_layer + patches + 2 * h * CONFIG["num_labels"]
+    patches = 2 * (tokens - 1) * h * 3 * c["patch_size"] ** 2
+    return layers * tokens * per_token_layer + patches + 2 * h * c["num_labels"]
 
 
-def make_model(build):
-    folder = build / "bench-models" / "vit-base"
+def swin_flops(c):
+    side, dim, window = c["image_size"] // c["patch_size"], c["embed_dim"], c["window_size"]
+    total = 2 * side * side * dim * 3 * c["patch_size"] ** 2  # the patch embedding
+    for stage, depth in enumerate(c["depths"]):
+        tokens = side * side
+        # q, k, v, o and the 4x MLP per token; scores and context within a window of window^2
+        total += depth * tokens * (2 * 12 * dim * dim + 2 * 2 * window * window * dim)
+        if stage + 1 < len(c["depths"]):  # patch merging: 4 dim -> 2 dim per merged token
+            side = (side + 1) // 2
+            total += 2 * side * side * 4 * dim * 2 * dim
+            dim *= 2
+    return total + 2 * dim * c["num_labels"]
+
+
+MODELS = {"vit-base": ("ViT-base", "ViTForImageClassification", "ViTConfig", VIT, vit_flops),
+          "swin-tiny": ("Swin-T", "SwinForImageClassification", "SwinConfig", SWIN, swin_flops)}
+
+
+def make_model(build, name):
+    folder = build / "bench-models" / name
     if (folder / "model.safetensors").exists():
         return folder
     import torch
     import transformers
     from transformers.models.vit.image_processing_pil_vit import ViTImageProcessorPil
+    _, cls, config_cls, config, _ = MODELS[name]
     torch.manual_seed(0)
-    model = transformers.ViTForImageClassification(transformers.ViTConfig(**CONFIG))
+    model = getattr(transformers, cls)(getattr(transformers, config_cls)(**config))
     model.save_pretrained(folder)
     ViTImageProcessorPil(size={"height": 224, "width": 224}).save_pretrained(folder)
     return folder
@@ -69,7 +94,7 @@ def hf_worker(folder, threads, images, batch):
     from transformers.models.vit.image_processing_pil_vit import ViTImageProcessorPil
     torch.set_num_threads(threads)
     transformers.logging.set_verbosity_error()
-    model = transformers.ViTForImageClassification.from_pretrained(folder).eval()
+    model = transformers.AutoModelForImageClassification.from_pretrained(folder).eval()
     processor = ViTImageProcessorPil.from_pretrained(folder)
     with torch.no_grad():
         model(pixel_values=torch.zeros(1, 3, 224, 224))  # warm-up
@@ -116,14 +141,16 @@ def main():
         return
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", choices=sorted(MODELS), default="vit-base")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--build", type=pathlib.Path, default=ROOT / "build")
     args = parser.parse_args()
     print(machine.describe(args.build, args.threads))
     limits = machine.limits(args.build, args.threads)
-    folder = make_model(args.build)
-    flops = flops_per_image()
+    title, _, _, config, count_flops = MODELS[args.model]
+    folder = make_model(args.build, args.model)
+    flops = count_flops(config)
     roofline = limits["fma_gflops"] * 1e9 / flops
     results = {}
     for _ in range(args.rounds):
@@ -132,7 +159,7 @@ def main():
                 r = run(folder, args.threads, images, batch)
                 results.setdefault((name, side), []).append(
                     (images / r["model_s"], images / r["front_s"]))
-    print(f"\nViT-base shapes, fp32, {args.threads} threads, median of {args.rounds} rounds; "
+    print(f"\n{title} shapes, fp32, {args.threads} threads, median of {args.rounds} rounds; "
           f"{flops / 1e9:.1f} GFLOP per image; roofline {roofline:.2f} images/s "
           f"(FMA peak {limits['fma_gflops']:.0f} GFLOP/s)\n")
     print("| setting | HF (images/s) | host (images/s) | host / HF | HF / roofline | "
@@ -144,8 +171,8 @@ def main():
         print(f"| {name} | {hf[0]:.2f} | {host[0]:.2f} | {host[0] / hf[0]:.2f} | "
               f"{hf[0] / roofline:.2f} | {host[0] / roofline:.2f} | {hf[1]:.1f} | {host[1]:.1f} | "
               f"{host[1] / hf[1]:.2f} |")
-    print(f"\ncommand: .venv/bin/python bench/bench_vit.py --threads {args.threads} "
-          f"--rounds {args.rounds}")
+    print(f"\ncommand: .venv/bin/python bench/bench_vit.py --model {args.model} "
+          f"--threads {args.threads} --rounds {args.rounds}")
 
 
 if __name__ == "__main__":
