@@ -422,4 +422,39 @@ CHECKPOINTS = {
                     use_absolute_embeddings=True, qkv_bias=False, hidden_act="gelu_new",
                     layer_norm_eps=1e-6, drop_path_rate=0.0, initializer_range=0.1,
                     num_labels=5)),
+    # SAM: 64 x 64 images in 8 x 8 patches (an 8 x 8 grid) through 3 layers, windows of 3 (the
+    # grid padded to 9 x 9) but layer 1 global, with relative and absolute positions; a prompt
+    # encoder and mask decoder of width 32 (4 heads: tp 4 splits both), 2 two-way blocks. Weights
+    # drawn with std 0.2: at HF's 0.02 the masks barely depend on the prompts.
+    "tiny-sam": dict(arch="SamModel", kind="sam", config_class="SamConfig",
+                     config=dict(vision_config=dict(hidden_size=32, num_hidden_layers=3,
+                                                    num_attention_heads=4, image_size=64,
+                                                    patch_size=8, window_size=3,
+                                                    global_attn_indexes=[1], output_channels=32,
+                                                    num_pos_feats=16, mlp_dim=48,
+                                                    initializer_range=0.2),
+                                 prompt_encoder_config=dict(hidden_size=32, image_size=64,
+                                                            patch_size=8, mask_input_channels=8),
+                                 mask_decoder_config=dict(hidden_size=32, num_hidden_layers=2,
+                                                          num_attention_heads=4, mlp_dim=24,
+                                                          iou_head_hidden_dim=20),
+                                 initializer_range=0.2)),
+    # SAM's other settings: windows of 4 that tile the grid, layers 0 and 3 global, no absolute
+    # positions, no qkv bias, gelu_new, mlp_dim 72 (HF derives it from mlp_ratio); a mask decoder of 3 blocks
+    # with attention downsampled 4 x, 2 multimask outputs and an IoU head 4 deep.
+    "tiny-sam-options": dict(
+        arch="SamModel", kind="sam", config_class="SamConfig",
+        config=dict(vision_config=dict(hidden_size=48, num_hidden_layers=4, num_attention_heads=4,
+                                       image_size=64, patch_size=8, window_size=4,
+                                       global_attn_indexes=[0, 3], output_channels=32,
+                                       num_pos_feats=16, mlp_ratio=1.5, use_abs_pos=False,
+                                       qkv_bias=False, hidden_act="gelu_new",
+                                       layer_norm_eps=1e-5, initializer_range=0.2),
+                    prompt_encoder_config=dict(hidden_size=32, image_size=64, patch_size=8,
+                                               mask_input_channels=8),
+                    mask_decoder_config=dict(hidden_size=32, num_hidden_layers=3,
+                                             num_attention_heads=4, mlp_dim=40,
+                                             attention_downsample_rate=4, num_multimask_outputs=2,
+                                             iou_head_depth=4, iou_head_hidden_dim=24),
+                    initializer_range=0.2)),
 }

@@ -15,7 +15,8 @@ config.json written, the tensors saved, load reports, tying, and checks.
 
 Weights: HF's own init under torch.manual_seed(1234), then every 1-D parameter (norm weights,
 biases) gets N(0, 0.1) added, so norms, biases and their sharding (e.g. BLOOM's fused qkv bias)
-are visible in the outputs (HF initialises them to exactly 1 and 0), then the table's per-entry
+are visible in the outputs (HF initialises them to exactly 1 and 0), parameters HF leaves all zero
+(SAM's positions) get N(0, 0.1), then the table's per-entry
 `center_rows` / `scale` adjustments (OPT, BLOOM). The script refuses a checkpoint whose greedy
 generation repeats itself (a row with fewer than max_new/2 distinct tokens or a run over 3).
 Entries with `layout = "chatglm"` are then rewritten as THUDM's ChatGLM files store the same
@@ -66,6 +67,8 @@ def perturb(model, spec):
         for name, param in model.named_parameters():
             if param.ndim == 1:
                 param.add_(torch.randn_like(param) * PERTURB_STD)
+            elif not param.any():  # SAM's relative and absolute positions start at zero
+                param.normal_(0, PERTURB_STD)
             if name.endswith(tuple(spec.get("center_rows", ()))):
                 param.sub_(param.mean(dim=1, keepdim=True))
             for suffix, factor in spec.get("scale", {}).items():
@@ -614,6 +617,67 @@ def image_classification_references(spec, folder, report):
     return out
 
 
+SAM_PROMPTS = {  # per case: HF SamModel's prompt arguments for a batch of 2 images of 64 x 64
+    # Two point batches of three points: on and off the object, not a point, padding.
+    "points": dict(input_points=[[[[10.0, 12.0], [40.5, 33.0], [0.0, 0.0]],
+                                  [[63.0, 1.0], [20.0, 50.0], [31.0, 31.0]]],
+                                 [[[5.0, 60.0], [17.25, 8.0], [44.0, 44.0]],
+                                  [[30.0, 30.0], [0.0, 0.0], [0.0, 0.0]]]],
+                   input_labels=[[[1, 0, -10], [1, -1, 0]], [[0, 1, 1], [1, -10, -10]]]),
+    # Three boxes per image.
+    "boxes": dict(input_boxes=[[[2.0, 3.0, 30.0, 40.0], [10.0, 10.0, 60.0, 20.0],
+                                [0.0, 0.0, 63.0, 63.0]],
+                               [[5.5, 7.0, 9.0, 50.0], [33.0, 1.0, 62.0, 30.0],
+                                [20.0, 20.0, 40.0, 44.0]]]),
+    # A point and a box per prompt, one mask each (multimask_output false).
+    "points_boxes": dict(input_points=[[[[12.0, 20.0]], [[50.0, 9.0]]],
+                                       [[[3.0, 3.0]], [[40.0, 60.0]]]],
+                         input_labels=[[[1], [0]], [[1], [1]]],
+                         input_boxes=[[[4.0, 8.0, 30.0, 33.0], [40.0, 2.0, 63.0, 20.0]],
+                                      [[0.0, 0.0, 20.0, 20.0], [25.0, 45.0, 60.0, 63.0]]],
+                         multimask_output=False),
+}
+
+
+def sam_references(spec, folder, report):
+    """SAM: two random images (torch.manual_seed(SEED)) with each case of SAM_PROMPTS: pred_masks,
+    iou_scores and the image embeddings; the gradient of sum(pred_masks * mask_weights) +
+    sum(iou_scores * iou_weights) for the points case (random weights), every parameter's under
+    the checkpoint's names (weights N(0, 1 / count)). All in float64 (exact) and HF fp32
+    ("hf_fp32.<key>")."""
+    config = transformers.AutoConfig.from_pretrained(folder)
+    vision = config.vision_config
+    torch.manual_seed(SEED)
+    pixels = torch.randn(2, vision.num_channels, vision.image_size, vision.image_size)
+    out = {"forward_pixel_values": pixels}
+    for dtype, prefix in ((torch.float64, ""), (torch.float32, "hf_fp32.")):
+        model = load(spec["arch"], folder, report, f"load_{dtype}", dtype=dtype)
+        for case, prompts in SAM_PROMPTS.items():
+            args = {k: (torch.tensor(v, dtype=dtype if k != "input_labels" else torch.long)
+                        if isinstance(v, list) else v) for k, v in prompts.items()}
+            if not prefix:
+                out.update({f"{case}_{k}": v for k, v in args.items() if torch.is_tensor(v)})
+            with torch.no_grad():
+                result = model(pixel_values=pixels.to(dtype), **args)
+            out[f"{prefix}{case}_pred_masks"] = result.pred_masks
+            out[f"{prefix}{case}_iou_scores"] = result.iou_scores
+        with torch.no_grad():
+            out[f"{prefix}image_embeddings"] = model.get_image_embeddings(pixels.to(dtype))
+        args = {k: torch.tensor(v, dtype=dtype if k != "input_labels" else torch.long)
+                for k, v in SAM_PROMPTS["points"].items()}
+        result = model(pixel_values=pixels.to(dtype), **args)
+        if not prefix:  # N(0, 1 / count): the sum stays of order one, as a mean loss does
+            for key, value in (("train_mask_weights", result.pred_masks),
+                               ("train_iou_weights", result.iou_scores)):
+                out[key] = torch.randn(value.shape, dtype=dtype) / value.numel() ** 0.5
+        loss = ((result.pred_masks * out["train_mask_weights"].to(dtype)).sum()
+                + (result.iou_scores * out["train_iou_weights"].to(dtype)).sum())
+        loss.backward()
+        out[f"{prefix}train_loss"] = loss.detach().reshape(1)
+        out.update(grads(model, f"{prefix}grad."))
+    return out
+
+
 def describe(name, spec, folder, passed_keys, report, model_params):
     config = json.loads((folder / "config.json").read_text())
     with safe_open(str(folder / "model.safetensors"), "pt") as f:
@@ -640,6 +704,8 @@ def run_one(name, spec, models, data):
         out = speech_seq2seq_references(spec, folder, report)
     elif spec.get("kind") == "image_classification":
         out = image_classification_references(spec, folder, report)
+    elif spec.get("kind") == "sam":
+        out = sam_references(spec, folder, report)
     else:
         out = causal_lm_references(spec, folder, report)
     bad = [k for k, v in out.items() if v.is_floating_point() and not torch.isfinite(v).all()]

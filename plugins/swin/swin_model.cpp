@@ -82,26 +82,22 @@ at::Tensor SwinLayer::forward(const at::Tensor& x, const SwinStep& step) {
             "training; set drop_path_rate to 0"));
   }
   const int64_t batch = x.size(0), channels = x.size(2);
-  const int64_t window = step.window, shift = shifted_ ? step.shift : 0;
-  at::Tensor grid = layers::pad_to_windows(
-      layernorm_before_->forward(x).view({batch, step.height, step.width, channels}), window);
-  const int64_t height = grid.size(1), width = grid.size(2);  // whole windows
-  if (shift > 0) grid = at::roll(grid, {-shift, -shift}, {1, 2});
-  const at::Tensor windows = layers::window_partition(grid, window);  // [batch * n, w^2, dim]
-  layers::AttentionStep attention;
-  attention.bias = relative_position_bias_->bias();  // [1, heads/tp, w^2, w^2]
-  if (shift > 0) {  // the shift's mask per window, the same for every image
-    const at::Tensor& mask = step.shift_mask;  // [n, w^2, w^2]
-    attention.bias = (attention.bias.unsqueeze(1) + mask.unsqueeze(1).unsqueeze(0))
-                         .expand({batch, -1, -1, -1, -1})
-                         .reshape({-1, attention.bias.size(1), mask.size(1), mask.size(2)});
-  }
-  at::Tensor out =
-      layers::window_reverse(dropout_->forward(attention_->forward(windows, attention)), window,
-                             height, width);  // [batch, height, width, dim]
-  if (shift > 0) out = at::roll(out, {shift, shift}, {1, 2});
-  out = out.narrow(1, 0, step.height).narrow(2, 0, step.width).reshape({batch, -1, channels});
-  const at::Tensor h = x + out;  // [batch, tokens, dim]
+  const int64_t shift = shifted_ ? step.shift : 0;
+  const auto attend = [&](const at::Tensor& windows, int64_t, int64_t) {
+    layers::AttentionStep attention;
+    attention.bias = relative_position_bias_->bias();  // [1, heads/tp, w^2, w^2]
+    if (shift > 0) {  // the shift's mask per window, the same for every image
+      const at::Tensor& mask = step.shift_mask;  // [n, w^2, w^2]
+      attention.bias = (attention.bias.unsqueeze(1) + mask.unsqueeze(1).unsqueeze(0))
+                           .expand({batch, -1, -1, -1, -1})
+                           .reshape({-1, attention.bias.size(1), mask.size(1), mask.size(2)});
+    }
+    return dropout_->forward(attention_->forward(windows, attention));  // [batch * n, w^2, dim]
+  };
+  const at::Tensor out = layers::attend_in_windows(
+      layernorm_before_->forward(x).view({batch, step.height, step.width, channels}), step.window,
+      shift, attend);                                           // [batch, height, width, dim]
+  const at::Tensor h = x + out.reshape({batch, -1, channels});  // [batch, tokens, dim]
   return mlp_->forward_residual(layernorm_after_->forward(h), h, nullptr, dropout_.get()).sum;
 }
 

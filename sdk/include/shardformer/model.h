@@ -68,6 +68,12 @@ struct ForwardInputs {
   // Vision: position embeddings interpolated for images of another size than the config's
   // (HF's interpolate_pos_encoding); false refuses such images.
   bool interpolate_pos_encoding = false;
+  // SAM's prompts, as HF's SamModel takes them (SamProcessor's coordinates: pixels of the image
+  // resized for the model): points [batch, point_batch, points, 2] (x, y) with labels [batch,
+  // point_batch, points] (1: on the object, 0: off it, -1: not a point, -10: padding;
+  // undefined: all 1), boxes [batch, boxes, 4] (x1, y1, x2, y2); undefined when absent.
+  at::Tensor input_points{}, input_labels{}, input_boxes{};
+  bool multimask_output = true;         // SAM: three masks per prompt; false: the single one
   at::Tensor decoder_attention_mask{};  // [batch, past + tgt], 1 = attend; undefined = all 1
   // The cross-attention keys and values of every decoder layer, projected from the encoder's
   // output at the first step and read at every later one.

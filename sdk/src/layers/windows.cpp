@@ -44,6 +44,20 @@ at::Tensor window_reverse(const at::Tensor& windows, int64_t window, int64_t hei
       .reshape({-1, height, width, channels});
 }
 
+at::Tensor attend_in_windows(const at::Tensor& x, int64_t window, int64_t shift,
+                             const WindowAttend& attend) {
+  const int64_t height = x.size(1), width = x.size(2);
+  at::Tensor grid = pad_to_windows(x, window);
+  const int64_t padded_height = grid.size(1), padded_width = grid.size(2);
+  if (shift > 0) grid = at::roll(grid, {-shift, -shift}, {1, 2});
+  at::Tensor out =
+      window_reverse(attend(window_partition(grid, window), padded_height, padded_width), window,
+                     padded_height, padded_width);
+  if (shift > 0) out = at::roll(out, {shift, shift}, {1, 2});
+  if (padded_height == height && padded_width == width) return out;
+  return out.narrow(1, 0, height).narrow(2, 0, width);  // [batch, height, width, channels]
+}
+
 at::Tensor shifted_window_mask(int64_t height, int64_t width, int64_t window, int64_t shift,
                                const at::TensorOptions& options) {
   // Each position's region along one side: [0, n - window), [n - window, n - shift),

@@ -5,6 +5,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 
 namespace shardformer::layers {
 
@@ -19,6 +20,16 @@ at::Tensor window_partition(const at::Tensor& x, int64_t window);
 
 // The reverse: [batch * windows, window * window, channels] -> [batch, height, width, channels].
 at::Tensor window_reverse(const at::Tensor& windows, int64_t window, int64_t height, int64_t width);
+
+// Attention within windows as Swin and SAM run it: x [batch, height, width, channels] padded to
+// whole windows, rolled by -shift in both directions (0: not), cut into windows
+// [batch * windows, window * window, channels] for `attend` (which returns the same shape),
+// put back, rolled back and cropped to [batch, height, width, channels]. `attend` also gets the
+// padded grid's height and width (for a per-window mask).
+using WindowAttend =
+    std::function<at::Tensor(const at::Tensor& windows, int64_t height, int64_t width)>;
+at::Tensor attend_in_windows(const at::Tensor& x, int64_t window, int64_t shift,
+                             const WindowAttend& attend);
 
 // Swin's mask for a height x width grid (multiples of `window`) rolled by -shift in both
 // directions: [windows, window^2, window^2] in `options`' dtype and device, 0 between two tokens
