@@ -29,6 +29,8 @@ import torch
 from PIL import Image
 from safetensors.torch import save_file
 from transformers.image_utils import load_image
+from transformers.models.sam.image_processing_pil_sam import SamImageProcessorPil
+from transformers.models.sam.processing_sam import SamProcessor
 from transformers.models.vit.image_processing_pil_vit import ViTImageProcessorPil
 
 # Settings of HF's ViT processor: its defaults; each resampling filter of PIL's (1 Lanczos,
@@ -50,7 +52,19 @@ PROCESSORS = {
                    "size": {"height": 700, "width": 450}, "do_normalize": False},
     "no_resize": {"feature_extractor_type": "ViTFeatureExtractor", "do_resize": False,
                   "rescale_factor": 0.5, "image_mean": [0.1, 0.2, 0.3], "image_std": [2, 3, 4]},
+    # SAM's: the longest edge to 96 (the other side rounded to nearest), ImageNet's means, padded
+    # to 100 x 120 below and right; the mask settings prepare training labels only. Without
+    # do_convert_rgb: with it HF paints a PNG's transparent colour (tRNS) white, which the host
+    # does not yet (docs/vision.md).
+    "sam": {"image_processor_type": "SamImageProcessor", "size": {"longest_edge": 96},
+            "pad_size": {"height": 100, "width": 120}, "mask_size": {"longest_edge": 24},
+            "mask_pad_size": {"height": 25, "width": 30}, "resample": 2, "do_pad": True,
+            "do_convert_rgb": False},
 }
+# SamProcessor on the photograph: points and boxes in its pixels scaled to the resized image,
+# and random low-resolution masks brought back to its size (post_process_masks).
+SAM_POINTS = [[[[100.0, 200.5], [639.0, 0.0]]]]
+SAM_BOXES = [[[10.0, 20.0, 300.0, 400.25]]]
 
 
 def exif_with_orientation(orientation):
@@ -176,8 +190,12 @@ def main():
     tensors = {}
     for p, settings in PROCESSORS.items():
         (folder / f"{p}.json").write_text(json.dumps(settings, indent=1) + "\n")
-    processors = {p: ViTImageProcessorPil(**{k: v for k, v in s.items() if not k.endswith("_type")})
-                  for p, s in PROCESSORS.items()}
+    def processor_of(settings):
+        cls = (SamImageProcessorPil if settings.get("image_processor_type", "").startswith("Sam")
+               else ViTImageProcessorPil)
+        return cls(**{k: v for k, v in settings.items() if not k.endswith("_type")})
+
+    processors = {p: processor_of(s) for p, s in PROCESSORS.items()}
     for name, path in sorted(files.items()):
         image = load_image(str(path))
         rgb = np.asarray(image)
@@ -186,6 +204,19 @@ def main():
             pixels = processor(image, return_tensors="np")["pixel_values"][0]
             assert pixels.dtype == np.float32, pixels.dtype
             tensors[f"pixels.{p}.{name}"] = torch.from_numpy(np.ascontiguousarray(pixels))
+    sam = SamProcessor(image_processor=processors["sam"])
+    photo = load_image(str(files["photo"]))
+    prompts = sam(images=photo, input_points=SAM_POINTS, input_boxes=SAM_BOXES, return_tensors="pt")
+    tensors["sam_prompts.points"] = torch.tensor(SAM_POINTS[0][0])
+    tensors["sam_prompts.boxes"] = torch.tensor(SAM_BOXES[0])
+    tensors["sam_prompts.scaled_points"] = prompts["input_points"][0, 0].float()
+    tensors["sam_prompts.scaled_boxes"] = prompts["input_boxes"][0].float()
+    tensors["sam_prompts.reshaped_size"] = torch.tensor(list(prompts["reshaped_input_sizes"][0]))
+    torch.manual_seed(7)
+    masks = torch.randn(1, 1, 3, 25, 30)  # [images, prompts, masks, h, w]
+    tensors["sam_masks.low"] = masks[0]
+    tensors["sam_masks.image"] = sam.post_process_masks(
+        masks, prompts["original_sizes"], prompts["reshaped_input_sizes"])[0]
     rng = np.random.default_rng(7)
     for i in range(48):
         w, h, out_w, out_h = (int(v) for v in rng.integers(1, 120, 4))

@@ -12,6 +12,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <fstream>
 #include <set>
 
@@ -82,7 +83,7 @@ TEST_P(ImageFiles, DecodeToPILsPixelsAndHFsPixelValues) {
     EXPECT_LE((pixels - hf).abs().max().item<double>(), 1e-5) << t.name;
     ++checked;
   }
-  EXPECT_EQ(checked, 6) << name << ": every processor setting of the reference";
+  EXPECT_EQ(checked, 7) << name << ": every processor setting of the reference";
 }
 
 INSTANTIATE_TEST_SUITE_P(Reference, ImageFiles, ::testing::ValuesIn(image_names()),
@@ -148,7 +149,11 @@ TEST(ImageProcessorSettings, ThoseTheHostDoesNotApplyAreRefusedByName) {
       {R"({"resample": 0})", "resample"},
       {R"({"size": {"longest_edge": 1024}})", "size.longest_edge"},
       {R"({"size": {"height": 10}})", "size"},
-      {R"({"image_processor_type": "SamImageProcessor"})", "image_processor_type"},
+      {R"({"image_processor_type": "BeitImageProcessor"})", "image_processor_type"},
+      {R"({"image_processor_type": "SamImageProcessor", "size": {"shortest_edge": 8}})", "size"},
+      {R"({"image_processor_type": "SamImageProcessor", "pad_size": {"height": 8}})", "pad_size"},
+      {R"({"image_processor_type": "SamImageProcessor", "do_reduce_labels": true})",
+       "do_reduce_labels"},
       {R"({"image_std": [1, 0, 1]})", "image_std"},
       {R"({"do_resize": "yes"})", "do_resize"},
       {R"({"crop_size": {"shortest_edge": 8}})", "crop_size"}};
@@ -170,6 +175,57 @@ TEST(ImageProcessorSettings, ThoseTheHostDoesNotApplyAreRefusedByName) {
       ImageProcessorOptions::from_file(settings_file(R"({"size": {"shortest_edge": 224}})"));
   const Image line{.width = 1, .height = 1000000, .rgb = std::vector<uint8_t>(3000000)};
   EXPECT_THROW(pixel_values(line, thin), ConfigError);
+}
+
+// SamProcessor on the photograph: its resized size, its points and boxes scaled with it, and
+// masks brought back to the photograph's size, against HF's; an image larger than the padding is
+// refused.
+TEST(SamProcessor, PromptsAndMasksAsHFs) {
+  const Image photo = read_image(image_file("photo"));
+  const ImageProcessorOptions sam = ImageProcessorOptions::from_file(image_dir() / "sam.json");
+  ASSERT_EQ(sam.kind, ProcessorKind::kSam);
+  const std::array<int64_t, 2> resized = resized_size(photo, sam);
+  const at::Tensor hf_size = reference().read("sam_prompts.reshaped_size");
+  EXPECT_EQ(resized[0], hf_size[0].item<int64_t>());
+  EXPECT_EQ(resized[1], hf_size[1].item<int64_t>());
+  const std::array<int64_t, 2> original{photo.height, photo.width};
+  const at::Tensor points =
+      scale_coordinates(reference().read("sam_prompts.points"), original, resized);
+  EXPECT_LE((points - reference().read("sam_prompts.scaled_points")).abs().max().item<double>(),
+            1e-5);
+  const at::Tensor boxes =
+      scale_coordinates(reference().read("sam_prompts.boxes").view({-1, 2, 2}), original, resized)
+          .view({-1, 4});
+  EXPECT_LE((boxes - reference().read("sam_prompts.scaled_boxes")).abs().max().item<double>(),
+            1e-5);
+  const at::Tensor masks =
+      post_process_masks(reference().read("sam_masks.low"),
+                         {sam.pad_size.height, sam.pad_size.width}, resized, original);
+  const at::Tensor hf = reference().read("sam_masks.image");
+  ASSERT_EQ(masks.sizes(), hf.sizes());
+  EXPECT_EQ(masks.ne(hf).sum().item<int64_t>(), 0);
+  ImageProcessorOptions small = sam;
+  small.pad_size = {.height = 50, .width = 120};
+  EXPECT_THROW(pixel_values(photo, small), ConfigError);
+}
+
+// A grey PNG written (SAM's masks) reads back as the same values in each channel.
+TEST(PngWriter, GreyPixelsReadBack) {
+  std::vector<uint8_t> grey(7 * 5);
+  for (size_t i = 0; i < grey.size(); ++i) grey[i] = static_cast<uint8_t>(i * 7);
+  const fs::path path =
+      fs::temp_directory_path() / ("shardformer-grey-" + std::to_string(::getpid()) + ".png");
+  write_grey_png(path, grey, 7, 5);
+  EXPECT_FALSE(fs::exists(path.string() + ".partial"));
+  const Image back = read_image(path);
+  ASSERT_EQ(back.width, 7);
+  ASSERT_EQ(back.height, 5);
+  for (size_t i = 0; i < grey.size(); ++i) {
+    for (int c = 0; c < 3; ++c) ASSERT_EQ(back.rgb[i * 3 + c], grey[i]) << i;
+  }
+  fs::remove(path);
+  EXPECT_THROW(write_grey_png(path, grey, 6, 5), Error);
+  EXPECT_THROW(write_grey_png(fs::path("/nonexistent-dir") / "x.png", grey, 7, 5), Error);
 }
 
 TEST(ExifOrientation, MalformedBlocksReadAsUpright) {

@@ -41,8 +41,31 @@ ImageProcessorOptions ImageProcessorOptions::from_file(const std::filesystem::pa
     }
     return v.get<int64_t>();
   };
+  // The processor first: SAM's takes settings that ViT's refuses.
+  static const std::set<std::string> kViT = {"ViTImageProcessor", "ViTImageProcessorPil",
+                                             "ViTFeatureExtractor"};
+  static const std::set<std::string> kSam = {"SamImageProcessor", "SamImageProcessorPil"};
+  for (const char* key : {"image_processor_type", "feature_extractor_type"}) {
+    const auto it = file.find(key);
+    if (it == file.end() || it->is_null()) continue;
+    if (it->is_string() && kSam.contains(it->get<std::string>())) {
+      o.kind = ProcessorKind::kSam;
+    } else if (!it->is_string() || !kViT.contains(it->get<std::string>())) {
+      throw fail(key, str(detail::describe_json(*it),
+                          " is not an image processor this host runs "
+                          "(ViTImageProcessor, ViTFeatureExtractor, SamImageProcessor)"));
+    }
+  }
+  const bool sam = o.kind == ProcessorKind::kSam;
+  if (sam) {  // SamImageProcessor's defaults
+    o.size = SizeRule{.longest_edge = 1024};
+    o.image_mean = {0.485F, 0.456F, 0.406F};
+    o.image_std = {0.229F, 0.224F, 0.225F};
+    o.do_pad = true;
+    o.pad_size = SizeRule{.height = 1024, .width = 1024};
+  }
   // HF's get_size_dict: an integer is a square (ViT's default_to_square); an object gives height
-  // and width, or the shortest edge.
+  // and width, the shortest edge, or (SAM) the longest edge.
   const auto size_rule = [&](const std::string& key, const json& v) {
     if (v.is_number_integer()) {
       const int64_t side = positive(key, v);
@@ -58,15 +81,18 @@ ImageProcessorOptions ImageProcessorOptions::from_file(const std::filesystem::pa
         rule.width = positive(key + "." + name, side);
       } else if (name == "shortest_edge") {
         rule.shortest_edge = positive(key + "." + name, side);
+      } else if (name == "longest_edge" && sam) {
+        rule.longest_edge = positive(key + "." + name, side);
       } else {
         throw fail(key + "." + name,
-                   "is not a size rule this host applies (height and width, or "
-                   "shortest_edge)");
+                   str("is not a size rule this host applies (height and width, or ",
+                       sam ? "longest_edge" : "shortest_edge", ")"));
       }
     }
     const bool square = rule.height > 0 && rule.width > 0;
-    if (square == (rule.shortest_edge > 0) || (!square && (rule.height > 0 || rule.width > 0))) {
-      throw fail(key, "give height and width, or shortest_edge alone");
+    const int edges = (rule.shortest_edge > 0 ? 1 : 0) + (rule.longest_edge > 0 ? 1 : 0);
+    if ((square ? 1 : 0) + edges != 1 || (!square && (rule.height > 0 || rule.width > 0))) {
+      throw fail(key, "give height and width, or one edge alone");
     }
     return rule;
   };
@@ -83,17 +109,12 @@ ImageProcessorOptions ImageProcessorOptions::from_file(const std::filesystem::pa
     }
     return t;
   };
-  static const std::set<std::string> kProcessors = {"ViTImageProcessor", "ViTImageProcessorPil",
-                                                    "ViTFeatureExtractor"};
   for (const auto& [key, v] : file.items()) {
-    if (v.is_null() || key == "processor_class") continue;
-    if (key == "image_processor_type" || key == "feature_extractor_type") {
-      if (!v.is_string() || !kProcessors.contains(v.get<std::string>())) {
-        throw fail(key, str(detail::describe_json(v),
-                            " is not an image processor this host runs "
-                            "(ViTImageProcessor, ViTFeatureExtractor)"));
-      }
-    } else if (key == "do_resize") {
+    if (v.is_null() || key == "processor_class" || key == "image_processor_type" ||
+        key == "feature_extractor_type") {
+      continue;
+    }
+    if (key == "do_resize") {
       o.do_resize = boolean(key, v);
     } else if (key == "size") {
       o.size = size_rule(key, v);
@@ -126,9 +147,23 @@ ImageProcessorOptions ImageProcessorOptions::from_file(const std::filesystem::pa
       }
     } else if (key == "do_convert_rgb") {
       boolean(key, v);  // images are always converted to RGB, as HF's load_image does
+    } else if (sam && key == "do_pad") {
+      o.do_pad = boolean(key, v);
+    } else if (sam && key == "pad_size") {
+      o.pad_size = size_rule(key, v);
+    } else if (sam && (key == "mask_size" || key == "mask_pad_size")) {
+      size_rule(key, v);  // for segmentation maps (training labels), not for pixel_values
     } else {
-      throw fail(key, "is not a ViTImageProcessor setting this host applies");
+      throw fail(key, str("is not a ", sam ? "SamImageProcessor" : "ViTImageProcessor",
+                          " setting this host applies"));
     }
+  }
+  if (sam && o.do_resize && o.size.longest_edge == 0) {
+    throw fail("size", "SamImageProcessor resizes to a longest_edge");
+  }
+  if (!sam && o.size.longest_edge > 0) throw fail("size", "longest_edge is SAM's rule");
+  if (o.do_pad && (o.pad_size.height == 0 || o.pad_size.width == 0)) {
+    throw fail("pad_size", "padding needs a height and a width");
   }
   return o;
 }
@@ -145,6 +180,12 @@ ImageProcessorOptions ImageProcessorOptions::from_folder(const std::filesystem::
 
 std::array<int64_t, 2> resized_size(const Image& image, const ImageProcessorOptions& options) {
   const SizeRule& s = options.size;
+  if (s.longest_edge > 0) {  // SAM's _get_preprocess_shape: each side scaled, rounded to nearest
+    const double scale = static_cast<double>(s.longest_edge) /
+                         static_cast<double>(std::max(image.height, image.width));
+    return {std::max<int64_t>(static_cast<int64_t>(image.height * scale + 0.5), 1),
+            std::max<int64_t>(static_cast<int64_t>(image.width * scale + 0.5), 1)};
+  }
   if (s.shortest_edge == 0) return {s.height, s.width};
   // HF's get_resize_output_image_size without max_size: the long side int(size * long / short)
   const bool portrait = image.width <= image.height;
@@ -189,7 +230,19 @@ at::Tensor pixel_values(const Image& input, const ImageProcessorOptions& o) {
       width = std::min(width, padded_width - left);
     }
   }
-  at::Tensor out = at::empty({3, height, width}, at::kFloat);  // [3, height, width]
+  int64_t out_height = height, out_width = width;
+  if (o.do_pad) {
+    if (height > o.pad_size.height || width > o.pad_size.width) {
+      throw ConfigError(str("an image resized to ", width, " x ", height,
+                            " pixels is larger than the processor's pad_size ", o.pad_size.width,
+                            " x ", o.pad_size.height));
+    }
+    out_height = o.pad_size.height;
+    out_width = o.pad_size.width;
+  }
+  // [3, height, width], or [3, pad height, pad width] with zeros below and right of the image
+  at::Tensor out = o.do_pad ? at::zeros({3, out_height, out_width}, at::kFloat)
+                            : at::empty({3, height, width}, at::kFloat);
   float* data = out.data_ptr<float>();
   for (int64_t c = 0; c < 3; ++c) {
     for (int64_t y = 0; y < height; ++y) {
@@ -200,11 +253,44 @@ at::Tensor pixel_values(const Image& input, const ImageProcessorOptions& o) {
         auto value = o.do_rescale ? static_cast<float>(static_cast<double>(v) * o.rescale_factor)
                                   : static_cast<float>(v);
         if (o.do_normalize) value = (value - o.image_mean[c]) / o.image_std[c];
-        data[(c * height + y) * width + x] = value;
+        data[(c * out_height + y) * out_width + x] = value;
       }
     }
   }
   return out;
+}
+
+at::Tensor scale_coordinates(const at::Tensor& points, std::array<int64_t, 2> original,
+                             std::array<int64_t, 2> resized) {
+  if (points.dim() < 1 || points.size(-1) != 2) {
+    throw Error(
+        str("scale_coordinates: points must be [..., 2], not ", shape_str(points.sizes().vec())));
+  }
+  const at::Tensor scale =
+      at::tensor({static_cast<double>(resized[1]) / static_cast<double>(original[1]),
+                  static_cast<double>(resized[0]) / static_cast<double>(original[0])},
+                 at::kDouble);
+  return (points.to(at::kDouble) * scale).to(at::kFloat);
+}
+
+at::Tensor post_process_masks(const at::Tensor& masks, std::array<int64_t, 2> pad_size,
+                              std::array<int64_t, 2> resized, std::array<int64_t, 2> original,
+                              double threshold) {
+  if (masks.dim() < 2 || resized[0] > pad_size[0] || resized[1] > pad_size[1]) {
+    throw Error(str("post_process_masks: masks [..., h, w] (", shape_str(masks.sizes().vec()),
+                    ") of an image resized to ", resized[1], " x ", resized[0], " within pad_size ",
+                    pad_size[1], " x ", pad_size[0]));
+  }
+  const at::Tensor flat = masks.reshape({1, -1, masks.size(-2), masks.size(-1)}).to(at::kFloat);
+  const at::Tensor padded =
+      at::upsample_bilinear2d(flat, {pad_size[0], pad_size[1]}, /*align_corners=*/false);
+  const at::Tensor cropped = padded.narrow(2, 0, resized[0]).narrow(3, 0, resized[1]);
+  const at::Tensor full =
+      at::upsample_bilinear2d(cropped, {original[0], original[1]}, /*align_corners=*/false);
+  std::vector<int64_t> shape = masks.sizes().vec();
+  shape[shape.size() - 2] = original[0];
+  shape[shape.size() - 1] = original[1];
+  return (full > threshold).reshape(shape);
 }
 
 }  // namespace shardformer::vision

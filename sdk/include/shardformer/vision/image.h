@@ -1,6 +1,6 @@
 // Images for vision models: JPEG decoded with libjpeg-turbo and PNG with libpng, the EXIF
 // orientation applied and every colour mode converted to RGB, as HF's load_image does with PIL
-// (ImageOps.exif_transpose, then Image.convert("RGB")).
+// (ImageOps.exif_transpose, then Image.convert("RGB")); grey PNG files written (SAM's masks).
 #pragma once
 
 #include <cstdint>
@@ -42,5 +42,11 @@ int exif_orientation(std::span<const uint8_t> tiff);
 // 180 degrees, 6: turned 90 degrees clockwise to stand upright, ...); orientation 1 or unknown
 // values leave it as it is.
 Image apply_orientation(const Image& image, int orientation);
+
+// Writes 8-bit grey pixels [height, width] (row-major; 0 black, 255 white) as a PNG file with
+// libpng, atomically: to a file beside `path`, then renamed over it. Throws Error naming the file
+// when it cannot be written.
+void write_grey_png(const std::filesystem::path& path, std::span<const uint8_t> pixels,
+                    int64_t width, int64_t height);
 
 }  // namespace shardformer::vision
