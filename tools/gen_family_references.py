@@ -230,6 +230,14 @@ def make_checkpoint(name, spec, folder):
     if spec.get("legacy_config"):  # rope settings as older transformers wrote them
         del saved["rope_parameters"]
         saved.update(spec["legacy_config"])
+    if spec.get("kind") == "sam":  # SAM's processor for the model's 64 x 64 images
+        from transformers.models.sam.image_processing_pil_sam import SamImageProcessorPil
+        size = model.config.vision_config.image_size
+        SamImageProcessorPil(size={"longest_edge": size},
+                             pad_size={"height": size, "width": size},
+                             mask_size={"longest_edge": size // 4},
+                             mask_pad_size={"height": size // 4, "width": size // 4}
+                             ).save_pretrained(folder)
     if spec.get("untied_head"):
         untie_t5_head(folder, saved, model.config.d_model)
     if spec.get("kind") == "image_classification":  # HF's ViT processor at the model's size

@@ -286,6 +286,26 @@ std::optional<std::vector<double>> SectionReader::numbers(std::string_view key, 
   });
 }
 
+std::optional<std::vector<std::array<double, 2>>> SectionReader::number_pairs(std::string_view key,
+                                                                              double min,
+                                                                              double max) const {
+  return read(key, [&](const toml::node& node, const std::string& label) {
+    const auto& items = typed<toml::array>(source_, node, label);
+    if (items.empty()) fail(source_, node.source().begin, str(label, " must not be empty"));
+    std::vector<std::array<double, 2>> pairs;
+    for (size_t i = 0; i < items.size(); ++i) {
+      const std::string item = str(label, "[", i, "]");
+      const auto& pair = typed<toml::array>(source_, items[i], item);
+      if (pair.size() != 2) {
+        fail(source_, items[i].source().begin, str(item, " must be [x, y], two numbers"));
+      }
+      pairs.push_back({checked_number(source_, pair[0], item + "[0]", min, max),
+                       checked_number(source_, pair[1], item + "[1]", min, max)});
+    }
+    return pairs;
+  });
+}
+
 std::optional<std::vector<std::string>> SectionReader::strings(std::string_view key) const {
   return read(key, [&](const toml::node& node, const std::string& label) {
     const auto& items = typed<toml::array>(source_, node, label);

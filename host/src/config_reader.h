@@ -4,6 +4,7 @@
 
 #include <toml++/toml.h>
 
+#include <array>
 #include <cstdint>
 #include <filesystem>
 #include <initializer_list>
@@ -59,6 +60,9 @@ class SectionReader {
   // `count` numbers in [min, max].
   std::optional<std::vector<double>> numbers(std::string_view key, size_t count, double min,
                                              double max) const;
+  // A non-empty array of [x, y] pairs of numbers in [min, max] (SAM's points).
+  std::optional<std::vector<std::array<double, 2>>> number_pairs(std::string_view key, double min,
+                                                                 double max) const;
   std::optional<std::vector<std::string>> strings(std::string_view key) const;  // non-empty
   std::optional<TokenLists> token_lists(std::string_view key) const;            // of ids >= 0
   // An array of tables ([[section.key]] entries), each read with `keys`.

@@ -42,13 +42,16 @@ std::string percent(double p) {
 
 }  // namespace
 
-std::vector<vision::Image> read_classify_images(const JobConfig& config) {
+std::vector<vision::Image> read_job_images(const JobConfig& config) {
+  const bool segment = config.mode == JobMode::kSegment;
+  const std::vector<fs::path>& files = segment ? config.segment.images : config.classify.images;
   std::vector<vision::Image> images;
-  for (size_t i = 0; i < config.classify.images.size(); ++i) {
+  for (size_t i = 0; i < files.size(); ++i) {
     try {
-      images.push_back(vision::read_image(config.classify.images[i]));
+      images.push_back(vision::read_image(files[i]));
     } catch (const ConfigError& e) {
-      throw ConfigError(str(config.source.string(), ": classify.images[", i, "]: ", e.what()));
+      throw ConfigError(str(config.source.string(), ": ", segment ? "segment" : "classify",
+                            ".images[", i, "]: ", e.what()));
     }
   }
   return images;
@@ -69,14 +72,14 @@ void run_classify(const JobConfig& config, Session& session, bool writer, std::o
       vision::ImageProcessorOptions::from_folder(folder);
   if (writer && !c.output.empty()) check_output_path(config, c.output, "classify.output");
   std::vector<vision::Image> decoded;
-  const bool was_read = read != nullptr && read->classify_images.has_value();
+  const bool was_read = read != nullptr && read->images.has_value();
   double decode_seconds = was_read ? read->decode_seconds : 0;
   if (!was_read) {
     const auto decoding = std::chrono::steady_clock::now();
-    decoded = read_classify_images(config);
+    decoded = read_job_images(config);
     decode_seconds = seconds_since(decoding);
   }
-  const std::vector<vision::Image>& images = was_read ? *read->classify_images : decoded;
+  const std::vector<vision::Image>& images = was_read ? *read->images : decoded;
 
   double preprocess_seconds = 0, model_seconds = 0;
   std::vector<at::Tensor> probabilities;  // [batch, classes] per batch, where holds_output()

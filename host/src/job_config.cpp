@@ -24,8 +24,9 @@ constexpr int64_t kMaxRanks = 1024;  // per parallel axis
 // Ranks of a whole job: a rank number is an int (the launcher's WORLD_SIZE).
 constexpr int64_t kMaxWorldSize = std::numeric_limits<int>::max();
 const std::vector<std::string_view> kSections = {
-    "model",      "parallel", "pipeline", "shard", "job",       "forward",    "generate", "embed",
-    "transcribe", "classify", "data",     "train", "optimizer", "checkpoint", "plugins",  "log"};
+    "model",    "parallel",  "pipeline",   "shard",      "job",     "forward",
+    "generate", "embed",     "transcribe", "classify",   "segment", "data",
+    "train",    "optimizer", "plugins",    "checkpoint", "log"};
 const Names kSchedules = {"gpipe", "1f1b", "interleaved"};
 const Names kDtypes = {"float32", "float16", "bfloat16", "float64"};
 const Names kDevices = {"cpu", "cuda"};
@@ -48,7 +49,7 @@ void check_sections(const Source& source, const toml::table& root) {
 // Every section's reader; building them reports unknown keys before any value is read.
 struct Sections {
   SectionReader model, parallel, pipeline, shard, job, forward, generate, embed, transcribe,
-      classify, data, train, optimizer, checkpoint, plugins, log;
+      classify, segment, data, train, optimizer, checkpoint, plugins, log;
 };
 
 Sections open_sections(const Source& source, const toml::table& root) {
@@ -73,6 +74,8 @@ Sections open_sections(const Source& source, const toml::table& root) {
                     {"sentences", "sentences_file", "output", "batch_size", "max_length"}),
       SectionReader(source, root, "transcribe", {"audio", "output", "language", "task"}),
       SectionReader(source, root, "classify", {"images", "top_k", "batch_size", "output"}),
+      SectionReader(source, root, "segment",
+                    {"images", "prompts", "multimask", "threshold", "output"}),
       SectionReader(source, root, "data",
                     {"path", "dtype", "seq_len", "seed", "shuffle", "eval_fraction",
                      "mlm_probability", "mask_token_id"}),
@@ -168,12 +171,13 @@ ShardSection read_shard(const SectionReader& reader) {
 
 // The mode named by job.mode; generate while it is absent (require_keys reports that).
 JobMode read_mode(const SectionReader& reader) {
-  const auto mode = reader.choice(
-      "mode", {job_mode_name(JobMode::kForward), job_mode_name(JobMode::kGenerate),
-               job_mode_name(JobMode::kEmbed), job_mode_name(JobMode::kTrain),
-               job_mode_name(JobMode::kTranscribe), job_mode_name(JobMode::kClassify)});
+  const auto mode =
+      reader.choice("mode", {job_mode_name(JobMode::kForward), job_mode_name(JobMode::kGenerate),
+                             job_mode_name(JobMode::kEmbed), job_mode_name(JobMode::kTrain),
+                             job_mode_name(JobMode::kTranscribe), job_mode_name(JobMode::kClassify),
+                             job_mode_name(JobMode::kSegment)});
   for (const JobMode m : {JobMode::kForward, JobMode::kEmbed, JobMode::kTrain, JobMode::kTranscribe,
-                          JobMode::kClassify}) {
+                          JobMode::kClassify, JobMode::kSegment}) {
     if (mode == job_mode_name(m)) return m;
   }
   return JobMode::kGenerate;
@@ -248,6 +252,45 @@ TranscribeSection read_transcribe(const SectionReader& reader) {
   transcribe.language = reader.string("language");
   transcribe.task = reader.choice("task", {"transcribe", "translate"});
   return transcribe;
+}
+
+SegmentSection read_segment(const SectionReader& reader) {
+  SegmentSection segment;
+  segment.images = reader.paths("images").value_or(segment.images);
+  if (reader.has("images") && segment.images.empty()) {
+    reader.fail_at("images", "must name at least one image");
+  }
+  constexpr double kMaxCoordinate = 1e6;
+  for (const SectionReader& entry :
+       reader.tables("prompts", {"image", "points", "labels", "box"})) {
+    SegmentPrompt prompt;
+    prompt.image = entry.integer("image", 0, 1 << 20).value_or(0);
+    if (prompt.image >= static_cast<int64_t>(segment.images.size())) {
+      entry.fail_at("image", str("is image ", prompt.image, " of segment.images, which holds ",
+                                 segment.images.size()));
+    }
+    prompt.points = entry.number_pairs("points", 0, kMaxCoordinate).value_or(prompt.points);
+    prompt.labels =
+        entry.integers("labels", 0, 1).value_or(std::vector<int64_t>(prompt.points.size(), 1));
+    if (prompt.labels.size() != prompt.points.size()) {
+      entry.fail_at("labels", str("holds ", prompt.labels.size(), " labels for ",
+                                  prompt.points.size(), " points"));
+    }
+    if (const auto box = entry.numbers("box", 4, 0, kMaxCoordinate)) {
+      if ((*box)[2] < (*box)[0] || (*box)[3] < (*box)[1]) {
+        entry.fail_at("box", "must be [x1, y1, x2, y2] with x1 <= x2 and y1 <= y2");
+      }
+      prompt.box = std::array<double, 4>{(*box)[0], (*box)[1], (*box)[2], (*box)[3]};
+    }
+    if (prompt.points.empty() && !prompt.box) {
+      entry.fail_at("points", "a prompt needs points, a box or both");
+    }
+    segment.prompts.push_back(std::move(prompt));
+  }
+  segment.multimask = reader.boolean("multimask").value_or(segment.multimask);
+  segment.threshold = reader.number("threshold", -1e6, 1e6).value_or(segment.threshold);
+  segment.output = reader.path("output").value_or(segment.output);
+  return segment;
 }
 
 ClassifySection read_classify(const SectionReader& reader) {
@@ -483,6 +526,10 @@ void require_keys(const Sections& sections, JobMode mode) {
     sections.transcribe.require("audio", why);
   } else if (mode == JobMode::kClassify) {
     sections.classify.require("images", why);
+  } else if (mode == JobMode::kSegment) {
+    sections.segment.require("images", why);
+    sections.segment.require("prompts", why);
+    sections.segment.require("output", why);
   } else if (mode == JobMode::kTrain) {
     sections.data.require("path", why);
     sections.data.require("seq_len", why);
@@ -537,6 +584,7 @@ JobConfig parse_job_config(const std::string& text, const std::filesystem::path&
   config.embed = read_embed(sections.embed);
   config.transcribe = read_transcribe(sections.transcribe);
   config.classify = read_classify(sections.classify);
+  config.segment = read_segment(sections.segment);
   config.data = read_data(sections.data);
   config.train = read_train(sections.train);
   config.optimizer = read_optimizer(sections.optimizer);
@@ -557,6 +605,7 @@ const char* job_mode_name(JobMode mode) {
     case JobMode::kTrain: return "train";
     case JobMode::kTranscribe: return "transcribe";
     case JobMode::kClassify: return "classify";
+    case JobMode::kSegment: return "segment";
   }
   return "unknown";
 }

@@ -2,6 +2,7 @@
 // values are ConfigErrors citing file, line and column. Documented in docs/config.md.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -60,7 +61,7 @@ struct ShardSection {
   std::vector<PolicyOverride> policy;
 };
 
-enum class JobMode { kForward, kGenerate, kEmbed, kTrain, kTranscribe, kClassify };
+enum class JobMode { kForward, kGenerate, kEmbed, kTrain, kTranscribe, kClassify, kSegment };
 
 struct ForwardSection {
   std::vector<std::vector<int64_t>> input_ids;  // one token-id list per sequence (right-padded)
@@ -119,6 +120,25 @@ struct ClassifySection {
   int64_t top_k = 5;                          // labels printed and written per image
   int64_t batch_size = 8;                     // images per forward pass
   std::filesystem::path output;  // JSON lines: per image its top labels and probabilities
+};
+
+// One prompt of the segment job (segment.prompts): points with their labels, a box, or both, on
+// one of the images; coordinates in the image's pixels.
+struct SegmentPrompt {
+  int64_t image = 0;                          // index into segment.images
+  std::vector<std::array<double, 2>> points;  // (x, y)
+  std::vector<int64_t> labels;                // per point: 1 on the object, 0 off it
+  std::optional<std::array<double, 4>> box;   // x1, y1, x2, y2
+};
+
+// Promptable segmentation (job.mode = "segment") with SamModel and the folder's SAM image
+// processor: masks written as PNG files of each image's size, with their IoU scores.
+struct SegmentSection {
+  std::vector<std::filesystem::path> images;  // JPEG or PNG files
+  std::vector<SegmentPrompt> prompts;
+  bool multimask = true;         // three masks per prompt (SAM's default); false: the single one
+  double threshold = 0.0;        // a pixel is in the mask where its logit exceeds this
+  std::filesystem::path output;  // folder: <image>_prompt<i>_mask<m>.png and masks.jsonl
 };
 
 // Training data (job.mode = "train"): a flat token file or JSON lines, cut into samples.
@@ -195,6 +215,7 @@ struct JobConfig {
   EmbedSection embed;
   TranscribeSection transcribe;
   ClassifySection classify;
+  SegmentSection segment;
   DataSection data;
   TrainSection train;
   OptimizerSection optimizer;

@@ -58,9 +58,9 @@ void check_output_path(const JobConfig& config, const fs::path& output, const st
 
 JobInputs check_job_inputs(const JobConfig& config) {
   JobInputs inputs;
-  if (config.mode == JobMode::kClassify) {
+  if (config.mode == JobMode::kClassify || config.mode == JobMode::kSegment) {
     const auto decoding = std::chrono::steady_clock::now();
-    inputs.classify_images = read_classify_images(config);
+    inputs.images = read_job_images(config);
     inputs.decode_seconds = seconds_since(decoding);
   }
   return inputs;

@@ -1,6 +1,7 @@
 // The modes of a job, one file each (job_forward.cpp, job_generate.cpp, job_embed.cpp,
-// job_transcribe.cpp, job_classify.cpp, job_train.cpp): each runs on every rank of the job's
-// session; `writer` is the one rank that writes the results to `out` and the output files.
+// job_transcribe.cpp, job_classify.cpp, job_segment.cpp, job_train.cpp): each runs on every rank of
+// the job's session; `writer` is the one rank that writes the results to `out` and the output
+// files.
 #pragma once
 
 #include "job_config.h"
@@ -24,8 +25,12 @@ void run_transcribe(const JobConfig& config, Session& session, bool writer, std:
 // took), or null to read them here.
 void run_classify(const JobConfig& config, Session& session, bool writer, std::ostream& out,
                   const JobInputs* read);
-// classify.images decoded; throws ConfigError naming the key, the file and what is wrong.
-std::vector<vision::Image> read_classify_images(const JobConfig& config);
+// `read`: as for run_classify (segment.images).
+void run_segment(const JobConfig& config, Session& session, bool writer, std::ostream& out,
+                 const JobInputs* read);
+// classify.images or segment.images decoded; throws ConfigError naming the key, the file and
+// what is wrong.
+std::vector<vision::Image> read_job_images(const JobConfig& config);
 // Training on this `rank` (rank 0 writes); `resume`: the save to continue from (the session
 // was built from it), or empty.
 void run_train(const JobConfig& config, Session& session, const std::filesystem::path& resume,

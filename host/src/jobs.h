@@ -25,7 +25,7 @@ void reuse_freed_blocks_for_activations();
 
 // The job's input files, read before any model is built (check_job_inputs).
 struct JobInputs {
-  std::optional<std::vector<vision::Image>> classify_images;  // classify.images, decoded
+  std::optional<std::vector<vision::Image>> images;  // classify.images or segment.images, decoded
   double decode_seconds = 0;
 };
 
@@ -38,7 +38,8 @@ struct RunOptions {
   const JobInputs* inputs = nullptr;
 };
 
-// Reads the job's input files that can be checked without a model (classify's images): a bad
+// Reads the job's input files that can be checked without a model (classify's and segment's
+// images): a bad
 // one fails the job with a ConfigError naming its key and file before any rank starts.
 JobInputs check_job_inputs(const JobConfig& config);
 
