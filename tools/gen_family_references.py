@@ -644,6 +644,9 @@ SAM_PROMPTS = {  # per case: HF SamModel's prompt arguments for a batch of 2 ima
                          input_boxes=[[[4.0, 8.0, 30.0, 33.0], [40.0, 2.0, 63.0, 20.0]],
                                       [[0.0, 0.0, 20.0, 20.0], [25.0, 45.0, 60.0, 63.0]]],
                          multimask_output=False),
+    # A point with a mask prompt: random logits at 4 x the embedding grid (filled in below).
+    "points_masks": dict(input_points=[[[[30.0, 40.0]]], [[[8.0, 50.0]]]],
+                         input_labels=[[[1]], [[0]]], input_masks="random"),
 }
 
 
@@ -658,11 +661,15 @@ def sam_references(spec, folder, report):
     torch.manual_seed(SEED)
     pixels = torch.randn(2, vision.num_channels, vision.image_size, vision.image_size)
     out = {"forward_pixel_values": pixels}
+    side = 4 * config.prompt_encoder_config.image_embedding_size
+    random_masks = torch.randn(2, 1, side, side) * 3
     for dtype, prefix in ((torch.float64, ""), (torch.float32, "hf_fp32.")):
         model = load(spec["arch"], folder, report, f"load_{dtype}", dtype=dtype)
         for case, prompts in SAM_PROMPTS.items():
             args = {k: (torch.tensor(v, dtype=dtype if k != "input_labels" else torch.long)
                         if isinstance(v, list) else v) for k, v in prompts.items()}
+            if args.get("input_masks") == "random":
+                args["input_masks"] = random_masks.to(dtype)
             if not prefix:
                 out.update({f"{case}_{k}": v for k, v in args.items() if torch.is_tensor(v)})
             with torch.no_grad():

@@ -73,6 +73,8 @@ SamPromptConfig prompt_from(const HFConfig& c) {
   // patch_size only derives image_embedding_size, which the file states.
   c.ignore({"patch_size"});
   c.refuse_unread("prompt_encoder_config keys SAM's prompt encoder does not implement");
+  c.require(p.mask_input_channels >= 4 && p.mask_input_channels % 4 == 0,
+            "prompt_encoder_config.mask_input_channels must be a positive multiple of 4");
   c.require(p.num_point_embeddings == 4,
             "prompt_encoder_config.num_point_embeddings must be 4 (two point labels, two box "
             "corners)");

@@ -11,6 +11,7 @@
 
 #include <ATen/ATen.h>
 
+#include <array>
 #include <cmath>
 #include <numbers>
 
@@ -35,15 +36,45 @@ SamPromptEncoder::SamPromptEncoder(const BuildContext& ctx, const SamPromptConfi
   for (int64_t i = 0; i < c.num_point_embeddings; ++i) {
     point_embed_.push_back(embedding(str("point_embed.", i)));
   }
-  ctx.skip_module("mask_embed",
-                  "mask prompts (input_masks) are not supported yet: points and boxes are");
+  auto mask_embed = register_module("mask_embed", std::make_shared<torch::nn::Module>());
+  const BuildContext m = ctx.child("mask_embed");
+  const int64_t quarter = c.mask_input_channels / 4;
+  const std::array<std::array<int64_t, 3>, 3> convs = {{{1, quarter, 2},
+                                                        {quarter, c.mask_input_channels, 2},
+                                                        {c.mask_input_channels, c.hidden_size, 1}}};
+  for (size_t i = 0; i < convs.size(); ++i) {
+    const auto [in, out, kernel] = convs[i];
+    const std::string name = str("conv", i + 1);
+    auto conv = mask_embed->register_module(name, std::make_shared<torch::nn::Module>());
+    mask_conv_weight_[i] =
+        conv->register_parameter("weight", m.child(name).load("weight", {out, in, kernel, kernel}));
+    mask_conv_bias_[i] = conv->register_parameter("bias", m.child(name).load("bias", {out}));
+  }
+  mask_norm1_ = mask_embed->register_module(
+      "layer_norm1",
+      std::make_shared<layers::LayerNorm>(m.child("layer_norm1"), quarter, c.layer_norm_eps));
+  mask_norm2_ = mask_embed->register_module(
+      "layer_norm2", std::make_shared<layers::LayerNorm>(m.child("layer_norm2"),
+                                                         c.mask_input_channels, c.layer_norm_eps));
   ctx.skip("shared_embedding.positional_embedding",
            "tied to shared_image_embedding.positional_embedding (tie_word_embeddings)");
+}
+
+at::Tensor SamPromptEncoder::embed_masks(const at::Tensor& masks) const {
+  const auto act = [&](const at::Tensor& x) {
+    return layers::apply_activation(config_.hidden_act, x);
+  };
+  at::Tensor x =
+      at::conv2d(masks.to(gaussian_.scalar_type()), mask_conv_weight_[0], mask_conv_bias_[0], 2);
+  x = act(channel_norm(*mask_norm1_, x));
+  x = act(channel_norm(*mask_norm2_, at::conv2d(x, mask_conv_weight_[1], mask_conv_bias_[1], 2)));
+  return at::conv2d(x, mask_conv_weight_[2], mask_conv_bias_[2]);  // [batch, hidden, grid, grid]
 }
 
 SamPromptEncoder::Embeddings SamPromptEncoder::forward(const at::Tensor& points,
                                                        const at::Tensor& labels_in,
                                                        const at::Tensor& boxes,
+                                                       const at::Tensor& masks,
                                                        int64_t batch) const {
   const double size = static_cast<double>(config_.image_size);
   std::vector<at::Tensor> sparse;
@@ -89,8 +120,18 @@ SamPromptEncoder::Embeddings SamPromptEncoder::forward(const at::Tensor& points,
         2));
   }
   const int64_t grid = config_.image_embedding_size;
-  return {.sparse = sparse.empty() ? at::Tensor() : at::cat(sparse, 2),
-          .dense = no_mask_embed_.view({1, -1, 1, 1}).expand({batch, -1, grid, grid})};
+  at::Tensor dense;
+  if (masks.defined()) {
+    if (masks.dim() != 4 || masks.size(0) != batch || masks.size(1) != 1 ||
+        masks.size(2) != 4 * grid || masks.size(3) != 4 * grid) {
+      throw Error(str("SAM: input_masks must be [batch ", batch, ", 1, ", 4 * grid, ", ", 4 * grid,
+                      "] (a low-resolution mask per image), not ", shape_str(masks.sizes().vec())));
+    }
+    dense = embed_masks(masks);
+  } else {
+    dense = no_mask_embed_.view({1, -1, 1, 1}).expand({batch, -1, grid, grid});
+  }
+  return {.sparse = sparse.empty() ? at::Tensor() : at::cat(sparse, 2), .dense = dense};
 }
 
 SamAttention::SamAttention(const BuildContext& ctx, const SamDecoderConfig& c,
@@ -158,14 +199,8 @@ SamTwoWayBlock::SamTwoWayBlock(const BuildContext& ctx, const SamDecoderConfig& 
   norm1_ = norm("layer_norm1");
   token_to_image_ = attention("cross_attn_token_to_image", kBlockDownsample);
   norm2_ = norm("layer_norm2");
-  mlp_ = register_module(
-      "mlp", std::make_shared<layers::MLP>(ctx.child("mlp"),
-                                           layers::MLPOptions{.hidden_size = c.hidden_size,
-                                                              .intermediate_size = c.mlp_dim,
-                                                              .activation = c.hidden_act,
-                                                              .bias = true,
-                                                              .in_name = "lin1",
-                                                              .out_name = "lin2"}));
+  mlp_ = register_module("mlp",
+                         make_sam_mlp(ctx.child("mlp"), c.hidden_size, c.mlp_dim, c.hidden_act));
   norm3_ = norm("layer_norm3");
   norm4_ = norm("layer_norm4");
   image_to_token_ = attention("cross_attn_image_to_token", kBlockDownsample);

@@ -31,12 +31,18 @@ class SamPromptEncoder : public torch::nn::Module {
     at::Tensor dense;   // [batch, hidden, grid, grid]
   };
   // points [batch, point_batch, n, 2] with labels [batch, point_batch, n], boxes [batch,
-  // boxes, 4], each undefined when absent; batch: the images'.
+  // boxes, 4], masks [batch, 1, 4 grid, 4 grid], each undefined when absent; batch: the images'.
   Embeddings forward(const at::Tensor& points, const at::Tensor& labels, const at::Tensor& boxes,
-                     int64_t batch) const;
+                     const at::Tensor& masks, int64_t batch) const;
 
  private:
+  // HF SamMaskEmbedding: masks [batch, 1, 4 grid, 4 grid] -> [batch, hidden, grid, grid] through
+  // two strided convolutions (each with a channel layernorm and the activation) and a 1 x 1 one.
+  at::Tensor embed_masks(const at::Tensor& masks) const;
+
   SamPromptConfig config_;
+  at::Tensor mask_conv_weight_[3], mask_conv_bias_[3];  // mask_embed.conv1..3
+  std::shared_ptr<layers::LayerNorm> mask_norm1_, mask_norm2_;
   at::Tensor gaussian_;                           // [2, hidden / 2]
   at::Tensor no_mask_embed_, not_a_point_embed_;  // [1, hidden]
   std::vector<at::Tensor> point_embed_;           // 4 x [1, hidden]: labels 0, 1; box corners

@@ -43,8 +43,9 @@ std::map<std::string, at::Tensor> SamModel::forward_all(const ForwardInputs& inp
         "input_boxes), not token ids");
   }
   const at::Tensor image = vision_encoder_->forward(pixels);  // [batch, C, grid, grid]
-  const SamPromptEncoder::Embeddings prompts = prompt_encoder_->forward(
-      inputs.input_points, inputs.input_labels, inputs.input_boxes, image.size(0));
+  const SamPromptEncoder::Embeddings prompts =
+      prompt_encoder_->forward(inputs.input_points, inputs.input_labels, inputs.input_boxes,
+                               inputs.input_masks, image.size(0));
   const SamMaskDecoder::Outputs out =
       mask_decoder_->forward(image, image_positions(), prompts, inputs.multimask_output);
   return {{"pred_masks", out.masks}, {"iou_scores", out.iou_scores}, {"image_embeddings", image}};

@@ -16,6 +16,16 @@ at::Tensor channel_norm(const layers::LayerNorm& norm, const at::Tensor& x) {
   return norm.forward(x.permute({0, 2, 3, 1})).permute({0, 3, 1, 2});
 }
 
+std::shared_ptr<layers::MLP> make_sam_mlp(const BuildContext& ctx, int64_t hidden_size,
+                                          int64_t mlp_dim, layers::Activation activation) {
+  return std::make_shared<layers::MLP>(ctx, layers::MLPOptions{.hidden_size = hidden_size,
+                                                               .intermediate_size = mlp_dim,
+                                                               .activation = activation,
+                                                               .bias = true,
+                                                               .in_name = "lin1",
+                                                               .out_name = "lin2"});
+}
+
 SamVisionLayer::SamVisionLayer(const BuildContext& ctx, const SamVisionConfig& c, int64_t layer)
     : window_(c.window(layer)), head_dim_(c.head_dim()), dropout_p_(c.attention_dropout) {
   const auto norm = [&](const char* name) {
@@ -39,14 +49,8 @@ SamVisionLayer::SamVisionLayer(const BuildContext& ctx, const SamVisionConfig& c
     rel_pos_ = std::make_shared<layers::DecomposedRelativePosition>(
         a, std::array<int64_t, 2>{size, size}, head_dim_, split, *attn);
   }
-  mlp_ = register_module(
-      "mlp", std::make_shared<layers::MLP>(ctx.child("mlp"),
-                                           layers::MLPOptions{.hidden_size = c.hidden_size,
-                                                              .intermediate_size = c.mlp_dim,
-                                                              .activation = c.hidden_act,
-                                                              .bias = true,
-                                                              .in_name = "lin1",
-                                                              .out_name = "lin2"}));
+  mlp_ = register_module("mlp",
+                         make_sam_mlp(ctx.child("mlp"), c.hidden_size, c.mlp_dim, c.hidden_act));
 }
 
 at::Tensor SamVisionLayer::attend(const at::Tensor& x, int64_t height, int64_t width) {

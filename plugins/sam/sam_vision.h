@@ -24,6 +24,11 @@ namespace shardformer::sam {
 // channels_first), eps 1e-6 unless given.
 at::Tensor channel_norm(const layers::LayerNorm& norm, const at::Tensor& x);
 
+// HF SamMLPBlock at ctx ("mlp"): lin1, the activation, lin2 (lin1 column-parallel and lin2
+// row-parallel where the policy says so). The image encoder's layers and the two-way blocks use it.
+std::shared_ptr<layers::MLP> make_sam_mlp(const BuildContext& ctx, int64_t hidden_size,
+                                          int64_t mlp_dim, layers::Activation activation);
+
 // The layers' shared step: nothing varies between forward passes (LayerStack's Step).
 struct SamVisionStep {};
 

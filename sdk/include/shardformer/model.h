@@ -73,6 +73,8 @@ struct ForwardInputs {
   // point_batch, points] (1: on the object, 0: off it, -1: not a point, -10: padding;
   // undefined: all 1), boxes [batch, boxes, 4] (x1, y1, x2, y2); undefined when absent.
   at::Tensor input_points{}, input_labels{}, input_boxes{};
+  // SAM's mask prompts: [batch, 1, 4 grid, 4 grid] logits of a mask (a previous pred_masks).
+  at::Tensor input_masks{};
   bool multimask_output = true;         // SAM: three masks per prompt; false: the single one
   at::Tensor decoder_attention_mask{};  // [batch, past + tgt], 1 = attend; undefined = all 1
   // The cross-attention keys and values of every decoder layer, projected from the encoder's

@@ -1,15 +1,17 @@
 // The SAM plugin against HF transformers at tp 1, 2 and 4 from tiny checkpoints: pred_masks and
-// iou_scores for point prompts (every label: on, off, not a point, padding), for boxes, and for
-// points with boxes (one mask each), the image embeddings, and every parameter's gradient of a
-// weighted sum of masks and scores; one checkpoint with windows that need padding and a global
-// layer, one with windows tiling the grid, no absolute positions and a deeper decoder. Pipeline
-// and sequence parallelism, unknown keys of the nested configs and malformed prompts are refused.
+// iou_scores for point prompts (every label: on, off, not a point, padding), for boxes, for
+// points with boxes (one mask each) and for points with mask prompts, the image embeddings, and
+// every parameter's gradient of a weighted sum of masks and scores; one checkpoint with windows
+// that need padding and a global layer, one with windows tiling the grid, no absolute positions and
+// a deeper decoder. Pipeline and sequence parallelism, unknown keys of the nested configs and
+// malformed prompts are refused.
 #include "family_checks.h"
 
 namespace shardformer::testing {
 namespace {
 
-// The prompts of reference case `name` ("points", "boxes", "points_boxes") on its images.
+// The prompts of reference case `name` ("points", "boxes", "points_boxes", "points_masks") on
+// its images.
 ForwardInputs prompts(const ModelFixture& f, const std::string& name) {
   ForwardInputs inputs;
   inputs.pixel_values = f.ref("forward_pixel_values");  // [2, 3, 64, 64]
@@ -19,6 +21,7 @@ ForwardInputs prompts(const ModelFixture& f, const std::string& name) {
   inputs.input_points = optional("input_points");
   inputs.input_labels = optional("input_labels");
   inputs.input_boxes = optional("input_boxes");
+  inputs.input_masks = optional("input_masks");
   inputs.multimask_output = name != "points_boxes";
   return inputs;
 }
@@ -32,7 +35,7 @@ TEST_P(SamFamily, MasksScoresAndGradientsMatchHF) {
     Model& sam = session->model();
     {
       at::NoGradGuard no_grad;
-      for (const std::string name : {"points", "boxes", "points_boxes"}) {
+      for (const std::string name : {"points", "boxes", "points_boxes", "points_masks"}) {
         const auto out = sam.forward_all(prompts(f, name));
         expect_close_to_hf(f, out.at("pred_masks"), name + "_pred_masks", kOutputAtol, 0.0,
                            name + " pred_masks");
