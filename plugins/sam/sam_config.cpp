@@ -10,16 +10,6 @@ namespace shardformer::sam {
 
 namespace {
 
-HFConfig object(const HFConfig& c, const std::string& key) {
-  std::optional<HFConfig> sub = c.get_object(key);
-  if (!sub) {
-    throw CheckpointError(str(c.path().string(), ": key '", key, "' (an object) is missing"));
-  }
-  // Keys that change nothing computed: the sub-model's type and version, HF's init settings.
-  sub->ignore({"model_type", "transformers_version", "initializer_range", "dtype"});
-  return std::move(*sub);
-}
-
 layers::Activation activation(const HFConfig& c, const std::string& key, const char* fallback) {
   return layers::parse_activation(c.get_string(key, fallback), c.path().string() + ": " + key);
 }
@@ -114,9 +104,9 @@ int64_t SamVisionConfig::window(int64_t layer) const {
 
 SamConfig SamConfig::from(const HFConfig& c) {
   c.require(c.model_type() == "sam", "model_type '" + c.model_type() + "' is not sam");
-  SamConfig s{vision_from(object(c, "vision_config")),
-              prompt_from(object(c, "prompt_encoder_config")),
-              decoder_from(object(c, "mask_decoder_config"))};
+  SamConfig s{vision_from(c.sub_config("vision_config")),
+              prompt_from(c.sub_config("prompt_encoder_config")),
+              decoder_from(c.sub_config("mask_decoder_config"))};
   const SamVisionConfig& v = s.vision;
   c.require(s.prompt.hidden_size == v.output_channels && s.decoder.hidden_size == v.output_channels,
             str("prompt_encoder_config.hidden_size (", s.prompt.hidden_size,

@@ -174,27 +174,8 @@ at::Tensor ViTModel::positions(int64_t height, int64_t width, bool interpolate) 
     }
     return position_embeddings_;  // undefined for BEiT without absolute positions
   }
-  const int64_t patches = (height / config_.patch_size[0]) * (width / config_.patch_size[1]);
-  const int64_t learned = position_embeddings_.size(1) - 1;
-  if (patches == learned && height == width) return position_embeddings_;
-  // HF: the learned positions as a square grid, resized bicubically (align_corners false).
-  const auto side = static_cast<int64_t>(std::sqrt(static_cast<double>(learned)));
-  if (side * side != learned) {
-    throw Error(
-        str("ViT: interpolating position embeddings needs a square grid of them; the "
-            "model has ",
-            learned));
-  }
-  const int64_t dim = config_.hidden_size;
-  const at::Tensor grid = position_embeddings_
-                              .narrow(1, 1, learned)  // [1, dim, side, side]
-                              .reshape({1, side, side, dim})
-                              .permute({0, 3, 1, 2});
-  const at::Tensor resized = at::upsample_bicubic2d(
-      grid, {height / config_.patch_size[0], width / config_.patch_size[1]}, false);
-  return at::cat(
-      {position_embeddings_.narrow(1, 0, 1), resized.permute({0, 2, 3, 1}).reshape({1, -1, dim})},
-      1);  // [1, 1 + patches, dim]
+  return layers::interpolate_positions(position_embeddings_, height / config_.patch_size[0],
+                                       width / config_.patch_size[1], "ViT");
 }
 
 at::Tensor ViTModel::embed(const ForwardInputs& inputs) const {

@@ -9,6 +9,8 @@
 #include <ATen/ATen.h>
 #include <torch/autograd.h>
 
+#include <limits>
+
 namespace shardformer {
 namespace {
 
@@ -28,6 +30,9 @@ std::pair<at::Tensor, at::Tensor> softmax_stats(const at::Tensor& logits,
     sum = (logits - max.unsqueeze(-1)).exp().sum(-1);
   }
   if (group == nullptr || group->size() == 1) return {max, sum};
+  // A rank whose slice is all vocabulary padding (-inf: a small vocabulary padded for many
+  // ranks) has max -inf and sum exp(-inf - -inf) = NaN; its share of the sum is 0.
+  sum = sum.masked_fill(max == -std::numeric_limits<double>::infinity(), 0.0);
   at::Tensor global = max.clone();
   group->all_reduce_(global, distributed::ReduceOp::kMax);
   sum = sum * (max - global).exp();

@@ -51,16 +51,6 @@ constexpr std::string_view kSwitchKeys[] = {
     "is_decoder",   "add_cross_attention",         "is_encoder_decoder", "tie_encoder_decoder",
     "pruned_heads", "cross_attention_hidden_size", "problem_type",       "rope_interleaved"};
 
-bool harmless(const HFConfig& config, const std::string& key) {
-  for (std::string_view known : kHarmlessKeys) {
-    if (known == key) return true;
-  }
-  for (std::string_view known : kSwitchKeys) {
-    if (known == key) return config.holds_default(key);
-  }
-  return false;
-}
-
 // Marks, for each name, whether it was used on any rank of `world`.
 std::vector<bool> used_anywhere(const std::vector<bool>& here,
                                 const distributed::ProcessGroup* world) {
@@ -84,6 +74,16 @@ std::string listing(const std::vector<std::string>& names) {
 
 }  // namespace
 
+bool harmless_config_key(const HFConfig& config, const std::string& key) {
+  for (std::string_view known : kHarmlessKeys) {
+    if (known == key) return true;
+  }
+  for (std::string_view known : kSwitchKeys) {
+    if (known == key) return config.holds_default(key);
+  }
+  return false;
+}
+
 UnusedItems find_unused(const Checkpoint& checkpoint, const CheckpointUsage& usage,
                         const distributed::ProcessGroup* world) {
   const std::vector<std::string> tensors = checkpoint.tensor_names();  // sorted: same order
@@ -93,7 +93,8 @@ UnusedItems find_unused(const Checkpoint& checkpoint, const CheckpointUsage& usa
     here.push_back(usage.loaded.count(name) > 0 || usage.skipped.count(name) > 0);
   }
   for (const std::string& key : keys) {
-    here.push_back(harmless(checkpoint.config(), key) || checkpoint.config().was_read(key));
+    here.push_back(harmless_config_key(checkpoint.config(), key) ||
+                   checkpoint.config().was_read(key));
   }
   const std::vector<bool> used = used_anywhere(here, world);
   UnusedItems unused;

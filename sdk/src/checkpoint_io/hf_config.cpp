@@ -2,6 +2,8 @@
 // shared JSON parsing helpers (json_file.h) whose errors give the file, line and column.
 #include "shardformer/checkpoint_io/hf_config.h"
 
+#include "shardformer/checkpoint_io/checkpoint_usage.h"
+
 #include "../json_file.h"
 #include "shardformer/error.h"
 #include "shardformer/strings.h"
@@ -263,10 +265,22 @@ std::optional<HFConfig> HFConfig::get_object(const std::string& key) const {
   return object;
 }
 
+HFConfig HFConfig::sub_config(const std::string& key) const {
+  std::optional<HFConfig> sub = get_object(key);
+  if (!sub) {
+    throw CheckpointError(
+        str(impl_->path.string(), ": key '", impl_->prefix, key, "' (an object) is missing"));
+  }
+  sub->ignore({"model_type", "transformers_version", "initializer_range", "dtype"});
+  return std::move(*sub);
+}
+
 void HFConfig::refuse_unread(std::string_view why) const {
   std::vector<std::string> unread;
   for (const std::string& key : keys()) {
-    if (!was_read(key)) unread.push_back("'" + impl_->prefix + key + "'");
+    if (!was_read(key) && !harmless_config_key(*this, key)) {
+      unread.push_back("'" + impl_->prefix + key + "'");
+    }
   }
   if (!unread.empty()) {
     throw CheckpointError(

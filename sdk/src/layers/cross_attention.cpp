@@ -3,6 +3,7 @@
 
 #include "shardformer/error.h"
 #include "shardformer/layers/attention.h"
+#include "shardformer/layers/module_path.h"
 #include "shardformer/layers/self_attention.h"
 #include "shardformer/strings.h"
 
@@ -31,7 +32,7 @@ CrossAttention::CrossAttention(const BuildContext& ctx, const CrossAttentionOpti
   const auto projection = [&](const std::string& name, int64_t in, int64_t out,
                               LinearOptions options, bool bias) {
     options.bias = bias;
-    return register_module(name, make_linear(ctx.child(name), in, out, options));
+    return register_at(*this, name, make_linear(context_at(ctx, name), in, out, options));
   };
   q_proj_ = projection(o.q_name, o.hidden_size, inner, p.q, o.q_bias);
   k_proj_ = projection(o.k_name, memory, inner, p.kv, o.k_bias);

@@ -7,6 +7,8 @@
 
 #include <ATen/ATen.h>
 
+#include <cmath>
+
 namespace shardformer::layers {
 
 PatchEmbedding::PatchEmbedding(const BuildContext& ctx, const PatchEmbeddingOptions& o)
@@ -45,6 +47,27 @@ at::Tensor PatchEmbedding::grid(const at::Tensor& pixels) const {
 
 at::Tensor PatchEmbedding::forward(const at::Tensor& pixels) const {
   return grid(pixels).flatten(2).transpose(1, 2);  // [batch, patches, hidden]
+}
+
+at::Tensor interpolate_positions(const at::Tensor& positions, int64_t rows, int64_t cols,
+                                 const std::string& who) {
+  const int64_t learned = positions.size(1) - 1;
+  if (rows * cols == learned && rows == cols) return positions;
+  const auto side = static_cast<int64_t>(std::sqrt(static_cast<double>(learned)));
+  if (side * side != learned) {
+    throw Error(str(who,
+                    ": interpolating position embeddings needs a square grid of them; the "
+                    "model has ",
+                    learned));
+  }
+  const int64_t dim = positions.size(2);
+  const at::Tensor grid = positions
+                              .narrow(1, 1, learned)  // [1, dim, side, side]
+                              .reshape({1, side, side, dim})
+                              .permute({0, 3, 1, 2});
+  const at::Tensor resized = at::upsample_bicubic2d(grid, {rows, cols}, false);
+  return at::cat({positions.narrow(1, 0, 1), resized.permute({0, 2, 3, 1}).reshape({1, -1, dim})},
+                 1);  // [1, 1 + rows * cols, dim]
 }
 
 }  // namespace shardformer::layers

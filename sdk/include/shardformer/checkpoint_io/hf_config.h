@@ -55,8 +55,13 @@ class HFConfig {
   // The object under `key` (e.g. rope_parameters) as a config of its own, whose errors name
   // 'key.subkey'; nullopt when absent or null. Throws CheckpointError for another type.
   std::optional<HFConfig> get_object(const std::string& key) const;
-  // Throws CheckpointError naming every key of this (nested) config that no getter read, with
-  // `why`: for objects whose keys must all be understood.
+  // A composite model's sub-model config (SAM's vision_config, BLIP-2's text_config): the object
+  // under `key`, its descriptors (model_type, transformers_version, dtype, initializer_range)
+  // read as changing nothing computed. Throws CheckpointError naming the key when it is missing.
+  HFConfig sub_config(const std::string& key) const;
+  // Throws CheckpointError naming every key of this (nested) config that no getter read and
+  // that changes what a model computes (harmless_config_key), with `why`: for objects whose
+  // keys must all be understood.
   void refuse_unread(std::string_view why) const;
   // A dropout probability: throws CheckpointError naming the key unless it is in [0, 1).
   double get_probability(const std::string& key, double fallback) const;

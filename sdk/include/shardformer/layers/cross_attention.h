@@ -23,6 +23,8 @@ struct CrossAttentionOptions {
   double scale = 0;            // 0: head_dim^-0.5 (T5: 1)
   bool scale_queries = false;  // multiply q by the scale before q . k (Whisper), not the scores
   double dropout = 0;          // on the attention probabilities, in training
+  // Module paths under the attention's own (dotted ones nest: BLIP-2's "attention.query" and
+  // "output.dense").
   std::string q_name = "q_proj", k_name = "k_proj", v_name = "v_proj", out_name = "out_proj";
 };
 

@@ -8,6 +8,7 @@
 #include <torch/nn/module.h>
 
 #include <array>
+#include <string>
 
 namespace shardformer::layers {
 
@@ -35,5 +36,13 @@ class PatchEmbedding : public torch::nn::Module {
   const distributed::ProcessGroup* group_ = nullptr;  // column-parallel: the tp group
   at::Tensor weight_, bias_;  // [hidden(/tp), channels, ph, pw], [hidden(/tp)]
 };
+
+// HF's interpolate_pos_encoding for a class token and a square grid of learned patch positions
+// (ViT, BLIP-2): positions [1, 1 + side^2, dim] for an image of grid [rows, cols] patches ->
+// [1, 1 + rows * cols, dim], the grid resized bicubically (align_corners false), the class
+// token's row kept; `positions` itself for the same square grid. `who` names the model in the
+// error thrown when the learned positions are not a square grid.
+at::Tensor interpolate_positions(const at::Tensor& positions, int64_t rows, int64_t cols,
+                                 const std::string& who);
 
 }  // namespace shardformer::layers
