@@ -29,6 +29,7 @@ import torch
 from PIL import Image
 from safetensors.torch import save_file
 from transformers.image_utils import load_image
+from transformers.models.blip.image_processing_pil_blip import BlipImageProcessorPil
 from transformers.models.sam.image_processing_pil_sam import SamImageProcessorPil
 from transformers.models.sam.processing_sam import SamProcessor
 from transformers.models.vit.image_processing_pil_vit import ViTImageProcessorPil
@@ -60,6 +61,10 @@ PROCESSORS = {
             "pad_size": {"height": 100, "width": 120}, "mask_size": {"longest_edge": 24},
             "mask_pad_size": {"height": 25, "width": 30}, "resample": 2, "do_pad": True,
             "do_convert_rgb": False},
+    # BLIP's (BLIP-2's): its defaults (bicubic, OpenAI CLIP's means) at another size; without
+    # do_convert_rgb for the reason SAM's is.
+    "blip": {"image_processor_type": "BlipImageProcessor", "size": {"height": 48, "width": 40},
+             "do_convert_rgb": False},
 }
 # SamProcessor on the photograph: points and boxes in its pixels scaled to the resized image,
 # and random low-resolution masks brought back to its size (post_process_masks).
@@ -191,8 +196,9 @@ def main():
     for p, settings in PROCESSORS.items():
         (folder / f"{p}.json").write_text(json.dumps(settings, indent=1) + "\n")
     def processor_of(settings):
-        cls = (SamImageProcessorPil if settings.get("image_processor_type", "").startswith("Sam")
-               else ViTImageProcessorPil)
+        kind = settings.get("image_processor_type", "")
+        cls = (SamImageProcessorPil if kind.startswith("Sam")
+               else BlipImageProcessorPil if kind.startswith("Blip") else ViTImageProcessorPil)
         return cls(**{k: v for k, v in settings.items() if not k.endswith("_type")})
 
     processors = {p: processor_of(s) for p, s in PROCESSORS.items()}

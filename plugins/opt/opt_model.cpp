@@ -161,7 +161,9 @@ at::Tensor OPTModel::forward(const ForwardInputs& inputs) {
   }
   at::Tensor x;  // [batch, seq, hidden]
   if (starts_model(chunk)) {
-    x = embed_tokens_->forward(inputs.input_ids);  // [batch, seq, word_embed_proj_dim]
+    x = inputs.inputs_embeds.defined()
+            ? inputs.inputs_embeds
+            : embed_tokens_->forward(inputs.input_ids);  // [batch, seq, word_embed_proj_dim]
     if (project_in_) x = project_in_->forward(x);
     x = x + embed_positions_->forward(step.positions + kPositionOffset);
   } else {

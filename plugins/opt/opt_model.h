@@ -52,7 +52,8 @@ class OPTDecoderLayer : public torch::nn::Module {
 };
 
 // HF OPTModel: its decoder under "decoder"; the output is the last hidden state, of size
-// word_embed_proj_dim.
+// word_embed_proj_dim. ForwardInputs::inputs_embeds [batch, seq, word_embed_proj_dim], when
+// given, replace the token embeddings (BLIP-2's language model).
 class OPTModel : public Model {
  public:
   OPTModel(const BuildContext& ctx, const OPTConfig& config, bool embedding_on_last_stage);

@@ -82,10 +82,10 @@ GenerationResult generate_from_features(Model& model, const at::Tensor& input_fe
 
 namespace {
 
-// What decoding starts from: left-padded prompt ids with their mask, or an audio encoder's
-// features.
+// What decoding starts from: left-padded prompt ids with their mask (and the images a
+// decoder-only model reads with them), or an audio encoder's features.
 struct Source {
-  at::Tensor input_ids, attention_mask, input_features;
+  at::Tensor input_ids, attention_mask, input_features, pixel_values;
   bool padded = false;  // some prompt is padded: the forward passes get the mask
   int64_t rows = 0;
 };
@@ -102,10 +102,8 @@ void check_seq2seq(const Model& model, const GenerationConfig& config) {
   }
 }
 
-}  // namespace
-
-GenerationResult generate(Model& model, const std::vector<std::vector<int64_t>>& prompts,
-                          const GenerationConfig& config, const DecodeStep& decode) {
+Source prompt_source(Model& model, const std::vector<std::vector<int64_t>>& prompts,
+                     const GenerationConfig& config) {
   check_prompts(model, prompts, config);
   check_seq2seq(model, config);
   const c10::Device device = model.parameters().front().device();
@@ -117,13 +115,37 @@ GenerationResult generate(Model& model, const std::vector<std::vector<int64_t>>&
   const bool padded = std::any_of(prompts.begin(), prompts.end(), [&](const auto& prompt) {
     return static_cast<int64_t>(prompt.size()) != prompt_len;
   });
-  return decode_loop(model,
-                     Source{.input_ids = input_ids.to(device),
-                            .attention_mask = attention_mask.to(device),
-                            .input_features = {},
-                            .padded = padded,
-                            .rows = input_ids.size(0)},
-                     config, decode);
+  return Source{.input_ids = input_ids.to(device),
+                .attention_mask = attention_mask.to(device),
+                .input_features = {},
+                .pixel_values = {},
+                .padded = padded,
+                .rows = input_ids.size(0)};
+}
+
+}  // namespace
+
+GenerationResult generate(Model& model, const std::vector<std::vector<int64_t>>& prompts,
+                          const GenerationConfig& config, const DecodeStep& decode) {
+  return decode_loop(model, prompt_source(model, prompts, config), config, decode);
+}
+
+GenerationResult generate_with_images(Model& model,
+                                      const std::vector<std::vector<int64_t>>& prompts,
+                                      const at::Tensor& pixel_values,
+                                      const GenerationConfig& config, const DecodeStep& decode) {
+  if (model.is_encoder_decoder()) {
+    throw Error("generate: images with prompts need a decoder-only model");
+  }
+  if (!pixel_values.defined() || pixel_values.dim() != 4 ||
+      pixel_values.size(0) != static_cast<int64_t>(prompts.size())) {
+    throw Error(str("generate: pixel_values must be [", prompts.size(),
+                    " images, channels, height, width], one per prompt"));
+  }
+  Source source = prompt_source(model, prompts, config);
+  const at::Tensor any_param = model.parameters().front();
+  source.pixel_values = pixel_values.to(any_param.device(), any_param.scalar_type());
+  return decode_loop(model, source, config, decode);
 }
 
 GenerationResult generate_from_features(Model& model, const at::Tensor& input_features,
@@ -143,6 +165,7 @@ GenerationResult generate_from_features(Model& model, const at::Tensor& input_fe
       Source{.input_ids = {},
              .attention_mask = {},
              .input_features = input_features.to(any_param.device(), any_param.scalar_type()),
+             .pixel_values = {},
              .padded = false,
              .rows = input_features.size(0)},
       config, decode);
@@ -201,6 +224,7 @@ GenerationResult decode_loop(Model& model, const Source& source, const Generatio
       inputs.cross_cache = &*cross_cache;
     } else {
       inputs.input_ids = step_ids;
+      if (step == 0) inputs.pixel_values = source.pixel_values;
       inputs.attention_mask = padded ? attention_mask : at::Tensor();
       inputs.position_ids = position_ids;
     }

@@ -83,7 +83,7 @@ TEST_P(ImageFiles, DecodeToPILsPixelsAndHFsPixelValues) {
     EXPECT_LE((pixels - hf).abs().max().item<double>(), 1e-5) << t.name;
     ++checked;
   }
-  EXPECT_EQ(checked, 7) << name << ": every processor setting of the reference";
+  EXPECT_EQ(checked, 8) << name << ": every processor setting of the reference";
 }
 
 INSTANTIATE_TEST_SUITE_P(Reference, ImageFiles, ::testing::ValuesIn(image_names()),

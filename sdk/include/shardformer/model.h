@@ -45,8 +45,12 @@ struct ForwardInputs {
   at::Tensor attention_mask{};  // [batch, past + seq], 1 = attend, 0 = padding; undefined = all 1
   at::Tensor position_ids{};    // [batch, seq] int64; undefined = past + arange(seq)
   at::Tensor token_type_ids{};  // [batch, seq] int64 (BERT's segments); undefined = all 0
-  KVCache* cache = nullptr;     // when given, keys/values are appended and past = cache length
-  int64_t logits_to_keep = 0;   // a causal LM's logits for the last N positions only (0: all)
+  // The token embeddings to use instead of embedding input_ids (HF's inputs_embeds: BLIP-2's
+  // image features put in place of its image tokens) [batch, seq, embedding size]; input_ids
+  // still give the batch's shape. Read by the families whose docs say so (OPT); undefined: none.
+  at::Tensor inputs_embeds{};
+  KVCache* cache = nullptr;    // when given, keys/values are appended and past = cache length
+  int64_t logits_to_keep = 0;  // a causal LM's logits for the last N positions only (0: all)
   // Tensor parallelism: only tp rank 0 needs a language model's logits (a job writing them out
   // from there); the other tp ranks may return an undefined tensor, which spares them receiving
   // the whole vocabulary.

@@ -207,4 +207,14 @@ GenerationResult Session::generate_from_features(const at::Tensor& input_feature
   return shardformer::generate_from_features(*model_, input_features, config);
 }
 
+GenerationResult Session::generate_with_images(const std::vector<std::vector<int64_t>>& prompts,
+                                               const at::Tensor& pixel_values,
+                                               const GenerationConfig& config) {
+  if (stages_) {
+    fail_config("generation with images runs without pipeline parallelism: set pp_size = 1");
+  }
+  return shardformer::generate_with_images(*model_, prompts, pixel_values, config,
+                                           forward_step_of(*model_));
+}
+
 }  // namespace shardformer

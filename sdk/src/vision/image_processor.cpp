@@ -23,12 +23,18 @@ int64_t floor_div(int64_t a, int64_t b) {
 
 }  // namespace
 
-ImageProcessorOptions ImageProcessorOptions::from_file(const std::filesystem::path& path) {
+namespace {
+
+// The settings in `file` (the object of preprocessor_config.json, or processor_config.json's
+// "image_processor"), errors naming `path` and the key after `prefix`.
+ImageProcessorOptions parse_options(const json& file, const std::filesystem::path& path,
+                                    const std::string& prefix) {
   ImageProcessorOptions o;
-  const json file = detail::read_json_file(path);
-  if (!file.is_object()) throw CheckpointError(str(path.string(), ": expected a JSON object"));
+  if (!file.is_object()) {
+    throw CheckpointError(str(path.string(), ": ", prefix, " expected a JSON object"));
+  }
   const auto fail = [&](const std::string& key, const std::string& what) -> CheckpointError {
-    return CheckpointError(str(path.string(), ": ", key, ": ", what));
+    return CheckpointError(str(path.string(), ": ", prefix, key, ": ", what));
   };
   const auto boolean = [&](const std::string& key, const json& v) {
     if (!v.is_boolean())
@@ -45,15 +51,19 @@ ImageProcessorOptions ImageProcessorOptions::from_file(const std::filesystem::pa
   static const std::set<std::string> kViT = {"ViTImageProcessor", "ViTImageProcessorPil",
                                              "ViTFeatureExtractor"};
   static const std::set<std::string> kSam = {"SamImageProcessor", "SamImageProcessorPil"};
+  static const std::set<std::string> kBlip = {"BlipImageProcessor", "BlipImageProcessorPil"};
   for (const char* key : {"image_processor_type", "feature_extractor_type"}) {
     const auto it = file.find(key);
     if (it == file.end() || it->is_null()) continue;
     if (it->is_string() && kSam.contains(it->get<std::string>())) {
       o.kind = ProcessorKind::kSam;
+    } else if (it->is_string() && kBlip.contains(it->get<std::string>())) {
+      o.kind = ProcessorKind::kBlip;
     } else if (!it->is_string() || !kViT.contains(it->get<std::string>())) {
       throw fail(key, str(detail::describe_json(*it),
                           " is not an image processor this host runs "
-                          "(ViTImageProcessor, ViTFeatureExtractor, SamImageProcessor)"));
+                          "(ViTImageProcessor, ViTFeatureExtractor, BlipImageProcessor, "
+                          "SamImageProcessor)"));
     }
   }
   const bool sam = o.kind == ProcessorKind::kSam;
@@ -63,6 +73,11 @@ ImageProcessorOptions ImageProcessorOptions::from_file(const std::filesystem::pa
     o.image_std = {0.229F, 0.224F, 0.225F};
     o.do_pad = true;
     o.pad_size = SizeRule{.height = 1024, .width = 1024};
+  } else if (o.kind == ProcessorKind::kBlip) {  // BlipImageProcessor's defaults
+    o.size = SizeRule{.height = 384, .width = 384};
+    o.resample = Resample::kBicubic;
+    o.image_mean = {0.48145466F, 0.4578275F, 0.40821073F};  // OpenAI CLIP's
+    o.image_std = {0.26862954F, 0.26130258F, 0.27577711F};
   }
   // HF's get_size_dict: an integer is a square (ViT's default_to_square); an object gives height
   // and width, the shortest edge, or (SAM) the longest edge.
@@ -154,7 +169,10 @@ ImageProcessorOptions ImageProcessorOptions::from_file(const std::filesystem::pa
     } else if (sam && (key == "mask_size" || key == "mask_pad_size")) {
       size_rule(key, v);  // for segmentation maps (training labels), not for pixel_values
     } else {
-      throw fail(key, str("is not a ", sam ? "SamImageProcessor" : "ViTImageProcessor",
+      throw fail(key, str("is not a ",
+                          sam                              ? "SamImageProcessor"
+                          : o.kind == ProcessorKind::kBlip ? "BlipImageProcessor"
+                                                           : "ViTImageProcessor",
                           " setting this host applies"));
     }
   }
@@ -168,14 +186,25 @@ ImageProcessorOptions ImageProcessorOptions::from_file(const std::filesystem::pa
   return o;
 }
 
+}  // namespace
+
+ImageProcessorOptions ImageProcessorOptions::from_file(const std::filesystem::path& path) {
+  return parse_options(detail::read_json_file(path), path, "");
+}
+
 ImageProcessorOptions ImageProcessorOptions::from_folder(const std::filesystem::path& folder) {
   const std::filesystem::path path = folder / "preprocessor_config.json";
-  if (!std::filesystem::exists(path)) {
-    throw CheckpointError(str(folder.string(),
-                              ": no preprocessor_config.json (the image "
-                              "processor's settings) in the model folder"));
+  if (std::filesystem::exists(path)) return from_file(path);
+  // transformers 5 saves a processor's image settings inside processor_config.json.
+  const std::filesystem::path processor = folder / "processor_config.json";
+  if (std::filesystem::exists(processor)) {
+    const json file = detail::read_json_file(processor);
+    const auto it = file.is_object() ? file.find("image_processor") : file.end();
+    if (it != file.end()) return parse_options(*it, processor, "image_processor.");
   }
-  return from_file(path);
+  throw CheckpointError(str(folder.string(),
+                            ": no preprocessor_config.json (the image processor's settings), nor "
+                            "an image_processor in processor_config.json, in the model folder"));
 }
 
 std::array<int64_t, 2> resized_size(const Image& image, const ImageProcessorOptions& options) {

@@ -100,6 +100,11 @@ class Session {
   // frames].
   GenerationResult generate_from_features(const at::Tensor& input_features,
                                           const GenerationConfig& config);
+  // The same for a decoder-only model that reads an image with each prompt (BLIP-2):
+  // pixel_values [batch, channels, height, width]. Throws ConfigError under a pipeline.
+  GenerationResult generate_with_images(const std::vector<std::vector<int64_t>>& prompts,
+                                        const at::Tensor& pixel_values,
+                                        const GenerationConfig& config);
 
  private:
   pipeline::PipelineRunner& runner(int64_t batch);

@@ -40,9 +40,10 @@ struct SizeRule {
   int64_t longest_edge = 0;
 };
 
-// Which of HF's processors the file is for: ViT's (ViTImageProcessor, ViTFeatureExtractor) or
-// SAM's (SamImageProcessor: a longest-edge resize and padding to pad_size).
-enum class ProcessorKind { kViT, kSam };
+// Which of HF's processors the file is for: ViT's (ViTImageProcessor, ViTFeatureExtractor and
+// its defaults), BLIP's (BlipImageProcessor: the same steps, bicubic 384 x 384 and CLIP's mean and
+// std by default; BLIP-2's), or SAM's (a longest-edge resize and padding to pad_size).
+enum class ProcessorKind { kViT, kBlip, kSam };
 
 // The settings of HF's ViTImageProcessor (and ViTFeatureExtractor) or SamImageProcessor, the
 // processor's defaults where the file has none.
@@ -61,10 +62,11 @@ struct ImageProcessorOptions {
   SizeRule pad_size{};
 
   // The file's settings. Throws CheckpointError naming the file and key for a value of the wrong
-  // kind, a processor other than ViT's, or a setting this host does not apply (padding, label
-  // reduction, ...): never a silently different image.
+  // kind, a processor other than ViT's, BLIP's or SAM's, or a setting this host does not apply
+  // (padding, label reduction, ...): never a silently different image.
   static ImageProcessorOptions from_file(const std::filesystem::path& path);
-  // A model folder's preprocessor_config.json; throws CheckpointError when there is none.
+  // A model folder's preprocessor_config.json, or else the image_processor object of its
+  // processor_config.json (where transformers 5 saves it); throws CheckpointError when neither.
   static ImageProcessorOptions from_folder(const std::filesystem::path& folder);
 };
 
