@@ -95,6 +95,9 @@ class ModelFixture {
       inputs.input_features = ref("forward_input_features");
     } else if (reference.contains("forward_pixel_values")) {  // images: [batch, c, h, w]
       inputs.pixel_values = ref("forward_pixel_values");
+      if (reference.contains("forward_input_ids")) {  // BLIP-2: a prompt with image tokens
+        inputs.input_ids = ref("forward_input_ids");  // [batch, seq]
+      }
     } else {
       inputs.input_ids = ref("forward_input_ids");            // [batch, seq]
       inputs.attention_mask = ref("forward_attention_mask");  // [batch, seq]

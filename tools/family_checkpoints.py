@@ -457,4 +457,26 @@ CHECKPOINTS = {
                                              attention_downsample_rate=4, num_multimask_outputs=2,
                                              iou_head_depth=4, iou_head_hidden_dim=24),
                     initializer_range=0.2)),
+    # BLIP-2: 30 x 30 images in 10 x 10 patches (9 patches and the class token) through a
+    # 2-layer vision encoder, 4 query tokens through a 3-layer Q-Former (cross-attention in
+    # layers 0 and 2), and a 2-layer OPT language model over the folder's own byte-level BPE
+    # tokenizer (320 ids, <image> the last). The vision encoder's weights drawn with std 0.2
+    # (HF's default for it is 1e-10: attention by biases alone), the OPT's as tiny-opt's, the
+    # language projection's scaled up so that the image steers the caption.
+    "tiny-blip2": dict(
+        arch="Blip2ForConditionalGeneration", kind="blip2", config_class="Blip2Config",
+        config=dict(vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                       num_attention_heads=4, image_size=30, patch_size=10,
+                                       initializer_range=0.2),
+                    qformer_config=dict(hidden_size=32, intermediate_size=48, num_hidden_layers=3,
+                                        num_attention_heads=4, encoder_hidden_size=32,
+                                        cross_attention_frequency=2, initializer_range=0.2),
+                    text_config=dict(model_type="opt", vocab_size=320, hidden_size=32, ffn_dim=64,
+                                     num_hidden_layers=2, num_attention_heads=4,
+                                     max_position_embeddings=64, word_embed_proj_dim=32,
+                                     init_std=0.2, bos_token_id=2, eos_token_id=2,
+                                     pad_token_id=1),
+                    num_query_tokens=4, image_token_index=319),
+        center_rows=OPT_TUNING["center_rows"],
+        scale={**OPT_SCALE, "language_projection.weight": 5.0}),
 }

@@ -238,6 +238,8 @@ def make_checkpoint(name, spec, folder):
                              mask_size={"longest_edge": size // 4},
                              mask_pad_size={"height": size // 4, "width": size // 4}
                              ).save_pretrained(folder)
+    if spec.get("kind") == "blip2":  # its processor: BLIP's images and a BPE tokenizer
+        save_blip2_processor(folder, model.config)
     if spec.get("untied_head"):
         untie_t5_head(folder, saved, model.config.d_model)
     if spec.get("kind") == "image_classification":  # HF's ViT processor at the model's size
@@ -247,6 +249,43 @@ def make_checkpoint(name, spec, folder):
         ViTImageProcessorPil(size={"height": height, "width": width}).save_pretrained(folder)
     path.write_text(json.dumps(saved, indent=2, sort_keys=True) + "\n")
     return sorted(spec["config"])
+
+
+# What the tiny BLIP-2's tokenizer is trained on: captions of the kind BLIP-2 writes.
+BLIP2_CORPUS = [
+    "a photograph of a cat sitting on a red couch", "two dogs playing in the snow",
+    "a man riding a bicycle down a city street", "a plate of food with rice and vegetables",
+    "an aerial view of a river winding through green hills", "a black and white photo of a train",
+    "Question: what colour is the sky? Answer: blue", "a close up of a flower with pink petals",
+]
+
+
+def save_blip2_processor(folder, config):
+    """Blip2Processor for the tiny checkpoint: BLIP's image processor at the model's image size
+    and an OPT-style byte-level BPE tokenizer (<s> <pad> </s> <unk> first, "</s> $A" as OPT's
+    GPT2Tokenizer adds its bos) trained on BLIP2_CORPUS to fill the vocabulary but its last id,
+    then <image> there, as Blip2Processor adds it."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import Blip2Processor, PreTrainedTokenizerFast
+    from transformers.models.blip.image_processing_pil_blip import BlipImageProcessorPil
+    vocab = config.text_config.vocab_size
+    assert config.image_token_index == vocab - 1
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab - 1, show_progress=False,
+                                  special_tokens=["<s>", "<pad>", "</s>", "<unk>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(BLIP2_CORPUS * 4, trainer)
+    assert tok.get_vocab_size() == vocab - 1, tok.get_vocab_size()
+    tok.post_processor = processors.TemplateProcessing(single="</s> $A", special_tokens=[("</s>", 2)])
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="</s>", eos_token="</s>",
+                                   pad_token="<pad>", unk_token="<unk>")
+    size = config.vision_config.image_size
+    processor = Blip2Processor(image_processor=BlipImageProcessorPil(size={"height": size, "width": size}),
+                               tokenizer=fast, num_query_tokens=config.num_query_tokens)
+    assert fast.convert_tokens_to_ids("<image>") == config.image_token_index
+    processor.save_pretrained(folder)
 
 
 def untie_t5_head(folder, saved, d_model):
@@ -659,7 +698,7 @@ def sam_references(spec, folder, report):
     config = transformers.AutoConfig.from_pretrained(folder)
     vision = config.vision_config
     torch.manual_seed(SEED)
-    pixels = torch.randn(2, vision.num_channels, vision.image_size, vision.image_size)
+    pixels = torch.randn(2, 3, vision.image_size, vision.image_size)
     out = {"forward_pixel_values": pixels}
     side = 4 * config.prompt_encoder_config.image_embedding_size
     random_masks = torch.randn(2, 1, side, side) * 3
@@ -693,6 +732,39 @@ def sam_references(spec, folder, report):
     return out
 
 
+def blip2_references(spec, folder, report):
+    """BLIP-2: two random images (torch.manual_seed(SEED)) with prompts of the image tokens, bos
+    and random text ids: the logits, the causal LM loss of the text tokens (image tokens -100) and
+    every parameter's gradient (eval mode: no dropout), in float64 (exact) and HF fp32 ("hf_fp32.<key>"); HF's greedy
+    generation from image tokens + bos in fp32."""
+    config = transformers.AutoConfig.from_pretrained(folder)
+    vision, text = config.vision_config, config.text_config
+    torch.manual_seed(SEED)
+    pixels = torch.randn(2, 3, vision.image_size, vision.image_size)
+    image = [config.image_token_index] * config.num_query_tokens
+    words = torch.randint(4, config.image_token_index, (2, 6))
+    ids = torch.cat([torch.tensor([image + [text.bos_token_id]] * 2), words], 1)
+    labels = ids.masked_fill(ids == config.image_token_index, -100)
+    out = {"forward_pixel_values": pixels, "forward_input_ids": ids, "train_labels": labels}
+    for dtype, prefix in ((torch.float64, ""), (torch.float32, "hf_fp32.")):
+        model = load(spec["arch"], folder, report, f"load_{dtype}", dtype=dtype)
+        with torch.no_grad():
+            out[f"{prefix}forward_logits"] = model(pixel_values=pixels.to(dtype), input_ids=ids).logits
+        result = model(pixel_values=pixels.to(dtype), input_ids=ids, labels=labels)
+        result.loss.backward()
+        out[f"{prefix}train_loss"] = result.loss.detach().reshape(1)
+        out.update(grads(model, f"{prefix}grad."))
+        if dtype == torch.float32:
+            with torch.no_grad():
+                start = torch.tensor([image + [text.bos_token_id]] * 2)
+                seqs = model.generate(pixel_values=pixels, input_ids=start, do_sample=False,
+                                      max_new_tokens=MAX_NEW_TOKENS, min_new_tokens=MAX_NEW_TOKENS)
+            out["generate_input_ids"], out["generate_sequences"] = start, seqs
+    report["train_loss"] = out["train_loss"].item()
+    report["generate_sequences"] = out["generate_sequences"].tolist()
+    return out
+
+
 def describe(name, spec, folder, passed_keys, report, model_params):
     config = json.loads((folder / "config.json").read_text())
     with safe_open(str(folder / "model.safetensors"), "pt") as f:
@@ -721,6 +793,8 @@ def run_one(name, spec, models, data):
         out = image_classification_references(spec, folder, report)
     elif spec.get("kind") == "sam":
         out = sam_references(spec, folder, report)
+    elif spec.get("kind") == "blip2":
+        out = blip2_references(spec, folder, report)
     else:
         out = causal_lm_references(spec, folder, report)
     bad = [k for k, v in out.items() if v.is_floating_point() and not torch.isfinite(v).all()]

@@ -1,0 +1,89 @@
+// BLIP-2's composite forward pass, as HF's Blip2ForConditionalGeneration computes it.
+#include "blip2_model.h"
+
+#include "opt_model.h"
+#include "shardformer/error.h"
+#include "shardformer/strings.h"
+
+#include <ATen/ATen.h>
+
+namespace shardformer::blip2 {
+
+Blip2ForConditionalGeneration::Blip2ForConditionalGeneration(const BuildContext& ctx,
+                                                             const Blip2Config& c)
+    : config_(c) {
+  bind(ctx);
+  vision_model_ = register_module(
+      "vision_model", std::make_shared<Blip2VisionModel>(ctx.child("vision_model"), c.vision));
+  query_tokens_ = register_parameter(
+      "query_tokens", ctx.load("query_tokens", {1, c.num_query_tokens, c.qformer.hidden_size}));
+  qformer_ = register_module("qformer",
+                             std::make_shared<Blip2QFormerModel>(ctx.child("qformer"), c.qformer));
+  language_projection_ = register_module(
+      "language_projection", layers::make_linear(ctx.child("language_projection"),
+                                                 c.qformer.hidden_size, c.text.hidden_size));
+  // HF's AutoModelForCausalLM of text_config: OPTForCausalLM under "language_model".
+  const BuildContext lm = ctx.child("language_model");
+  const bool tied = c.text.tie_word_embeddings;
+  auto base = std::make_shared<opt::OPTModel>(lm.child("model"), c.text, tied);
+  token_embedding_ = base->token_embedding();
+  language_model_ = register_module(
+      "language_model", std::make_shared<CausalLM>(lm, "model", base, token_embedding_, tied,
+                                                   c.text.vocab_size, c.text.word_embed_proj_dim));
+}
+
+at::Tensor Blip2ForConditionalGeneration::image_features(const at::Tensor& pixel_values,
+                                                         bool interpolate) {
+  const at::Tensor image = vision_model_->forward(pixel_values, interpolate);  // [b, 1 + p, vh]
+  const at::Tensor queries =
+      query_tokens_.expand({image.size(0), config_.num_query_tokens, query_tokens_.size(2)});
+  return language_projection_->forward(qformer_->forward(queries, image));  // [b, nq, hidden]
+}
+
+ForwardInputs Blip2ForConditionalGeneration::language_inputs(const ForwardInputs& inputs) {
+  if (!inputs.input_ids.defined() || inputs.input_ids.dim() != 2) {
+    throw Error("BLIP-2 reads input_ids [batch, seq] (with the image tokens) and pixel_values");
+  }
+  if (!inputs.pixel_values.defined()) {
+    if (inputs.cache == nullptr) {
+      throw Error(
+          "BLIP-2 reads pixel_values [batch, channels, height, width] with input_ids: images "
+          "come through the caption job or ForwardInputs::pixel_values");
+    }
+    return inputs;  // a decoding step: the images are in the KV cache
+  }
+  const at::Tensor& ids = inputs.input_ids;  // [batch, seq]
+  if (inputs.pixel_values.size(0) != ids.size(0)) {
+    throw Error(str("BLIP-2: ", inputs.pixel_values.size(0), " images for ", ids.size(0),
+                    " rows of input_ids (one image per row)"));
+  }
+  const at::Tensor placeholders = ids == config_.image_token_index;  // [batch, seq]
+  const at::Tensor per_row = placeholders.sum(1).cpu();
+  for (int64_t row = 0; row < ids.size(0); ++row) {
+    const int64_t count = per_row[row].item<int64_t>();
+    if (count != config_.num_query_tokens) {
+      throw Error(str("BLIP-2: row ", row, " of input_ids holds ", count, " image tokens (id ",
+                      config_.image_token_index, "); the model puts num_query_tokens = ",
+                      config_.num_query_tokens, " image features in their place"));
+    }
+  }
+  const at::Tensor features =
+      image_features(inputs.pixel_values, inputs.interpolate_pos_encoding);  // [b, nq, hidden]
+  ForwardInputs lm = inputs;
+  lm.pixel_values = at::Tensor();
+  // Each row's image tokens take its query features in order (HF's masked_scatter).
+  lm.inputs_embeds = token_embedding_->forward(ids).masked_scatter(
+      placeholders.unsqueeze(-1), features.to(query_tokens_.scalar_type()));  // [b, seq, hidden]
+  return lm;
+}
+
+at::Tensor Blip2ForConditionalGeneration::forward(const ForwardInputs& inputs) {
+  return language_model_->forward(language_inputs(inputs));
+}
+
+at::Tensor Blip2ForConditionalGeneration::loss(const ForwardInputs& inputs,
+                                               const at::Tensor& labels) {
+  return language_model_->loss(language_inputs(inputs), labels);
+}
+
+}  // namespace shardformer::blip2

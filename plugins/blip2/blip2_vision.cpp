@@ -1,0 +1,110 @@
+// BLIP-2's vision encoder, as in HF's modeling_blip_2.py.
+#include "blip2_vision.h"
+
+#include "shardformer/error.h"
+#include "shardformer/layers/attention.h"
+#include "shardformer/layers/module_path.h"
+#include "shardformer/strings.h"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+
+namespace shardformer::blip2 {
+
+Blip2EncoderLayer::Blip2EncoderLayer(const BuildContext& ctx, const Blip2VisionConfig& c,
+                                     int64_t layer_idx)
+    : head_dim_(c.head_dim()), layer_idx_(layer_idx) {
+  const auto norm = [&](const char* name) {
+    return register_module(name, std::make_shared<layers::LayerNorm>(ctx.child(name), c.hidden_size,
+                                                                     c.layer_norm_eps));
+  };
+  layer_norm1_ = norm("layer_norm1");
+  layer_norm2_ = norm("layer_norm2");
+  auto attn = register_module("self_attn", std::make_shared<torch::nn::Module>());
+  const BuildContext a = ctx.child("self_attn");
+  const bool split = layers::split_pair(a.child("qkv"), a.child("projection"), /*column_blocks=*/3);
+  heads_ = split ? a.divide_by_tp(c.num_attention_heads, "vision_config.num_attention_heads")
+                 : c.num_attention_heads;
+  // HF keeps k's third of qkv.bias (zeros in BLIP-2's own weights) as a parameter like the rest.
+  qkv_ = attn->register_module("qkv",
+                               layers::make_linear(a.child("qkv"), c.hidden_size, 3 * c.hidden_size,
+                                                   layers::LinearOptions{.bias = c.qkv_bias}));
+  projection_ = attn->register_module(
+      "projection", layers::make_linear(a.child("projection"), c.hidden_size, c.hidden_size));
+  const int64_t first_head = split ? ctx.tp_rank() * heads_ : 0;
+  attn_dropout_ = attn->register_module(
+      "attn_dropout",
+      std::make_shared<layers::Dropout>(
+          a.child("attn_dropout"), c.attention_dropout,
+          layers::DropoutSlices{
+              .dim = 1, .total = c.num_attention_heads, .first = first_head, .count = heads_}));
+  mlp_ = register_module(
+      "mlp", std::make_shared<layers::MLP>(
+                 ctx.child("mlp"), layers::MLPOptions{.hidden_size = c.hidden_size,
+                                                      .intermediate_size = c.intermediate_size,
+                                                      .activation = c.hidden_act,
+                                                      .in_name = "fc1",
+                                                      .out_name = "fc2"}));
+}
+
+at::Tensor Blip2EncoderLayer::forward(const at::Tensor& x, const layers::AttentionStep& step) {
+  const std::vector<at::Tensor> qkv =
+      qkv_->forward(layer_norm1_->forward(x)).chunk(3, -1);             // 3 x [b, t, C/tp]
+  const at::Tensor q = layers::split_heads(qkv[0], heads_, head_dim_);  // [b, heads, t, d]
+  const at::Tensor k = layers::split_heads(qkv[1], heads_, head_dim_);
+  const at::Tensor v = layers::split_heads(qkv[2], heads_, head_dim_);
+  const at::Tensor attended = layers::attention(
+      q, k, v,
+      layers::attention_args(step, 1.0 / std::sqrt(static_cast<double>(head_dim_)),
+                             attn_dropout_.get(), layer_idx_));  // [b, t, heads * d]
+  const at::Tensor h = x + projection_->forward(attended);       // [b, t, hidden]
+  return mlp_->forward_residual(layer_norm2_->forward(h), h, nullptr).sum;
+}
+
+Blip2VisionModel::Blip2VisionModel(const BuildContext& ctx, const Blip2VisionConfig& c)
+    : config_(c) {
+  const BuildContext e = ctx.child("embeddings");
+  auto embeddings = register_module("embeddings", std::make_shared<torch::nn::Module>());
+  patch_embedding_ = embeddings->register_module(
+      "patch_embedding",
+      std::make_shared<layers::PatchEmbedding>(
+          e.child("patch_embedding"),
+          layers::PatchEmbeddingOptions{
+              .channels = 3, .hidden_size = c.hidden_size, .patch = {c.patch_size, c.patch_size}}));
+  class_embedding_ = embeddings->register_parameter(
+      "class_embedding", e.load("class_embedding", {1, 1, c.hidden_size}));
+  position_embedding_ = embeddings->register_parameter(
+      "position_embedding", e.load("position_embedding", {1, 1 + c.patches(), c.hidden_size}));
+  auto encoder = register_module("encoder", std::make_shared<torch::nn::Module>());
+  layers_ = layers::LayerStack<Blip2EncoderLayer>(
+      *encoder, ctx.child("encoder"), "layers", c.num_hidden_layers,
+      [&](const BuildContext& layer_ctx, int64_t i) {
+        return std::make_shared<Blip2EncoderLayer>(layer_ctx, c, i);
+      });
+  post_layernorm_ = register_module(
+      "post_layernorm", std::make_shared<layers::LayerNorm>(ctx.child("post_layernorm"),
+                                                            c.hidden_size, c.layer_norm_eps));
+}
+
+at::Tensor Blip2VisionModel::forward(const at::Tensor& pixels, bool interpolate) {
+  const int64_t height = pixels.size(2), width = pixels.size(3);
+  if (!interpolate && (height != config_.image_size || width != config_.image_size)) {
+    throw Error(str("BLIP-2: pixel_values of ", height, " x ", width,
+                    " pixels, but the vision encoder's image_size is ", config_.image_size, " x ",
+                    config_.image_size,
+                    " (resize the images, or interpolate the position embeddings: "
+                    "interpolate_pos_encoding)"));
+  }
+  const at::Tensor patches = patch_embedding_->forward(pixels);  // [batch, patches, hidden]
+  const at::Tensor cls = class_embedding_.expand({patches.size(0), 1, config_.hidden_size});
+  const at::Tensor positions =
+      interpolate ? layers::interpolate_positions(position_embedding_, height / config_.patch_size,
+                                                  width / config_.patch_size, "BLIP-2")
+                  : position_embedding_;
+  at::Tensor x = at::cat({cls, patches}, 1) + positions;  // [batch, 1 + patches, hidden]
+  x = layers_.forward(0, x, layers::AttentionStep{});     // bidirectional, no padding
+  return post_layernorm_->forward(x);
+}
+
+}  // namespace shardformer::blip2
