@@ -43,15 +43,16 @@ std::string percent(double p) {
 }  // namespace
 
 std::vector<vision::Image> read_job_images(const JobConfig& config) {
-  const bool segment = config.mode == JobMode::kSegment;
-  const std::vector<fs::path>& files = segment ? config.segment.images : config.classify.images;
+  const std::vector<fs::path>& files = config.mode == JobMode::kSegment   ? config.segment.images
+                                       : config.mode == JobMode::kCaption ? config.caption.images
+                                                                          : config.classify.images;
   std::vector<vision::Image> images;
   for (size_t i = 0; i < files.size(); ++i) {
     try {
       images.push_back(vision::read_image(files[i]));
     } catch (const ConfigError& e) {
-      throw ConfigError(str(config.source.string(), ": ", segment ? "segment" : "classify",
-                            ".images[", i, "]: ", e.what()));
+      throw ConfigError(str(config.source.string(), ": ", job_mode_name(config.mode), ".images[", i,
+                            "]: ", e.what()));
     }
   }
   return images;

@@ -24,9 +24,9 @@ constexpr int64_t kMaxRanks = 1024;  // per parallel axis
 // Ranks of a whole job: a rank number is an int (the launcher's WORLD_SIZE).
 constexpr int64_t kMaxWorldSize = std::numeric_limits<int>::max();
 const std::vector<std::string_view> kSections = {
-    "model",    "parallel",  "pipeline",   "shard",      "job",     "forward",
-    "generate", "embed",     "transcribe", "classify",   "segment", "data",
-    "train",    "optimizer", "plugins",    "checkpoint", "log"};
+    "model",    "parallel", "pipeline",   "shard",    "job",        "forward",
+    "generate", "embed",    "transcribe", "classify", "segment",    "caption",
+    "data",     "train",    "optimizer",  "plugins",  "checkpoint", "log"};
 const Names kSchedules = {"gpipe", "1f1b", "interleaved"};
 const Names kDtypes = {"float32", "float16", "bfloat16", "float64"};
 const Names kDevices = {"cpu", "cuda"};
@@ -49,7 +49,7 @@ void check_sections(const Source& source, const toml::table& root) {
 // Every section's reader; building them reports unknown keys before any value is read.
 struct Sections {
   SectionReader model, parallel, pipeline, shard, job, forward, generate, embed, transcribe,
-      classify, segment, data, train, optimizer, checkpoint, plugins, log;
+      classify, segment, caption, data, train, optimizer, checkpoint, plugins, log;
 };
 
 Sections open_sections(const Source& source, const toml::table& root) {
@@ -76,6 +76,8 @@ Sections open_sections(const Source& source, const toml::table& root) {
       SectionReader(source, root, "classify", {"images", "top_k", "batch_size", "output"}),
       SectionReader(source, root, "segment",
                     {"images", "prompts", "multimask", "threshold", "output"}),
+      SectionReader(source, root, "caption",
+                    {"images", "prompt", "max_new_tokens", "batch_size", "output"}),
       SectionReader(source, root, "data",
                     {"path", "dtype", "seq_len", "seed", "shuffle", "eval_fraction",
                      "mlm_probability", "mask_token_id"}),
@@ -175,9 +177,9 @@ JobMode read_mode(const SectionReader& reader) {
       reader.choice("mode", {job_mode_name(JobMode::kForward), job_mode_name(JobMode::kGenerate),
                              job_mode_name(JobMode::kEmbed), job_mode_name(JobMode::kTrain),
                              job_mode_name(JobMode::kTranscribe), job_mode_name(JobMode::kClassify),
-                             job_mode_name(JobMode::kSegment)});
+                             job_mode_name(JobMode::kSegment), job_mode_name(JobMode::kCaption)});
   for (const JobMode m : {JobMode::kForward, JobMode::kEmbed, JobMode::kTrain, JobMode::kTranscribe,
-                          JobMode::kClassify, JobMode::kSegment}) {
+                          JobMode::kClassify, JobMode::kSegment, JobMode::kCaption}) {
     if (mode == job_mode_name(m)) return m;
   }
   return JobMode::kGenerate;
@@ -252,6 +254,20 @@ TranscribeSection read_transcribe(const SectionReader& reader) {
   transcribe.language = reader.string("language");
   transcribe.task = reader.choice("task", {"transcribe", "translate"});
   return transcribe;
+}
+
+CaptionSection read_caption(const SectionReader& reader) {
+  CaptionSection caption;
+  caption.images = reader.paths("images").value_or(caption.images);
+  if (reader.has("images") && caption.images.empty()) {
+    reader.fail_at("images", "must name at least one image");
+  }
+  caption.prompt = reader.string("prompt").value_or(caption.prompt);
+  caption.max_new_tokens =
+      reader.integer("max_new_tokens", 1, kMaxNewTokens).value_or(caption.max_new_tokens);
+  caption.batch_size = reader.integer("batch_size", 1, 4096).value_or(caption.batch_size);
+  caption.output = reader.path("output").value_or(caption.output);
+  return caption;
 }
 
 SegmentSection read_segment(const SectionReader& reader) {
@@ -530,6 +546,8 @@ void require_keys(const Sections& sections, JobMode mode) {
     sections.segment.require("images", why);
     sections.segment.require("prompts", why);
     sections.segment.require("output", why);
+  } else if (mode == JobMode::kCaption) {
+    sections.caption.require("images", why);
   } else if (mode == JobMode::kTrain) {
     sections.data.require("path", why);
     sections.data.require("seq_len", why);
@@ -585,6 +603,7 @@ JobConfig parse_job_config(const std::string& text, const std::filesystem::path&
   config.transcribe = read_transcribe(sections.transcribe);
   config.classify = read_classify(sections.classify);
   config.segment = read_segment(sections.segment);
+  config.caption = read_caption(sections.caption);
   config.data = read_data(sections.data);
   config.train = read_train(sections.train);
   config.optimizer = read_optimizer(sections.optimizer);
@@ -606,6 +625,7 @@ const char* job_mode_name(JobMode mode) {
     case JobMode::kTranscribe: return "transcribe";
     case JobMode::kClassify: return "classify";
     case JobMode::kSegment: return "segment";
+    case JobMode::kCaption: return "caption";
   }
   return "unknown";
 }

@@ -61,7 +61,16 @@ struct ShardSection {
   std::vector<PolicyOverride> policy;
 };
 
-enum class JobMode { kForward, kGenerate, kEmbed, kTrain, kTranscribe, kClassify, kSegment };
+enum class JobMode {
+  kForward,
+  kGenerate,
+  kEmbed,
+  kTrain,
+  kTranscribe,
+  kClassify,
+  kSegment,
+  kCaption
+};
 
 struct ForwardSection {
   std::vector<std::vector<int64_t>> input_ids;  // one token-id list per sequence (right-padded)
@@ -141,6 +150,16 @@ struct SegmentSection {
   std::filesystem::path output;  // folder: <image>_prompt<i>_mask<m>.png and masks.jsonl
 };
 
+// Image captioning (job.mode = "caption") with Blip2ForConditionalGeneration: each image with
+// the prompt after its image tokens, the caption decoded greedily.
+struct CaptionSection {
+  std::vector<std::filesystem::path> images;  // JPEG or PNG files
+  std::string prompt;                         // the text the caption continues ("": none)
+  int64_t max_new_tokens = 20;
+  int64_t batch_size = 8;        // images per generation
+  std::filesystem::path output;  // JSON lines: per image its caption and ids
+};
+
 // Training data (job.mode = "train"): a flat token file or JSON lines, cut into samples.
 struct DataSection {
   std::filesystem::path path;    // *.bin (flat ids of `dtype`) or *.jsonl ({"input_ids": [...]})
@@ -216,6 +235,7 @@ struct JobConfig {
   TranscribeSection transcribe;
   ClassifySection classify;
   SegmentSection segment;
+  CaptionSection caption;
   DataSection data;
   TrainSection train;
   OptimizerSection optimizer;

@@ -58,7 +58,8 @@ void check_output_path(const JobConfig& config, const fs::path& output, const st
 
 JobInputs check_job_inputs(const JobConfig& config) {
   JobInputs inputs;
-  if (config.mode == JobMode::kClassify || config.mode == JobMode::kSegment) {
+  if (config.mode == JobMode::kClassify || config.mode == JobMode::kSegment ||
+      config.mode == JobMode::kCaption) {
     const auto decoding = std::chrono::steady_clock::now();
     inputs.images = read_job_images(config);
     inputs.decode_seconds = seconds_since(decoding);

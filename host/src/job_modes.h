@@ -1,7 +1,7 @@
 // The modes of a job, one file each (job_forward.cpp, job_generate.cpp, job_embed.cpp,
-// job_transcribe.cpp, job_classify.cpp, job_segment.cpp, job_train.cpp): each runs on every rank of
-// the job's session; `writer` is the one rank that writes the results to `out` and the output
-// files.
+// job_transcribe.cpp, job_classify.cpp, job_segment.cpp, job_caption.cpp, job_train.cpp): each runs
+// on every rank of the job's session; `writer` is the one rank that writes the results to `out` and
+// the output files.
 #pragma once
 
 #include "job_config.h"
@@ -28,8 +28,11 @@ void run_classify(const JobConfig& config, Session& session, bool writer, std::o
 // `read`: as for run_classify (segment.images).
 void run_segment(const JobConfig& config, Session& session, bool writer, std::ostream& out,
                  const JobInputs* read);
-// classify.images or segment.images decoded; throws ConfigError naming the key, the file and
-// what is wrong.
+// `read`: as for run_classify (caption.images). Rank 0 writes.
+void run_caption(const JobConfig& config, Session& session, bool writer, std::ostream& out,
+                 const JobInputs* read);
+// classify.images, segment.images or caption.images decoded; throws ConfigError naming the key, the
+// file and what is wrong.
 std::vector<vision::Image> read_job_images(const JobConfig& config);
 // Training on this `rank` (rank 0 writes); `resume`: the save to continue from (the session
 // was built from it), or empty.

@@ -196,6 +196,7 @@ void run_one_job(const JobConfig& config, const PluginRegistry& registry,
       run_classify(config, session, first_tp_rank && session.holds_output(), out, inputs);
       break;
     case JobMode::kSegment: run_segment(config, session, first_tp_rank, out, inputs); break;
+    case JobMode::kCaption: run_caption(config, session, rank == 0, out, inputs); break;
     case JobMode::kTrain: run_train(config, session, resume, rank, out); break;
   }
 }

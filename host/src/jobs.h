@@ -25,7 +25,7 @@ void reuse_freed_blocks_for_activations();
 
 // The job's input files, read before any model is built (check_job_inputs).
 struct JobInputs {
-  std::optional<std::vector<vision::Image>> images;  // classify.images or segment.images, decoded
+  std::optional<std::vector<vision::Image>> images;  // classify, segment or caption.images, decoded
   double decode_seconds = 0;
 };
 

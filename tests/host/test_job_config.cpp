@@ -586,7 +586,15 @@ const ErrorCase kErrorCases[] = {
      "[job]\nmode = \"training\"\n",
      "2:8",
      {"job.mode must be one of \"forward\", \"generate\", \"embed\", \"train\", \"transcribe\", "
-      "\"classify\", \"segment\", got \"training\""}},
+      "\"classify\", \"segment\", \"caption\", got \"training\""}},
+    {"CaptionMaxNewTokensZero",
+     "[caption]\nimages = [\"a.png\"]\nmax_new_tokens = 0\n",
+     "3:18",
+     {"caption.max_new_tokens must be in [1, 1000000], got 0"}},
+    {"CaptionPromptNotAString",
+     "[caption]\nimages = [\"a.png\"]\nprompt = 3\n",
+     "3:10",
+     {"caption.prompt must be a string"}},
     {"SegmentLabelsForOtherPoints",
      "[segment]\nimages = [\"a.png\"]\n[[segment.prompts]]\npoints = [[1, 2], [3, 4]]\n"
      "labels = [1]\n",
