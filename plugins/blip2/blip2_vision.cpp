@@ -2,43 +2,32 @@
 #include "blip2_vision.h"
 
 #include "shardformer/error.h"
-#include "shardformer/layers/attention.h"
 #include "shardformer/layers/module_path.h"
 #include "shardformer/strings.h"
 
 #include <ATen/ATen.h>
 
-#include <cmath>
-
 namespace shardformer::blip2 {
 
 Blip2EncoderLayer::Blip2EncoderLayer(const BuildContext& ctx, const Blip2VisionConfig& c,
-                                     int64_t layer_idx)
-    : head_dim_(c.head_dim()), layer_idx_(layer_idx) {
+                                     int64_t layer_idx) {
   const auto norm = [&](const char* name) {
     return register_module(name, std::make_shared<layers::LayerNorm>(ctx.child(name), c.hidden_size,
                                                                      c.layer_norm_eps));
   };
   layer_norm1_ = norm("layer_norm1");
   layer_norm2_ = norm("layer_norm2");
-  auto attn = register_module("self_attn", std::make_shared<torch::nn::Module>());
-  const BuildContext a = ctx.child("self_attn");
-  const bool split = layers::split_pair(a.child("qkv"), a.child("projection"), /*column_blocks=*/3);
-  heads_ = split ? a.divide_by_tp(c.num_attention_heads, "vision_config.num_attention_heads")
-                 : c.num_attention_heads;
   // HF keeps k's third of qkv.bias (zeros in BLIP-2's own weights) as a parameter like the rest.
-  qkv_ = attn->register_module("qkv",
-                               layers::make_linear(a.child("qkv"), c.hidden_size, 3 * c.hidden_size,
-                                                   layers::LinearOptions{.bias = c.qkv_bias}));
-  projection_ = attn->register_module(
-      "projection", layers::make_linear(a.child("projection"), c.hidden_size, c.hidden_size));
-  const int64_t first_head = split ? ctx.tp_rank() * heads_ : 0;
-  attn_dropout_ = attn->register_module(
-      "attn_dropout",
-      std::make_shared<layers::Dropout>(
-          a.child("attn_dropout"), c.attention_dropout,
-          layers::DropoutSlices{
-              .dim = 1, .total = c.num_attention_heads, .first = first_head, .count = heads_}));
+  self_attn_ = register_module(
+      "self_attn", std::make_shared<layers::StackedQKVAttention>(
+                       ctx.child("self_attn"),
+                       layers::StackedQKVOptions{.hidden_size = c.hidden_size,
+                                                 .num_heads = c.num_attention_heads,
+                                                 .qkv_bias = c.qkv_bias,
+                                                 .dropout = c.attention_dropout,
+                                                 .out_name = "projection",
+                                                 .heads_key = "vision_config.num_attention_heads"},
+                       layer_idx));
   mlp_ = register_module(
       "mlp", std::make_shared<layers::MLP>(
                  ctx.child("mlp"), layers::MLPOptions{.hidden_size = c.hidden_size,
@@ -49,16 +38,7 @@ Blip2EncoderLayer::Blip2EncoderLayer(const BuildContext& ctx, const Blip2VisionC
 }
 
 at::Tensor Blip2EncoderLayer::forward(const at::Tensor& x, const layers::AttentionStep& step) {
-  const std::vector<at::Tensor> qkv =
-      qkv_->forward(layer_norm1_->forward(x)).chunk(3, -1);             // 3 x [b, t, C/tp]
-  const at::Tensor q = layers::split_heads(qkv[0], heads_, head_dim_);  // [b, heads, t, d]
-  const at::Tensor k = layers::split_heads(qkv[1], heads_, head_dim_);
-  const at::Tensor v = layers::split_heads(qkv[2], heads_, head_dim_);
-  const at::Tensor attended = layers::attention(
-      q, k, v,
-      layers::attention_args(step, 1.0 / std::sqrt(static_cast<double>(head_dim_)),
-                             attn_dropout_.get(), layer_idx_));  // [b, t, heads * d]
-  const at::Tensor h = x + projection_->forward(attended);       // [b, t, hidden]
+  const at::Tensor h = x + self_attn_->forward(layer_norm1_->forward(x), step);  // [b, t, hidden]
   return mlp_->forward_residual(layer_norm2_->forward(h), h, nullptr).sum;
 }
 

@@ -5,13 +5,12 @@
 
 #include "blip2_config.h"
 #include "shardformer/build_context.h"
-#include "shardformer/layers/dropout.h"
 #include "shardformer/layers/layer_norm.h"
 #include "shardformer/layers/layer_stack.h"
-#include "shardformer/layers/linear.h"
 #include "shardformer/layers/mlp.h"
 #include "shardformer/layers/patch_embedding.h"
 #include "shardformer/layers/self_attention.h"
+#include "shardformer/layers/stacked_qkv_attention.h"
 
 #include <torch/nn/module.h>
 
@@ -27,11 +26,9 @@ class Blip2EncoderLayer : public torch::nn::Module {
   at::Tensor forward(const at::Tensor& x, const layers::AttentionStep& step);
 
  private:
-  int64_t heads_, head_dim_, layer_idx_;  // heads_: this rank's
   std::shared_ptr<layers::LayerNorm> layer_norm1_, layer_norm2_;
-  std::shared_ptr<layers::Linear> qkv_, projection_;  // self_attn.qkv, self_attn.projection
-  std::shared_ptr<layers::Dropout> attn_dropout_;     // on the attention probabilities
-  std::shared_ptr<layers::MLP> mlp_;                  // mlp.fc1, mlp.fc2
+  std::shared_ptr<layers::StackedQKVAttention> self_attn_;  // self_attn.qkv, self_attn.projection
+  std::shared_ptr<layers::MLP> mlp_;                        // mlp.fc1, mlp.fc2
 };
 
 class Blip2VisionModel : public torch::nn::Module {

@@ -27,27 +27,27 @@ std::shared_ptr<layers::MLP> make_sam_mlp(const BuildContext& ctx, int64_t hidde
 }
 
 SamVisionLayer::SamVisionLayer(const BuildContext& ctx, const SamVisionConfig& c, int64_t layer)
-    : window_(c.window(layer)), head_dim_(c.head_dim()), dropout_p_(c.attention_dropout) {
+    : window_(c.window(layer)) {
   const auto norm = [&](const char* name) {
     return register_module(name, std::make_shared<layers::LayerNorm>(ctx.child(name), c.hidden_size,
                                                                      c.layer_norm_eps));
   };
   layer_norm1_ = norm("layer_norm1");
   layer_norm2_ = norm("layer_norm2");
-  auto attn = register_module("attn", std::make_shared<torch::nn::Module>());
   const BuildContext a = ctx.child("attn");
-  const bool split = layers::split_pair(a.child("qkv"), a.child("proj"), /*column_blocks=*/3);
-  heads_ = split ? a.divide_by_tp(c.num_attention_heads, "vision_config.num_attention_heads")
-                 : c.num_attention_heads;
-  qkv_ = attn->register_module("qkv",
-                               layers::make_linear(a.child("qkv"), c.hidden_size, 3 * c.hidden_size,
-                                                   layers::LinearOptions{.bias = c.qkv_bias}));
-  proj_ = attn->register_module("proj",
-                                layers::make_linear(a.child("proj"), c.hidden_size, c.hidden_size));
+  attn_ = register_module(
+      "attn", std::make_shared<layers::StackedQKVAttention>(
+                  a,
+                  layers::StackedQKVOptions{.hidden_size = c.hidden_size,
+                                            .num_heads = c.num_attention_heads,
+                                            .qkv_bias = c.qkv_bias,
+                                            .dropout = c.attention_dropout,
+                                            .heads_key = "vision_config.num_attention_heads"},
+                  layer));
   if (c.use_rel_pos) {
     const int64_t size = window_ > 0 ? window_ : c.grid();
     rel_pos_ = std::make_shared<layers::DecomposedRelativePosition>(
-        a, std::array<int64_t, 2>{size, size}, head_dim_, split, *attn);
+        a, std::array<int64_t, 2>{size, size}, attn_->head_dim(), attn_->split(), *attn_);
   }
   mlp_ = register_module("mlp",
                          make_sam_mlp(ctx.child("mlp"), c.hidden_size, c.mlp_dim, c.hidden_act));
@@ -55,19 +55,10 @@ SamVisionLayer::SamVisionLayer(const BuildContext& ctx, const SamVisionConfig& c
 
 at::Tensor SamVisionLayer::attend(const at::Tensor& x, int64_t height, int64_t width) {
   const int64_t batch = x.size(0);
-  const std::vector<at::Tensor> qkv =
-      qkv_->forward(x.reshape({batch, height * width, -1})).chunk(3, -1);  // 3 x [b, hw, C/tp]
-  const at::Tensor q = layers::split_heads(qkv[0], heads_, head_dim_);     // [b, heads, hw, d]
-  const at::Tensor k = layers::split_heads(qkv[1], heads_, head_dim_);
-  const at::Tensor v = layers::split_heads(qkv[2], heads_, head_dim_);
+  const auto [q, k, v] = attn_->project(x.reshape({batch, height * width, -1}));  // [b, h, hw, d]
   layers::AttentionArgs args;
-  args.scale = 1.0 / std::sqrt(static_cast<double>(head_dim_));
   if (rel_pos_) args.bias = rel_pos_->bias(q, height, width);  // [b, heads, hw, hw]
-  if (dropout_p_ > 0 && is_training()) {
-    throw ModelError("SAM: attention_dropout in training is not implemented; set it to 0");
-  }
-  const at::Tensor out = layers::attention(q, k, v, args);  // [b, hw, heads * d]
-  return proj_->forward(out).view({batch, height, width, -1});
+  return attn_->output(attn_->attend(q, k, v, args)).view({batch, height, width, -1});
 }
 
 at::Tensor SamVisionLayer::forward(const at::Tensor& x, const SamVisionStep& /*step*/) {

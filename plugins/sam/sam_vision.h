@@ -13,6 +13,7 @@
 #include "shardformer/layers/linear.h"
 #include "shardformer/layers/mlp.h"
 #include "shardformer/layers/patch_embedding.h"
+#include "shardformer/layers/stacked_qkv_attention.h"
 
 #include <torch/nn/module.h>
 
@@ -44,10 +45,9 @@ class SamVisionLayer : public torch::nn::Module {
   // x [batch', height, width, hidden] -> same: attention over its height x width tokens.
   at::Tensor attend(const at::Tensor& x, int64_t height, int64_t width);
 
-  int64_t window_, heads_, head_dim_;  // heads_: this rank's
-  double dropout_p_;
+  int64_t window_;
   std::shared_ptr<layers::LayerNorm> layer_norm1_, layer_norm2_;
-  std::shared_ptr<layers::Linear> qkv_, proj_;  // attn.qkv (fused [3, heads, head_dim]), attn.proj
+  std::shared_ptr<layers::StackedQKVAttention> attn_;            // attn.qkv, attn.proj
   std::shared_ptr<layers::DecomposedRelativePosition> rel_pos_;  // null without use_rel_pos
   std::shared_ptr<layers::MLP> mlp_;                             // mlp.lin1, mlp.lin2
 };
