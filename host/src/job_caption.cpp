@@ -4,6 +4,7 @@
 // lines.
 #include "job_modes.h"
 #include "jobs.h"
+#include "output_file.h"
 
 #include "shardformer/checkpoint_io/checkpoint.h"
 #include "shardformer/error.h"
@@ -55,9 +56,7 @@ void run_caption(const JobConfig& config, Session& session, bool writer, std::os
   if (!was_read) decoded = read_job_images(config);
   const std::vector<vision::Image>& images = was_read ? *read->images : decoded;
 
-  std::ofstream file;
-  const fs::path partial = c.output.string() + ".partial";
-  if (writer && !c.output.empty()) file.open(partial, std::ios::binary | std::ios::trunc);
+  OutputFile file(c.output, writer);
   const auto start = std::chrono::steady_clock::now();
   int64_t tokens = 0;
   for (size_t first = 0; first < images.size(); first += static_cast<size_t>(c.batch_size)) {
@@ -86,15 +85,12 @@ void run_caption(const JobConfig& config, Session& session, bool writer, std::os
       line["prompt"] = c.prompt;
       line["text"] = caption;
       line["ids"] = ids;
-      file << line.dump() << "\n";
+      file.write_line(line.dump());
     }
   }
   const double elapsed = seconds_since(start);
   if (file.is_open()) {
-    file.flush();
-    if (!file) throw Error(str("cannot write ", partial.string()));
-    file.close();
-    fs::rename(partial, c.output);
+    file.commit();
     out << "caption: captions written to " << c.output.string() << std::endl;
   }
   log::info(str("caption: ", images.size(), " images, ", tokens, " tokens in ", elapsed, " s (",

@@ -3,6 +3,7 @@
 // their probabilities and writes them to a JSON lines file.
 #include "job_modes.h"
 #include "jobs.h"
+#include "output_file.h"
 
 #include "shardformer/checkpoint_io/checkpoint.h"
 #include "shardformer/checkpoint_io/hf_config.h"
@@ -114,9 +115,7 @@ void run_classify(const JobConfig& config, Session& session, bool writer, std::o
   const std::vector<std::string> labels = class_labels(session.checkpoint().config(), all.size(1));
   const int64_t k = std::min<int64_t>(c.top_k, all.size(1));
   const auto [top, index] = at::topk(all, k, -1);  // [images, k]
-  std::ofstream file;
-  const fs::path partial = c.output.string() + ".partial";
-  if (!c.output.empty()) file.open(partial, std::ios::binary | std::ios::trunc);
+  OutputFile file(c.output);
   for (int64_t i = 0; i < all.size(0); ++i) {
     out << "classify[" << i << "] " << c.images[i].filename().string() << ":";
     nlohmann::ordered_json line;
@@ -129,13 +128,10 @@ void run_classify(const JobConfig& config, Session& session, bool writer, std::o
       line["labels"].push_back({{"label", labels[id]}, {"id", id}, {"probability", p}});
     }
     out << "\n";
-    if (file.is_open()) file << line.dump() << "\n";
+    file.write_line(line.dump());
   }
   if (file.is_open()) {
-    file.flush();
-    if (!file) throw Error(str("cannot write ", partial.string()));
-    file.close();
-    fs::rename(partial, c.output);
+    file.commit();
     out << "classify: labels written to " << c.output.string() << "\n";
   }
 }

@@ -2,6 +2,7 @@
 // chat template), greedy or sampled decoding with a KV cache; rank 0 streams the text as it is
 // decoded and writes the ids and texts to a JSON lines file.
 #include "job_modes.h"
+#include "output_file.h"
 
 #include "shardformer/error.h"
 #include "shardformer/log.h"
@@ -106,21 +107,16 @@ std::string render_chat(const JobConfig& config, const Tokenizer& tok) {
 void write_output(const fs::path& path, const std::vector<std::string>& prompt_texts,
                   const std::vector<std::vector<int64_t>>& prompts, const GenerationResult& result,
                   const std::optional<Tokenizer>& tok) {
-  const fs::path partial = path.string() + ".partial";
-  {
-    std::ofstream file(partial, std::ios::binary | std::ios::trunc);
-    for (size_t i = 0; i < prompts.size(); ++i) {
-      nlohmann::ordered_json line;
-      if (i < prompt_texts.size()) line["prompt"] = prompt_texts[i];
-      line["prompt_ids"] = prompts[i];
-      line["ids"] = result.new_tokens[i];
-      if (tok) line["text"] = tok->decode(result.new_tokens[i]);
-      file << line.dump() << "\n";
-    }
-    file.flush();
-    if (!file) throw Error(str("cannot write ", partial.string()));
+  OutputFile file(path);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    nlohmann::ordered_json line;
+    if (i < prompt_texts.size()) line["prompt"] = prompt_texts[i];
+    line["prompt_ids"] = prompts[i];
+    line["ids"] = result.new_tokens[i];
+    if (tok) line["text"] = tok->decode(result.new_tokens[i]);
+    file.write_line(line.dump());
   }
-  fs::rename(partial, path);
+  file.commit();
 }
 
 }  // namespace

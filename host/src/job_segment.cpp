@@ -4,6 +4,7 @@
 // and area and writes the masks as PNG files with a JSON lines index.
 #include "job_modes.h"
 #include "jobs.h"
+#include "output_file.h"
 
 #include "shardformer/checkpoint_io/checkpoint.h"
 #include "shardformer/error.h"
@@ -137,8 +138,7 @@ void run_segment(const JobConfig& config, Session& session, bool writer, std::os
   if (!writer) return;
 
   const fs::path index = s.output / "masks.jsonl";
-  const fs::path partial = index.string() + ".partial";
-  std::ofstream file(partial, std::ios::binary | std::ios::trunc);
+  OutputFile file(index);
   for (size_t i = 0; i < s.prompts.size(); ++i) {
     const SegmentPrompt& p = s.prompts[i];
     const fs::path& source = s.images[static_cast<size_t>(p.image)];
@@ -160,14 +160,11 @@ void run_segment(const JobConfig& config, Session& session, bool writer, std::os
       line["file"] = png.string();
       line["iou_score"] = score;
       line["area"] = area;
-      file << line.dump() << "\n";
+      file.write_line(line.dump());
     }
     out << "\n";
   }
-  file.flush();
-  if (!file) throw Error(str("cannot write ", partial.string()));
-  file.close();
-  fs::rename(partial, index);
+  file.commit();
   out << "segment: masks written to " << s.output.string() << "\n";
 }
 

@@ -2,6 +2,7 @@
 // (audio::transcribe); rank 0 prints each file's text and writes text, ids and timed segments
 // to a JSON lines file.
 #include "job_modes.h"
+#include "output_file.h"
 
 #include "shardformer/audio/transcription.h"
 #include "shardformer/error.h"
@@ -67,9 +68,7 @@ void run_transcribe(const JobConfig& config, Session& session, bool writer, std:
       config.source.string());
   const std::vector<std::vector<float>> audio = read_all(config, mel.sampling_rate);
 
-  std::ofstream file;
-  const fs::path partial = t.output.string() + ".partial";
-  if (writer && !t.output.empty()) file.open(partial, std::ios::binary | std::ios::trunc);
+  OutputFile file(t.output, writer);
   double audio_seconds = 0;
   int64_t windows = 0;
   const auto start = std::chrono::steady_clock::now();
@@ -94,15 +93,10 @@ void run_transcribe(const JobConfig& config, Session& session, bool writer, std:
                                   {"end", s.end},
                                   {"text", tok.decode(audio::text_tokens(s.tokens, settings))}});
     }
-    file << line.dump() << "\n";
+    file.write_line(line.dump());
   }
   const double elapsed = seconds_since(start);
-  if (file.is_open()) {
-    file.flush();
-    if (!file) throw Error(str("cannot write ", partial.string()));
-    file.close();
-    fs::rename(partial, t.output);
-  }
+  file.commit();
   log::info(str("transcribe: ", audio.size(), " files, ", audio_seconds, " s of audio in ", windows,
                 " windows, ", elapsed, " s (real-time factor ",
                 elapsed / std::max(audio_seconds, 1e-9), ")"));
