@@ -2,8 +2,6 @@
 // shared JSON parsing helpers (json_file.h) whose errors give the file, line and column.
 #include "shardformer/checkpoint_io/hf_config.h"
 
-#include "shardformer/checkpoint_io/checkpoint_usage.h"
-
 #include "../json_file.h"
 #include "shardformer/error.h"
 #include "shardformer/strings.h"
@@ -263,6 +261,56 @@ std::optional<HFConfig> HFConfig::get_object(const std::string& key) const {
   object.impl_->path = impl_->path;
   object.impl_->prefix = impl_->prefix + key + ".";
   return object;
+}
+
+namespace {
+
+// Keys of HF's PretrainedConfig (and of the tools that write checkpoints) that never change
+// what a model computes, by the reason they cannot:
+constexpr std::string_view kHarmlessKeys[] = {
+    // bookkeeping: where the checkpoint came from and what wrote it
+    "_name_or_path", "_model_name_or_path", "_commit_hash", "transformers_version", "architectures",
+    "model_type", "auto_map", "transformers.js_config", "is_llama_config", "finetuning_task",
+    "task_specific_params", "tokenizer_class", "prefix", "id2label", "label2id",
+    // the dtype of the stored weights (the job config's model.dtype decides the compute dtype)
+    "dtype", "torch_dtype", "use_bfloat16",
+    // what HF's forward() returns, not what it computes
+    "output_attentions", "output_hidden_states", "return_dict", "use_return_dict", "torchscript",
+    "output_past", "use_cache", "xla_device",
+    // initialisation and training-only switches of HF's Python code
+    "initializer_range", "initializer_factor", "gradient_checkpointing", "tf_legacy_loss",
+    "chunk_size_feed_forward", "_attn_implementation", "_attn_implementation_autoset",
+    "_attn_implementation_internal", "attn_implementation",
+    // special token ids: tokenizer facts; the jobs read eos and pad themselves
+    "bos_token_id", "eos_token_id", "pad_token_id", "sep_token_id", "unk_token_id", "mask_token_id",
+    "cls_token_id", "decoder_start_token_id",
+    // generation defaults of HF's generate(): a generate job's own keys decide instead
+    "max_length", "min_length", "max_new_tokens", "min_new_tokens", "do_sample", "early_stopping",
+    "num_beams", "num_beam_groups", "diversity_penalty", "temperature", "top_k", "top_p",
+    "typical_p", "epsilon_cutoff", "eta_cutoff", "repetition_penalty", "length_penalty",
+    "no_repeat_ngram_size", "encoder_no_repeat_ngram_size", "bad_words_ids", "num_return_sequences",
+    "output_scores", "return_dict_in_generate", "forced_bos_token_id", "forced_eos_token_id",
+    "remove_invalid_values", "exponential_decay_length_penalty", "suppress_tokens",
+    "begin_suppress_tokens", "forced_decoder_ids", "renormalize_logits"};
+
+// Switches of PretrainedConfig that change the model when set; at HF's default (false, null,
+// empty) they change nothing, so a model that never reads them still computes the same.
+// rope_interleaved: nanotron's exports carry it; HF's Llama never reads it, and only false means
+// the rotation HF (and this model) applies.
+constexpr std::string_view kSwitchKeys[] = {
+    "is_decoder",   "add_cross_attention",         "is_encoder_decoder", "tie_encoder_decoder",
+    "pruned_heads", "cross_attention_hidden_size", "problem_type",       "rope_interleaved"};
+
+}  // namespace
+
+bool harmless_config_key(const HFConfig& config, const std::string& key) {
+  for (std::string_view known : kHarmlessKeys) {
+    if (known == key) return true;
+  }
+  for (std::string_view known : kSwitchKeys) {
+    if (known == key) return config.holds_default(key);
+  }
+  return false;
 }
 
 HFConfig HFConfig::sub_config(const std::string& key) const {

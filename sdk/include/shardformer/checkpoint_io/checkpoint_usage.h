@@ -40,11 +40,6 @@ struct UnusedItems {
   bool empty() const { return tensors.empty() && config_keys.empty(); }
 };
 
-// Whether `key` of `config` (the file's top level or a nested sub-model config) is one of HF's
-// PretrainedConfig keys that never change what a model computes (bookkeeping, output switches,
-// special token ids, generation defaults), or a switch at its default.
-bool harmless_config_key(const HFConfig& config, const std::string& key);
-
 // The tensors and config.json keys of `checkpoint` that no rank of `world` loaded, skipped
 // or read (a pipeline stage loads only its layers: the check unions every rank's usage).
 // Collective over `world` when it is not null; every rank gets the same answer.

@@ -90,4 +90,9 @@ class HFConfig {
   std::unique_ptr<Impl> impl_;
 };
 
+// Whether `key` of `config` (the file's top level or a nested sub-model config) is one of HF's
+// PretrainedConfig keys that never change what a model computes (bookkeeping, output switches,
+// special token ids, generation defaults), or a switch at its default.
+bool harmless_config_key(const HFConfig& config, const std::string& key);
+
 }  // namespace shardformer
