@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Image classification speed of a ViT-base-shaped or Swin-T-shaped model (fp32): the host's classify
 job against HF transformers eager (ViTForImageClassification or SwinForImageClassification, its
-default attention) on the same threads, side by side in one run, alternating, median of the
+default attention) and timm (vit_base_patch16_224 or swin_tiny_patch4_window7_224) on the same
+threads, side by side in one run, alternating, median of the
 rounds; and the image front end (decoding and preprocessing) against HF's (PIL's load_image and
 ViTImageProcessorPil, which both families use).
 
@@ -69,6 +70,7 @@ def swin_flops(c):
 
 MODELS = {"vit-base": ("ViT-base", "ViTForImageClassification", "ViTConfig", VIT, vit_flops),
           "swin-tiny": ("Swin-T", "SwinForImageClassification", "SwinConfig", SWIN, swin_flops)}
+TIMM = {"vit-base": "vit_base_patch16_224", "swin-tiny": "swin_tiny_patch4_window7_224"}
 
 
 def make_model(build, name):
@@ -111,12 +113,44 @@ def hf_worker(folder, threads, images, batch):
     print(json.dumps({"front_s": front, "model_s": model_time}))
 
 
-def hf_run(folder, threads, images, batch):
+def timm_worker(name, threads, images, batch):
+    """Runs in a child process: prints JSON {model_s}. timm's model of the same shapes (its own
+    random init; the speed does not depend on the values), on the pixel values of HF's processor:
+    timm's own transforms need torchvision, which is not installed (bench/torchvision_stand_in.py).
+    """
+    import torch
+    import torchvision_stand_in
+    torchvision_stand_in.install()
+    import timm
+    from transformers.image_utils import load_image
+    from transformers.models.vit.image_processing_pil_vit import ViTImageProcessorPil
+    torch.set_num_threads(threads)
+    model = timm.create_model(TIMM[name], pretrained=False, num_classes=1000).eval()
+    processor = ViTImageProcessorPil(size={"height": 224, "width": 224})
+    with torch.no_grad():
+        model(torch.zeros(1, 3, 224, 224))  # warm-up
+        model_time = 0.0
+        for first in range(0, images, batch):
+            n = min(batch, images - first)
+            pixels = processor([load_image(str(PHOTO)) for _ in range(n)],
+                               return_tensors="pt")["pixel_values"]
+            start = time.perf_counter()
+            model(pixels).softmax(-1)
+            model_time += time.perf_counter() - start
+    print(json.dumps({"model_s": model_time}))
+
+
+def worker_run(kind, target, threads, images, batch):
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
-    done = subprocess.run([sys.executable, __file__, "--hf-worker", str(folder), str(threads),
+    done = subprocess.run([sys.executable, __file__, kind, str(target), str(threads),
                            str(images), str(batch)], capture_output=True, text=True, env=env,
                           check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def timm_available():
+    import importlib.util
+    return importlib.util.find_spec("timm") is not None
 
 
 def host_run(build, folder, threads, images, batch):
@@ -139,6 +173,9 @@ def main():
         hf_worker(pathlib.Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]),
                   int(sys.argv[5]))
         return
+    if len(sys.argv) > 1 and sys.argv[1] == "--timm-worker":
+        timm_worker(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]))
+        return
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", choices=sorted(MODELS), default="vit-base")
@@ -152,25 +189,33 @@ def main():
     folder = make_model(args.build, args.model)
     flops = count_flops(config)
     roofline = limits["fma_gflops"] * 1e9 / flops
+    sides = [("hf", lambda *a: worker_run("--hf-worker", folder, *a)),
+             ("host", lambda *a: host_run(args.build, folder, *a))]
+    if timm_available():
+        sides.append(("timm", lambda *a: worker_run("--timm-worker", args.model, *a)))
+    else:
+        print("timm is not installed (tools/setup.sh installs it): its column stays empty")
     results = {}
     for _ in range(args.rounds):
         for name, (images, batch) in SETTINGS.items():
-            for side, run in (("hf", hf_run), ("host", lambda *a: host_run(args.build, *a))):
-                r = run(folder, args.threads, images, batch)
+            for side, run in sides:
+                r = run(args.threads, images, batch)
                 results.setdefault((name, side), []).append(
-                    (images / r["model_s"], images / r["front_s"]))
+                    (images / r["model_s"], images / r.get("front_s", float("inf"))))
     print(f"\n{title} shapes, fp32, {args.threads} threads, median of {args.rounds} rounds; "
           f"{flops / 1e9:.1f} GFLOP per image; roofline {roofline:.2f} images/s "
           f"(FMA peak {limits['fma_gflops']:.0f} GFLOP/s)\n")
-    print("| setting | HF (images/s) | host (images/s) | host / HF | HF / roofline | "
-          "host / roofline | front end: HF | host | host / HF |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| setting | HF (images/s) | timm | host | host / HF | host / timm | HF / roofline | "
+          "timm / roofline | host / roofline | front end: HF | host | host / HF |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for name in SETTINGS:
-        hf = [statistics.median(v) for v in zip(*results[(name, "hf")])]
-        host = [statistics.median(v) for v in zip(*results[(name, "host")])]
-        print(f"| {name} | {hf[0]:.2f} | {host[0]:.2f} | {host[0] / hf[0]:.2f} | "
-              f"{hf[0] / roofline:.2f} | {host[0] / roofline:.2f} | {hf[1]:.1f} | {host[1]:.1f} | "
-              f"{host[1] / hf[1]:.2f} |")
+        hf, host = ([statistics.median(v) for v in zip(*results[(name, side)])]
+                    for side in ("hf", "host"))
+        timm = ([statistics.median(v) for v in zip(*results[(name, "timm")])]
+                if (name, "timm") in results else [float("nan")])
+        print(f"| {name} | {hf[0]:.2f} | {timm[0]:.2f} | {host[0]:.2f} | {host[0] / hf[0]:.2f} | "
+              f"{host[0] / timm[0]:.2f} | {hf[0] / roofline:.2f} | {timm[0] / roofline:.2f} | "
+              f"{host[0] / roofline:.2f} | {hf[1]:.1f} | {host[1]:.1f} | {host[1] / hf[1]:.2f} |")
     print(f"\ncommand: .venv/bin/python bench/bench_vit.py --model {args.model} "
           f"--threads {args.threads} --rounds {args.rounds}")
 

