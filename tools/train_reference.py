@@ -3,7 +3,7 @@
 torch.optim.AdamW on the CPU, in fp32. HF and torch are the oracle, never our code.
 
 usage: train_reference.py MODELS_DIR OUT_DIR [--steps 20] [--dtype float32] [--model NAME]
-                          [--mlm P --mask-token-id ID | --classify | --seq2seq]
+                          [--mlm P --mask-token-id ID | --classify | --seq2seq | --images]
 
 What it does, exactly (the C++ side implements the same). With --model NAME, step 1 is
 replaced: MODELS_DIR/NAME (any causal LM) is copied to OUT_DIR/model with every numeric
@@ -20,7 +20,15 @@ encoder-decoder --model, loaded with AutoModelForSeq2SeqLM), sample i becomes a 
 is its first 12 + i % 21 ids, the target the source reversed, cut to 4 + i % 13 ids;
 OUT_DIR/train_s2s.jsonl holds every pair, one {"input_ids", "labels"} a line. A micro-batch's
 sources are padded to 32 with id 0 and masked, its targets to the file's longest (16) with -100
-(HF shifts them right into decoder inputs), and its loss weighted as --mlm's.
+(HF shifts them right into decoder inputs), and its loss weighted as --mlm's. With --images (an
+image classifier --model with its preprocessor_config.json, loaded with
+AutoModelForImageClassification), the samples are 48 synthetic images (make_images below: 16 per
+class of the model's first 3, horizontal stripes, vertical stripes or a checkerboard in random
+colours and sizes, as RGB, palette, grey and RGBA PNG and JPEG files) written to
+OUT_DIR/images/<id2label name>/NN.<ext> and listed, in the order torchvision's ImageFolder lists
+them (folders, then files, sorted by name), in OUT_DIR/train_images.jsonl as {"image", "label"}
+lines; each is prepared with HF's load_image and the model's ViTImageProcessorPil, and a
+micro-batch's loss is weighted as --classify's.
 
  1. Checkpoint MODELS_DIR/tiny-gpt2-train/: torch.manual_seed(1234), then
     GPT2LMHeadModel(GPT2Config(**TINY, resid_pdrop=0, embd_pdrop=0, attn_pdrop=0)),
@@ -92,7 +100,8 @@ import time
 import numpy as np
 import torch
 from safetensors.torch import save_file
-from transformers import (AutoModelForCausalLM, AutoModelForMaskedLM, AutoModelForSeq2SeqLM,
+from transformers import (AutoModelForCausalLM, AutoModelForImageClassification,
+                          AutoModelForMaskedLM, AutoModelForSeq2SeqLM,
                           AutoModelForSequenceClassification, GPT2Config, GPT2LMHeadModel,
                           get_cosine_schedule_with_warmup)
 
@@ -110,7 +119,9 @@ JSONL_SAMPLES = 64
 MASK = 2**64 - 1
 GOLDEN, MASK_STREAM = 0x9E3779B97F4A7C15, 0x5DEECE66D
 MLM = None  # (probability, mask_token_id, vocab_size) with --mlm
-CLASS_LABELS = None  # [samples] int64 with --classify
+CLASS_LABELS = None  # [samples] int64 with --classify or --images
+IMAGES = False  # the samples are pixel_values (--images)
+IMAGE_COUNT, IMAGE_SEED = 48, 2024
 S2S = None  # (sources, attention masks, labels) [samples, ...] with --seq2seq
 
 
@@ -256,7 +267,8 @@ def run_steps(model, opt, sched, samples, first, count, log):
         for m in range(MICRO_BATCHES):
             if CLASS_LABELS is not None:
                 index = order[m * micro:(m + 1) * micro]
-                loss = model(input_ids=samples[index],
+                key = "pixel_values" if IMAGES else "input_ids"
+                loss = model(**{key: samples[index]},
                              labels=CLASS_LABELS[index]).loss / MICRO_BATCHES
             elif S2S:
                 index = order[m * micro:(m + 1) * micro]
@@ -297,18 +309,64 @@ def dropout_free_copy(source: pathlib.Path, out: pathlib.Path, activation: str =
     target.mkdir(parents=True, exist_ok=True)
     config = json.loads((source / "config.json").read_text())
     for key, value in config.items():
-        if ("dropout" in key or "pdrop" in key) and isinstance(value, (int, float)):
+        if (("dropout" in key or "pdrop" in key or "drop_path" in key)
+                and isinstance(value, (int, float))):
             config[key] = 0.0
     if activation:
         config["activation_function"] = activation
     (target / "config.json").write_text(json.dumps(config, indent=2) + "\n")
-    for file in source.glob("*.safetensors*"):
+    for file in [*source.glob("*.safetensors*"), *source.glob("preprocessor_config.json")]:
         shutil.copyfile(file, target / file.name)
     print(f"wrote {target} (dropout off)")
     return target
 
 
+def make_images(model: pathlib.Path, out: pathlib.Path):
+    """The --images data: IMAGE_COUNT images, image i of class i % 3 (horizontal stripes, vertical
+    stripes, a checkerboard) with a period, two colours and a size (20-47 x 20-47) drawn from
+    numpy's default_rng(IMAGE_SEED), noise added, saved as PNG (RGB, palette "P", grey "L", RGBA)
+    or JPEG (quality 90) by i % 5. Returns pixel_values [n, 3, h, w] and labels [n] in ImageFolder
+    order, which train_images.jsonl lists."""
+    from PIL import Image
+    from transformers.image_utils import load_image
+    from transformers.models.vit.image_processing_pil_vit import ViTImageProcessorPil
+    names = json.loads((model / "config.json").read_text())["id2label"]
+    rng = np.random.default_rng(IMAGE_SEED)
+    files = []
+    for i in range(IMAGE_COUNT):
+        label = i % 3
+        height, width = (int(v) for v in rng.integers(20, 48, size=2))
+        period = int(rng.integers(2, 7))
+        colours = rng.integers(0, 256, size=(2, 3))
+        y, x = np.mgrid[0:height, 0:width]
+        pattern = [(y // period) % 2, (x // period) % 2, ((y // period) + (x // period)) % 2][label]
+        pixels = colours[pattern] + rng.integers(-20, 21, size=(height, width, 3))
+        image = Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8), "RGB")
+        kind = i % 5
+        folder = out / "images" / names[str(label)]
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{i:02d}.{'jpg' if kind == 4 else 'png'}"
+        if kind == 1:
+            image = image.convert("P", palette=Image.Palette.ADAPTIVE, colors=16)
+        elif kind == 2:
+            image = image.convert("L")
+        elif kind == 3:
+            image.putalpha(Image.fromarray(rng.integers(0, 256, size=(height, width), dtype=np.uint8)))
+        image.save(path, **({"quality": 90} if kind == 4 else {}))
+        files.append((names[str(label)], path.name, label, path))
+    files.sort()  # ImageFolder: class folders by name, then files by name
+    processor = ViTImageProcessorPil.from_pretrained(model)
+    with open(out / "train_images.jsonl", "w") as f:
+        for folder, name, label, _ in files:
+            f.write(json.dumps({"image": f"images/{folder}/{name}", "label": label}) + "\n")
+    pixels = torch.cat([processor(load_image(str(path)), return_tensors="pt")["pixel_values"]
+                        for *_, path in files])
+    return pixels, torch.tensor([label for _, _, label, _ in files])
+
+
 def load(path):
+    if IMAGES:
+        return AutoModelForImageClassification.from_pretrained(path, dtype=torch.float32)
     auto = (AutoModelForSequenceClassification if CLASS_LABELS is not None
             else AutoModelForMaskedLM if MLM else AutoModelForSeq2SeqLM if S2S
             else AutoModelForCausalLM)
@@ -333,6 +391,8 @@ def main() -> None:
                         help="sequence classification of sum(ids) % 2")
     parser.add_argument("--seq2seq", action="store_true",
                         help="an encoder-decoder model on source / target pairs")
+    parser.add_argument("--images", action="store_true",
+                        help="an image classifier on labelled synthetic images")
     args = parser.parse_args()
     if args.steps < 2:
         parser.error("--steps must be at least 2 (the resume check splits the run in two)")
@@ -362,7 +422,11 @@ def main() -> None:
         torch.manual_seed(INIT_SEED)
         AutoModelForSequenceClassification.from_pretrained(checkpoint, dtype=torch.float32) \
             .save_pretrained(checkpoint, safe_serialization=True)
-
+    if args.images:
+        global IMAGES
+        IMAGES = True
+        samples, CLASS_LABELS = make_images(checkpoint, args.out)
+        n = samples.shape[0]
     # The full run.
     model = load(checkpoint)
     opt, sched = make_optimizer(model, args.steps)

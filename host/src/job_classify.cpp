@@ -23,8 +23,20 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// id2label of config.json: the label of each class index ("LABEL_<i>" where it has none, as HF
-// names them).
+std::string percent(double p) {
+  char text[16];
+  std::snprintf(text, sizeof(text), "%.4f", p);
+  return text;
+}
+
+}  // namespace
+
+int64_t class_count(const HFConfig& config) {
+  const std::optional<HFConfig> id2label = config.get_object("id2label");
+  if (id2label) return static_cast<int64_t>(id2label->keys().size());
+  return config.get_int("num_labels", 2);
+}
+
 std::vector<std::string> class_labels(const HFConfig& config, int64_t classes) {
   std::vector<std::string> labels(static_cast<size_t>(classes));
   const std::optional<HFConfig> id2label = config.get_object("id2label");
@@ -34,14 +46,6 @@ std::vector<std::string> class_labels(const HFConfig& config, int64_t classes) {
   }
   return labels;
 }
-
-std::string percent(double p) {
-  char text[16];
-  std::snprintf(text, sizeof(text), "%.4f", p);
-  return text;
-}
-
-}  // namespace
 
 std::vector<vision::Image> read_job_images(const JobConfig& config) {
   const std::vector<fs::path>& files = config.mode == JobMode::kSegment   ? config.segment.images

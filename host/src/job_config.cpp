@@ -528,7 +528,8 @@ void check_training(const Sections& sections, const JobConfig& config) {
 }
 
 // Required keys are checked once every present value is known to be valid.
-void require_keys(const Sections& sections, JobMode mode) {
+void require_keys(const Sections& sections, const JobConfig& config) {
+  const JobMode mode = config.mode;
   sections.model.require("path");
   sections.job.require("mode");
   const std::string why = str("(required when job.mode = \"", job_mode_name(mode), "\")");
@@ -550,7 +551,13 @@ void require_keys(const Sections& sections, JobMode mode) {
     sections.caption.require("images", why);
   } else if (mode == JobMode::kTrain) {
     sections.data.require("path", why);
-    sections.data.require("seq_len", why);
+    // A .bin file is cut into samples of seq_len; JSON lines of ids need it (the data reader
+    // says so), image lines and class folders do not.
+    std::error_code error;
+    const std::filesystem::path& data = config.data.path;
+    if (data.extension() != ".jsonl" && !std::filesystem::is_directory(data, error)) {
+      sections.data.require("seq_len", why);
+    }
     sections.train.require("steps", why);
   } else if (!sections.generate.has("prompt") && !sections.generate.has("messages")) {
     sections.generate.require("prompts", why);
@@ -612,7 +619,7 @@ JobConfig parse_job_config(const std::string& text, const std::filesystem::path&
   check_training(sections, config);
   config.plugins = read_plugins(sections.plugins);
   config.log = read_log(sections.log);
-  require_keys(sections, config.mode);
+  require_keys(sections, config);
   return config;
 }
 

@@ -6,6 +6,7 @@
 
 #include "job_config.h"
 
+#include "shardformer/checkpoint_io/hf_config.h"
 #include "shardformer/runtime/session.h"
 #include "shardformer/vision/image.h"
 
@@ -31,6 +32,10 @@ void run_segment(const JobConfig& config, Session& session, bool writer, std::os
 // `read`: as for run_classify (caption.images). Rank 0 writes.
 void run_caption(const JobConfig& config, Session& session, bool writer, std::ostream& out,
                  const JobInputs* read);
+// An image classifier's number of classes (config.json's id2label, else num_labels, else 2 as HF
+// defaults) and their names by class index ("LABEL_<i>" where id2label has none, as HF names them).
+int64_t class_count(const HFConfig& config);
+std::vector<std::string> class_labels(const HFConfig& config, int64_t classes);
 // classify.images, segment.images or caption.images decoded; throws ConfigError naming the key, the
 // file and what is wrong.
 std::vector<vision::Image> read_job_images(const JobConfig& config);

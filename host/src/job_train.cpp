@@ -1,6 +1,6 @@
-// The train job: AdamW steps over a token file at any dp x pp x tp layout (training/trainer.h),
-// progress lines and JSON-lines metrics, evaluation on held-out samples, and saves to
-// checkpoint.dir/step-<N> that a later run of the same config continues from.
+// The train job: AdamW steps over a token file or labelled images at any dp x pp x tp layout
+// (training/trainer.h), progress lines and JSON-lines metrics, evaluation on held-out samples, and
+// saves to checkpoint.dir/step-<N> that a later run of the same config continues from.
 #include "job_modes.h"
 
 #include "shardformer/error.h"
@@ -9,6 +9,7 @@
 #include "shardformer/strings.h"
 #include "shardformer/tokenizer/tokenizer.h"
 #include "shardformer/training/trainer.h"
+#include "shardformer/vision/image_processor.h"
 
 #include <nlohmann/json.hpp>
 
@@ -65,6 +66,13 @@ training::TrainOptions train_options(const JobConfig& config) {
   options.loss_scale.growth_interval = t.loss_scale_window;
   options.recompute = {.ratio = t.gradient_checkpointing_ratio,
                        .layers_per_stage = t.num_ckpt_layers_per_stage};
+  // A save is a model folder: it holds model.path's tokenizer, processor and generation files.
+  for (const char* name :
+       {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt",
+        "vocab.json", "merges.txt", "tokenizer.model", "chat_template.jinja",
+        "generation_config.json", "preprocessor_config.json", "processor_config.json"}) {
+    if (fs::exists(config.model.path / name)) options.save_with.push_back(config.model.path / name);
+  }
   return options;
 }
 
@@ -143,8 +151,23 @@ void run_train(const JobConfig& config, Session& session, const fs::path& resume
   const fs::path& folder = config.model.path;
   std::optional<tokenizer::Tokenizer> tok;
   if (fs::exists(folder / "tokenizer.json")) tok = tokenizer::Tokenizer::from_file(folder);
+  // Images are prepared by model.path's image processor, for an image classifier.
+  std::optional<training::ImageClasses> images;
+  if (session.model().task() == ModelTask::kSequenceClassification &&
+      (fs::exists(folder / "preprocessor_config.json") ||
+       fs::exists(folder / "processor_config.json"))) {
+    const HFConfig& model_config = session.checkpoint().config();
+    images = training::ImageClasses{.processor = vision::ImageProcessorOptions::from_folder(folder),
+                                    .names = class_labels(model_config, class_count(model_config))};
+  }
   const training::TokenDataset data(data_options, session.model().shape().vocab_size,
-                                    tok ? &*tok : nullptr);
+                                    tok ? &*tok : nullptr, images ? &*images : nullptr);
+  if (images && !data.has_images()) {
+    throw ConfigError(str(config.source.string(), ": data.path = ", config.data.path.string(), ": ",
+                          session.architecture(),
+                          " classifies images: its data is {\"image\": \"file\", \"label\": k} "
+                          "lines or a folder of images per class"));
+  }
   training::Trainer trainer(session, data, train_options(config));
   if (!resume.empty()) {
     trainer.load(resume);
@@ -170,13 +193,20 @@ void run_train(const JobConfig& config, Session& session, const fs::path& resume
     }
   }
   if (writer) {
-    out << "train: " << data.num_train()
-        << (data.has_targets() ? " source / target pairs (sources up to " : " samples of ")
-        << data.seq_len() << " tokens" << (data.has_targets() ? ")" : "") << " (" << data.num_eval()
-        << " held out), " << config.train.global_batch_size << " a step, dp "
-        << config.parallel.dp_size << " x pp " << config.parallel.pp_size << " x tp "
-        << config.parallel.tp_size << (config.train.zero_stage > 0 ? ", ZeRO-1" : "") << ", "
-        << config.train.precision << "\n";
+    for (const auto& [name, label] : data.class_folders()) {
+      out << "train: class folder " << name << ": label " << label << "\n";
+    }
+    if (data.has_images()) {
+      out << "train: " << data.num_train() << " images";
+    } else {
+      out << "train: " << data.num_train()
+          << (data.has_targets() ? " source / target pairs (sources up to " : " samples of ")
+          << data.seq_len() << " tokens" << (data.has_targets() ? ")" : "");
+    }
+    out << " (" << data.num_eval() << " held out), " << config.train.global_batch_size
+        << " a step, dp " << config.parallel.dp_size << " x pp " << config.parallel.pp_size
+        << " x tp " << config.parallel.tp_size << (config.train.zero_stage > 0 ? ", ZeRO-1" : "")
+        << ", " << config.train.precision << "\n";
   }
   MetricsFile metrics(writer ? config.train.metrics_file : fs::path());
   const auto save = [&](int64_t step) {
@@ -190,6 +220,7 @@ void run_train(const JobConfig& config, Session& session, const fs::path& resume
   };
 
   const bool scaled = config.train.precision == "fp16";
+  const char* unit = data.has_images() ? "images" : "tokens";  // what a step's count counts
   const auto start = std::chrono::steady_clock::now();
   const int64_t first = trainer.steps_done();
   int64_t tokens = 0;
@@ -221,10 +252,10 @@ void run_train(const JobConfig& config, Session& session, const fs::path& resume
                                        static_cast<double>(config.train.steps - m.step));
       std::snprintf(
           line, sizeof(line),
-          "step %lld/%lld  loss %.6f  lr %.3e  grad_norm %.4f  %.3f s  %.0f tokens/s"
+          "step %lld/%lld  loss %.6f  lr %.3e  grad_norm %.4f  %.3f s  %.0f %s/s"
           "  ETA %lld:%02lld:%02lld%s\n",
           static_cast<long long>(m.step), static_cast<long long>(config.train.steps), m.loss, m.lr,
-          m.grad_norm, m.seconds, static_cast<double>(m.tokens) / std::max(m.seconds, 1e-9),
+          m.grad_norm, m.seconds, static_cast<double>(m.tokens) / std::max(m.seconds, 1e-9), unit,
           static_cast<long long>(eta / 3600), static_cast<long long>(eta / 60 % 60),
           static_cast<long long>(eta % 60),
           scaled ? str("  loss scale ", m.loss_scale, m.skipped ? " (skipped)" : "").c_str() : "");
@@ -245,7 +276,7 @@ void run_train(const JobConfig& config, Session& session, const fs::path& resume
   }
   if (writer) {
     out << "train: " << done << " steps in " << elapsed << " s ("
-        << static_cast<double>(tokens) / std::max(elapsed, 1e-9) << " tokens/s)";
+        << static_cast<double>(tokens) / std::max(elapsed, 1e-9) << " " << unit << "/s)";
     if (done > 0) out << "; last loss " << last_loss;
     out << "\n";
   }

@@ -203,6 +203,16 @@ seq_len = 64
 steps = 10
 )";
 
+// JSON lines and a folder of images need no seq_len at the config (the data reader asks for it
+// where the lines hold token ids).
+TEST(JobConfig, TrainOnJsonLinesOrAFolderNeedsNoSeqLen) {
+  const std::string head = "[model]\npath = \"m\"\n[job]\nmode = \"train\"\n[train]\nsteps = 2\n";
+  EXPECT_EQ(parse(head + "[data]\npath = \"d.jsonl\"\n").data.seq_len, 0);
+  const std::string folder = ::testing::TempDir();
+  EXPECT_EQ(parse(head + "[data]\npath = \"" + folder + "\"\n").data.path,
+            std::filesystem::path(folder).lexically_normal());
+}
+
 TEST(JobConfig, ReadsTheTrainingSections) {
   const JobConfig config = parse(R"([model]
 path = "ckpt"
@@ -317,6 +327,11 @@ const ErrorCase kErrorCases[] = {
      "[model]\npath = \"m\"\n[job]\nmode = \"train\"\n[train]\nsteps = 2\n",
      "1:1",
      {"missing required key data.path (required when job.mode = \"train\")"}},
+    {"TrainOnATokenFileNeedsSeqLen",
+     "[model]\npath = \"m\"\n[job]\nmode = \"train\"\n[data]\npath = \"d.bin\"\n[train]\nsteps = "
+     "2\n",
+     "5:1",
+     {"missing required key data.seq_len"}},
     {"TrainNeedsSteps",
      "[model]\npath = \"m\"\n[job]\nmode = \"train\"\n[data]\npath = \"d.bin\"\nseq_len = 8\n",
      "1:1",

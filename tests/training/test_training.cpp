@@ -1,8 +1,10 @@
 // Training at every dp x pp x tp layout against HF GPT-2 with torch.optim.AdamW
 // (tools/train_reference.py): the sample order, each step's loss, gradient norm and learning
 // rate, the final weights; saves HF reads back, and resumes at the same or another layout.
+#include "shardformer/checkpoint_io/hf_config.h"
 #include "shardformer/error.h"
 #include "shardformer/strings.h"
+#include "shardformer/vision/image_processor.h"
 #include "training_fixture.h"
 
 #include <gtest/gtest.h>
@@ -12,6 +14,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 
 namespace shardformer::testing {
 namespace {
@@ -196,10 +199,16 @@ std::string family_model(const std::string& name) {
   return head ? name.substr(0, name.size() - 4) : name;
 }
 
-TEST_P(FamilyTraining, MatchesTorchAdamWStepByStep) {
-  const auto& [name, layout] = GetParam();
-  const std::string model = family_model(name);
-  const fs::path dir = test_data_dir() / "training-families" / name;  // dropout-free copy
+// What a family's training run reads: causal-LM data (every step counts 8 x 31 labels), or
+// labelled images (the model folder's image processor prepares them; 8 a step).
+enum class FamilyData { kCausal, kOther, kImages };
+
+// Trains `model`'s dropout-free copy in `dir` (its reference run's folder) at `layout` for the
+// reference's 20 steps on `data_options` and checks every step against the reference.
+void train_and_check(const std::string& model, const fs::path& dir, const TrainLayout& layout,
+                     const training::DataOptions& data_options, FamilyData kind,
+                     const std::string& what) {
+  const bool images = kind == FamilyData::kImages;
   expect_all_ranks_passed(run_ranks(static_cast<int>(layout.world()), [&](int rank, int port) {
     at::set_num_threads(1);
     const ModelFixture f(model, ModelFixture::ReferenceFile{dir / "reference.safetensors"});
@@ -212,12 +221,36 @@ TEST_P(FamilyTraining, MatchesTorchAdamWStepByStep) {
       options.pipeline.schedule = layout.schedule;
     }
     const auto session = f.session(options, &mesh);
-    const training::TokenDataset data(family_data_options(name, dir), 1013);
+    std::optional<training::ImageClasses> classes;
+    if (images) {
+      classes = training::ImageClasses{
+          .processor = vision::ImageProcessorOptions::from_folder(dir / "model")};
+      const std::optional<HFConfig> id2label =
+          session->checkpoint().config().get_object("id2label");
+      ASSERT_TRUE(id2label.has_value());
+      for (size_t i = 0; i < id2label->keys().size(); ++i) {
+        classes->names.push_back(id2label->get_string(std::to_string(i)));
+      }
+    }
+    const training::TokenDataset data(data_options, 1013, nullptr, classes ? &*classes : nullptr);
     training::TrainOptions train = reference_train_options(kSteps, layout.zero_stage);
     train.recompute = layout.recompute;
     Trainer trainer(*session, data, train);
-    run_and_check(trainer, f.reference, kSteps, name + " " + layout.name, model == name);
+    const std::vector<StepMetrics> steps =
+        run_and_check(trainer, f.reference, kSteps, what, kind == FamilyData::kCausal);
+    if (images) {
+      for (const StepMetrics& m : steps) EXPECT_EQ(m.tokens, 8) << what << ": images a step";
+    }
   }));
+}
+
+TEST_P(FamilyTraining, MatchesTorchAdamWStepByStep) {
+  const auto& [name, layout] = GetParam();
+  const fs::path dir = test_data_dir() / "training-families" / name;  // dropout-free copy
+  const std::string model = family_model(name);
+  train_and_check(model, dir, layout, family_data_options(name, dir),
+                  model == name ? FamilyData::kCausal : FamilyData::kOther,
+                  name + " " + layout.name);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -246,6 +279,44 @@ INSTANTIATE_TEST_SUITE_P(
             TrainLayout{.pp = 2, .name = "pp2_gpipe", .schedule = pipeline::ScheduleKind::kGPipe})),
     [](const auto& info) {
       std::string name = std::get<0>(info.param) + "_" + std::get<1>(info.param).name;
+      std::replace(name.begin(), name.end(), '-', '_');
+      return name;
+    });
+
+// Image classifiers train on labelled images (tools/train_reference.py --images: 48 synthetic
+// images in 3 classes as PNG and JPEG files, prepared by HF's load_image and
+// ViTImageProcessorPil): read from the folder per class (named after id2label's classes, which
+// sort in another order than their ids) or from the same files listed in JSON lines.
+class ImageTraining
+    : public ::testing::TestWithParam<std::tuple<std::string, TrainLayout, std::string>> {};
+
+TEST_P(ImageTraining, MatchesTorchAdamWStepByStep) {
+  const auto& [model, layout, source] = GetParam();
+  const fs::path dir = test_data_dir() / "training-families" / (model + "-img");
+  training::DataOptions data = reference_data_options();
+  data.path = source == "folder" ? dir / "images" : dir / "train_images.jsonl";
+  data.seq_len = 0;
+  train_and_check(model, dir, layout, data, FamilyData::kImages,
+                  model + " " + layout.name + " " + source);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Images, ImageTraining,
+    ::testing::Values(
+        std::tuple{"tiny-vit", TrainLayout{.name = "single"}, "folder"},
+        std::tuple{"tiny-vit", TrainLayout{.tp = 2, .name = "tp2"}, "jsonl"},
+        std::tuple{"tiny-vit", TrainLayout{.pp = 2, .name = "pp2"}, "folder"},
+        std::tuple{"tiny-vit",
+                   TrainLayout{.dp = 2, .tp = 2, .zero_stage = 1, .name = "dp2_tp2_zero1"},
+                   "jsonl"},
+        std::tuple{"tiny-beit", TrainLayout{.pp = 2, .tp = 2, .name = "pp2_tp2"}, "folder"},
+        std::tuple{"tiny-swin",
+                   TrainLayout{.dp = 2, .pp = 2, .zero_stage = 1, .name = "dp2_pp2_zero1"},
+                   "jsonl"},
+        std::tuple{"tiny-swin", TrainLayout{.tp = 2, .name = "tp2"}, "folder"}),
+    [](const auto& info) {
+      std::string name = std::get<0>(info.param) + "_" + std::get<1>(info.param).name + "_" +
+                         std::get<2>(info.param);
       std::replace(name.begin(), name.end(), '-', '_');
       return name;
     });

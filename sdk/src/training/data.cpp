@@ -1,7 +1,8 @@
-// Token data files, samples and their seeded order.
+// Token data files and labelled images, samples and their seeded order.
 #include "shardformer/training/data.h"
 
 #include "../json_file.h"
+#include "image_data.h"
 #include "shardformer/error.h"
 #include "shardformer/losses.h"
 #include "shardformer/strings.h"
@@ -29,6 +30,8 @@ struct TokenDataset::Storage {
   std::vector<int64_t> labels;                // their "label"s (classification data), or none
   std::vector<std::vector<int64_t>> targets;  // their targets (source / target data), or none
   int64_t target_len = 0;                     // the longest target
+  at::Tensor pixels;                          // image data: [samples, 3, height, width]
+  std::vector<std::pair<std::string, int64_t>> folders;  // a folder per class: name, label
 
   ~Storage() {
     if (map != nullptr) munmap(const_cast<void*>(map), map_bytes);
@@ -66,7 +69,7 @@ void check_id(const DataOptions& o, int64_t id, int64_t vocab, const std::string
 }
 
 // What a JSON line holds; every line of a file holds the same.
-enum class LineKind { kIds, kClassified, kIdPair, kTextPair };
+enum class LineKind { kIds, kClassified, kIdPair, kTextPair, kImage };
 
 const char* describe(LineKind kind) {
   switch (kind) {
@@ -74,12 +77,14 @@ const char* describe(LineKind kind) {
     case LineKind::kClassified: return "{\"input_ids\": [...], \"label\": k}";
     case LineKind::kIdPair: return "{\"input_ids\": [...], \"labels\": [...]}";
     case LineKind::kTextPair: return "{\"source\": \"...\", \"target\": \"...\"}";
+    case LineKind::kImage: return "{\"image\": \"file\", \"label\": k}";
   }
   return "?";
 }
 
 LineKind kind_of(const DataOptions& o, const nlohmann::json& json, int64_t line_no) {
-  static const std::set<std::string> kKeys = {"input_ids", "label", "labels", "source", "target"};
+  static const std::set<std::string> kKeys = {"image",  "input_ids", "label",
+                                              "labels", "source",    "target"};
   if (json.is_object()) {
     for (const auto& [key, value] : json.items()) {
       if (!kKeys.contains(key)) {
@@ -97,10 +102,13 @@ LineKind kind_of(const DataOptions& o, const nlohmann::json& json, int64_t line_
     if (json.contains("input_ids") && json.contains("labels") && json.size() == 2) {
       return LineKind::kIdPair;
     }
+    if (json.contains("image") && json.contains("label") && json.size() == 2) {
+      return LineKind::kImage;
+    }
   }
   fail_data(o, str("line ", line_no, ": expected one of ", describe(LineKind::kIds), ", ",
-                   describe(LineKind::kClassified), ", ", describe(LineKind::kIdPair), " or ",
-                   describe(LineKind::kTextPair)));
+                   describe(LineKind::kClassified), ", ", describe(LineKind::kIdPair), ", ",
+                   describe(LineKind::kTextPair), " or ", describe(LineKind::kImage)));
 }
 
 // `value` (the line's `key`) as ids: a non-empty list of ids in the vocabulary, or a text
@@ -132,10 +140,22 @@ std::vector<int64_t> ids_of(const DataOptions& o, const nlohmann::json& value, c
 }  // namespace
 
 TokenDataset::TokenDataset(const DataOptions& o, int64_t vocab,
-                           const tokenizer::Tokenizer* tokenizer)
+                           const tokenizer::Tokenizer* tokenizer, const ImageClasses* images)
     : options_(o), vocab_size_(vocab) {
   storage_ = std::make_unique<Storage>();
-  if (o.seq_len < 2) fail_data(o, str("seq_len ", o.seq_len, " is too short (at least 2)"));
+  const auto check_seq_len = [&] {
+    if (o.seq_len == 0) fail_data(o, "token data needs data.seq_len (the tokens of a sample)");
+    if (o.seq_len < 2) fail_data(o, str("seq_len ", o.seq_len, " is too short (at least 2)"));
+  };
+  const auto check_images = [&](const std::string& where) -> const ImageClasses& {
+    if (images == nullptr) {
+      fail_data(o, str(where,
+                       " images, and the model folder has no image processor "
+                       "(preprocessor_config.json) to prepare them: image data serves "
+                       "image classifiers"));
+    }
+    return *images;
+  };
   if (o.mlm_probability < 0.0 || o.mlm_probability >= 1.0) {
     throw ConfigError(str("data.mlm_probability = ", o.mlm_probability, " is not in [0, 1)"));
   }
@@ -143,7 +163,18 @@ TokenDataset::TokenDataset(const DataOptions& o, int64_t vocab,
     throw ConfigError(str("data.mask_token_id = ", o.mask_token_id, " is not an id of the model's ",
                           vocab, "-token vocabulary (masked-LM data needs it)"));
   }
-  if (o.path.extension() == ".jsonl") {
+  std::error_code error;
+  std::vector<std::filesystem::path> image_files;
+  int64_t folder_train = -1;  // a folder per class: its training files come first
+  if (std::filesystem::is_directory(o.path, error)) {
+    image_data::ImageList list =
+        image_data::list_class_folders(o, check_images("holds class folders of"));
+    image_files = std::move(list.files);
+    folder_train = list.num_train;
+    storage_->labels = std::move(list.labels);
+    storage_->folders = std::move(list.folders);
+    num_samples_ = static_cast<int64_t>(image_files.size());
+  } else if (o.path.extension() == ".jsonl") {
     std::ifstream in(o.path);
     if (!in) fail_data(o, "cannot read the file");
     int64_t line_no = 0;
@@ -164,6 +195,22 @@ TokenDataset::TokenDataset(const DataOptions& o, int64_t vocab,
                       describe(*file_kind), " (every line holds the same)"));
       }
       file_kind = kind;
+      if (kind == LineKind::kImage) {
+        const ImageClasses& classes = check_images(str("line ", line_no, " names"));
+        const nlohmann::json& image = json["image"];
+        const nlohmann::json& label = json["label"];
+        if (!image.is_string() || image.get<std::string>().empty()) {
+          fail_data(o, str("line ", line_no, ": \"image\" must be a file name"));
+        }
+        if (!label.is_number_integer()) {
+          fail_data(o, str("line ", line_no, ": \"label\" must be a class index (an integer)"));
+        }
+        image_data::check_class_label(o, label.get<int64_t>(), classes, str("line ", line_no));
+        image_files.push_back(o.path.parent_path() / image.get<std::string>());
+        storage_->labels.push_back(label.get<int64_t>());
+        continue;
+      }
+      check_seq_len();
       const bool text = kind == LineKind::kTextPair;
       std::vector<int64_t> row = ids_of(o, json[text ? "source" : "input_ids"],
                                         text ? "source" : "input_ids", line_no, vocab, tokenizer);
@@ -187,8 +234,9 @@ TokenDataset::TokenDataset(const DataOptions& o, int64_t vocab,
       }
       storage_->rows.push_back(std::move(row));
     }
-    num_samples_ = static_cast<int64_t>(storage_->rows.size());
+    num_samples_ = static_cast<int64_t>(std::max(storage_->rows.size(), image_files.size()));
   } else {
+    check_seq_len();
     if (o.dtype != "uint16" && o.dtype != "uint32") {
       fail_data(o, str("dtype '", o.dtype, "' (uint16 or uint32)"));
     }
@@ -211,10 +259,18 @@ TokenDataset::TokenDataset(const DataOptions& o, int64_t vocab,
     for (int64_t i = 0; i < tokens; ++i) check_id(o, storage_->id(i), vocab, str("token ", i));
     num_samples_ = tokens / o.seq_len;
   }
-  if (num_samples_ < 1) fail_data(o, str("holds no sample of ", o.seq_len, " tokens"));
+  if (num_samples_ < 1) {
+    fail_data(o, image_files.empty() && storage_->folders.empty()
+                     ? str("holds no sample of ", o.seq_len, " tokens")
+                     : std::string("holds no image"));
+  }
   const auto held_out = static_cast<int64_t>(static_cast<double>(num_samples_) * o.eval_fraction);
   num_train_ = num_samples_ - held_out;
+  if (folder_train >= 0) num_train_ = folder_train;  // each class's last files are held out
   if (num_train_ < 1) fail_data(o, "eval_fraction leaves no training sample");
+  if (!image_files.empty()) {
+    storage_->pixels = image_data::prepare_images(o, image_files, images->processor);
+  }
 }
 
 TokenDataset::~TokenDataset() = default;
@@ -223,8 +279,19 @@ bool TokenDataset::has_class_labels() const { return !storage_->labels.empty(); 
 
 bool TokenDataset::has_targets() const { return !storage_->targets.empty(); }
 
+bool TokenDataset::has_images() const { return storage_->pixels.defined(); }
+
+const std::vector<std::pair<std::string, int64_t>>& TokenDataset::class_folders() const {
+  return storage_->folders;
+}
+
 Batch TokenDataset::batch(const std::vector<int64_t>& samples) const {
   const auto rows = static_cast<int64_t>(samples.size()), len = options_.seq_len;
+  if (storage_->pixels.defined()) {  // labelled images
+    const at::Tensor index = at::tensor(samples, at::kLong);
+    return {.labels = at::tensor(storage_->labels, at::kLong).index_select(0, index),
+            .pixel_values = storage_->pixels.index_select(0, index)};
+  }
   at::Tensor ids = at::zeros({rows, len}, at::kLong), mask = at::zeros({rows, len}, at::kLong);
   auto ids_a = ids.accessor<int64_t, 2>();
   auto mask_a = mask.accessor<int64_t, 2>();

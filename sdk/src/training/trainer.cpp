@@ -34,9 +34,19 @@ const distributed::ProcessGroup* group_or_null(
   return mesh != nullptr ? &(mesh->*axis)() : nullptr;
 }
 
+// Rows [first, first + count) of every tensor the batch has.
 Batch rows_of(const Batch& batch, int64_t first, int64_t count) {
-  return {batch.input_ids.narrow(0, first, count), batch.attention_mask.narrow(0, first, count),
-          batch.labels.narrow(0, first, count)};
+  const auto rows = [&](const at::Tensor& t) {
+    return t.defined() ? t.narrow(0, first, count) : at::Tensor();
+  };
+  return {rows(batch.input_ids), rows(batch.attention_mask), rows(batch.labels),
+          rows(batch.pixel_values)};
+}
+
+// The model's inputs of a batch: token ids with their mask, or images.
+ForwardInputs inputs_of(const Batch& b) {
+  return ForwardInputs{
+      .input_ids = b.input_ids, .attention_mask = b.attention_mask, .pixel_values = b.pixel_values};
 }
 
 // This rank's index among the data-parallel replicas and its share of a global batch.
@@ -101,7 +111,7 @@ Trainer::Trainer(Session& session, const TokenDataset& data, TrainOptions option
                               ? ": the data's lines carry \"label\"s, which serve classification "
                                 "models"
                               : " is a classification model: its data needs a \"label\" on "
-                                "every line of a .jsonl file"));
+                                "every line of a .jsonl file (or images in a folder per class)"));
   }
   options_.schedule.total_steps = options_.steps;
   session.model().set_recompute(options_.recompute);
@@ -152,15 +162,13 @@ std::pair<double, int64_t> Trainer::forward_backward(const Batch& share, int64_t
                                                      double loss_scale) {
   Model& model = session_->model();
   const int64_t local_tokens = counted_labels(model.task(), share.labels);
-  const auto inputs = [](const Batch& b) {
-    return ForwardInputs{.input_ids = b.input_ids, .attention_mask = b.attention_mask};
-  };
   if (session_->stages() != nullptr) {  // the pipeline micro-batches the share itself
     const double weight = static_cast<double>(local_tokens) / static_cast<double>(global_tokens);
-    const at::Tensor loss = session_->train_step(inputs(share), share.labels, weight * loss_scale);
+    const at::Tensor loss =
+        session_->train_step(inputs_of(share), share.labels, weight * loss_scale);
     return {loss.defined() ? loss.item<double>() * weight : 0.0, local_tokens};
   }
-  const int64_t rows = share.input_ids.size(0);
+  const int64_t rows = share.labels.size(0);
   const int64_t micro = options_.micro_batch_size > 0 ? options_.micro_batch_size : rows;
   double loss_sum = 0;
   for (int64_t first = 0; first < rows; first += micro) {
@@ -170,7 +178,7 @@ std::pair<double, int64_t> Trainer::forward_backward(const Batch& share, int64_t
     if (tokens == 0) continue;
     const double weight = static_cast<double>(tokens) / static_cast<double>(global_tokens);
     loss_sum +=
-        session_->train_step(inputs(mb), mb.labels, weight * loss_scale).item<double>() * weight;
+        session_->train_step(inputs_of(mb), mb.labels, weight * loss_scale).item<double>() * weight;
   }
   return {loss_sum, local_tokens};
 }
@@ -297,8 +305,7 @@ double Trainer::evaluate() {
     std::iota(indices.begin(), indices.end(), b * options_.global_batch_size + dp_rank * share);
     const Batch batch = data_->eval_batch(indices);
     const int64_t tokens = counted_labels(model.task(), batch.labels);
-    const at::Tensor loss = session_->loss(
-        {.input_ids = batch.input_ids, .attention_mask = batch.attention_mask}, batch.labels);
+    const at::Tensor loss = session_->loss(inputs_of(batch), batch.labels);
     loss_sum += loss.defined() ? loss.item<double>() * static_cast<double>(tokens) : 0.0;
     token_sum += static_cast<double>(tokens);
   }
@@ -378,6 +385,10 @@ void Trainer::save(const fs::path& dir) const {
     std::ofstream(state / kStateFile) << json.dump(2) << "\n";
     sync_to_disk(state / kStateFile);
     fs::copy_file(session_->checkpoint().config().path(), state / "config.json");
+    for (const fs::path& file : options_.save_with) {
+      fs::copy_file(file, temporary / file.filename(), fs::copy_options::overwrite_existing);
+      sync_to_disk(temporary / file.filename());
+    }
     sync_to_disk(state);
     sync_to_disk(temporary);
     fs::rename(temporary, dir);  // the checkpoint appears whole

@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <memory>
 #include <set>
+#include <vector>
 
 namespace shardformer::training {
 
@@ -37,6 +38,9 @@ struct TrainOptions {
   // Data-parallel gradients are all-reduced in buckets of about this many bytes; without a
   // pipeline, each while backward is still running (OverlappedReducer).
   int64_t bucket_bytes = 25 << 20;
+  // Files every save holds beside the weights, copied as they are (the model folder's tokenizer
+  // and processor files, so that a save runs as a model folder does).
+  std::vector<std::filesystem::path> save_with;
 };
 
 struct StepMetrics {
