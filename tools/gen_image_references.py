@@ -54,17 +54,14 @@ PROCESSORS = {
     "no_resize": {"feature_extractor_type": "ViTFeatureExtractor", "do_resize": False,
                   "rescale_factor": 0.5, "image_mean": [0.1, 0.2, 0.3], "image_std": [2, 3, 4]},
     # SAM's: the longest edge to 96 (the other side rounded to nearest), ImageNet's means, padded
-    # to 100 x 120 below and right; the mask settings prepare training labels only. Without
-    # do_convert_rgb: with it HF paints a PNG's transparent colour (tRNS) white, which the host
-    # does not yet (docs/vision.md).
+    # to 100 x 120 below and right; the mask settings prepare training labels only. Its default
+    # do_convert_rgb paints a PNG's transparent colour (tRNS) white.
     "sam": {"image_processor_type": "SamImageProcessor", "size": {"longest_edge": 96},
             "pad_size": {"height": 100, "width": 120}, "mask_size": {"longest_edge": 24},
-            "mask_pad_size": {"height": 25, "width": 30}, "resample": 2, "do_pad": True,
-            "do_convert_rgb": False},
-    # BLIP's (BLIP-2's): its defaults (bicubic, OpenAI CLIP's means) at another size; without
-    # do_convert_rgb for the reason SAM's is.
-    "blip": {"image_processor_type": "BlipImageProcessor", "size": {"height": 48, "width": 40},
-             "do_convert_rgb": False},
+            "mask_pad_size": {"height": 25, "width": 30}, "resample": 2, "do_pad": True},
+    # BLIP's (BLIP-2's): its defaults (bicubic, OpenAI CLIP's means, do_convert_rgb) at another
+    # size.
+    "blip": {"image_processor_type": "BlipImageProcessor", "size": {"height": 48, "width": 40}},
 }
 # SamProcessor on the photograph: points and boxes in its pixels scaled to the resized image,
 # and random low-resolution masks brought back to its size (post_process_masks).
@@ -122,6 +119,14 @@ def write_images(folder):
     palette = edges.convert("P", palette=Image.ADAPTIVE, colors=37)
     save("edges_palette", palette, "PNG", transparency=5)
     save("edges_1bit", edges.convert("1"), "PNG")
+    # Transparent colours (tRNS), which do_convert_rgb paints white as PIL leaves them after
+    # convert("RGB"): a grey level, an RGB colour (the first pixel's), a 1-bit black, and a
+    # palette whose alphas are more than one transparent entry (none painted).
+    grey = edges.convert("L")
+    save("trns_grey", grey, "PNG", transparency=grey.getpixel((0, 0)))
+    save("trns_rgb", edges, "PNG", transparency=edges.getpixel((0, 0)))
+    save("trns_1bit", edges.convert("1"), "PNG", transparency=0)
+    save("trns_palette_alphas", palette, "PNG", transparency=bytes([255, 0, 128, 0, 255]))
     save("edges_interlaced", edges, "PNG", optimize=False)
     files["edges_interlaced"] = interlace(folder / "edges_interlaced.png", edges)
     deep = np.asarray(edges).astype(np.uint16) * 257 + np.arange(3, dtype=np.uint16)

@@ -25,10 +25,9 @@ ConfigError bad_image(const std::string& name, const std::string& why) {
 void check_pixels(const std::string& name, int64_t width, int64_t height, int64_t max_pixels) {
   if (width <= 0 || height <= 0) throw bad_image(name, "the image has no pixels");
   if (width * height > max_pixels) {
-    throw bad_image(name, str("declares ", width, " x ", height, " pixels, more than the limit of ",
-                              max_pixels,
-                              max_pixels == kMaxImagePixels ? " (PIL's decompression-bomb limit)"
-                                                            : ""));
+    throw bad_image(
+        name, str("declares ", width, " x ", height, " pixels, more than the limit of ", max_pixels,
+                  max_pixels == kMaxImagePixels ? " (PIL's decompression-bomb limit)" : ""));
   }
 }
 
@@ -153,6 +152,40 @@ void png_fail(png_structp png, png_const_charp message) {
 
 void png_ignore_warning(png_structp, png_const_charp) {}
 
+// The transparent colour of a PNG's tRNS chunk as PIL leaves it after convert("RGB") (see Image).
+[[gnu::noinline]] std::optional<std::array<int, 3>> transparent_colour(png_structp png,
+                                                                       png_infop info, int colour,
+                                                                       int depth) {
+  png_bytep alphas = nullptr;
+  int count = 0;
+  png_color_16p value = nullptr;
+  if (png_get_tRNS(png, info, &alphas, &count, &value) == 0) return std::nullopt;
+  if (colour == PNG_COLOR_TYPE_PALETTE) {
+    // PIL keeps one index only when a single entry is 0 and every other 255.
+    int transparent = -1;
+    for (int i = 0; i < count; ++i) {
+      if (alphas[i] == 255) continue;
+      if (alphas[i] != 0 || transparent >= 0) return std::nullopt;
+      transparent = i;
+    }
+    png_colorp palette = nullptr;
+    int entries = 0;
+    if (transparent < 0 || png_get_PLTE(png, info, &palette, &entries) == 0) return std::nullopt;
+    if (transparent >= entries) return std::array<int, 3>{0, 0, 0};
+    const png_color c = palette[transparent];
+    return std::array<int, 3>{c.red, c.green, c.blue};
+  }
+  if (value == nullptr) return std::nullopt;
+  if (colour == PNG_COLOR_TYPE_GRAY) {
+    const int t = value->gray;
+    if (depth == 1 || depth == 16) return std::array<int, 3>{t & 255, (t >> 8) & 255, 0};
+    return std::array<int, 3>{t, t, t};
+  }
+  if (colour == PNG_COLOR_TYPE_RGB)
+    return std::array<int, 3>{value->red, value->green, value->blue};
+  return std::nullopt;
+}
+
 Image decode_png(std::span<const uint8_t> bytes, const std::string& name, int64_t max_pixels) {
   PngSource source{bytes};
   Image image;
@@ -179,11 +212,11 @@ Image decode_png(std::span<const uint8_t> bytes, const std::string& name, int64_
   png_read_info(png, info);
   declared_width = png_get_image_width(png, info);
   declared_height = png_get_image_height(png, info);
-  if (declared_width > 0 && declared_height > 0 &&
-      declared_width * declared_height <= max_pixels) {
+  if (declared_width > 0 && declared_height > 0 && declared_width * declared_height <= max_pixels) {
     const int colour = png_get_color_type(png, info);
     const int depth = png_get_bit_depth(png, info);
     const bool grey16 = depth == 16 && colour == PNG_COLOR_TYPE_GRAY;
+    image.transparent_colour = transparent_colour(png, info, colour, depth);
     if (colour == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);  // (+ tRNS as alpha)
     if (colour == PNG_COLOR_TYPE_GRAY && depth < 8) png_set_expand_gray_1_2_4_to_8(png);
     if (depth == 16 && !grey16) png_set_strip_16(png);  // PIL keeps the high byte
@@ -258,7 +291,10 @@ Image apply_orientation(const Image& image, int orientation) {
   if (orientation < 2 || orientation > 8) return image;
   const int64_t w = image.width, h = image.height;
   const bool swaps = orientation >= 5;  // the transposing ones turn width into height
-  Image out{.width = swaps ? h : w, .height = swaps ? w : h, .rgb = {}};
+  Image out{.width = swaps ? h : w,
+            .height = swaps ? w : h,
+            .rgb = {},
+            .transparent_colour = image.transparent_colour};
   out.rgb.resize(image.rgb.size());
   for (int64_t y = 0; y < out.height; ++y) {
     for (int64_t x = 0; x < out.width; ++x) {

@@ -73,11 +73,13 @@ ImageProcessorOptions parse_options(const json& file, const std::filesystem::pat
     o.image_std = {0.229F, 0.224F, 0.225F};
     o.do_pad = true;
     o.pad_size = SizeRule{.height = 1024, .width = 1024};
+    o.do_convert_rgb = true;
   } else if (o.kind == ProcessorKind::kBlip) {  // BlipImageProcessor's defaults
     o.size = SizeRule{.height = 384, .width = 384};
     o.resample = Resample::kBicubic;
     o.image_mean = {0.48145466F, 0.4578275F, 0.40821073F};  // OpenAI CLIP's
     o.image_std = {0.26862954F, 0.26130258F, 0.27577711F};
+    o.do_convert_rgb = true;
   }
   // HF's get_size_dict: an integer is a square (ViT's default_to_square); an object gives height
   // and width, the shortest edge, or (SAM) the longest edge.
@@ -161,7 +163,7 @@ ImageProcessorOptions parse_options(const json& file, const std::filesystem::pat
         if (s == 0.0F) throw fail(key, "a standard deviation of 0 divides by zero");
       }
     } else if (key == "do_convert_rgb") {
-      boolean(key, v);  // images are always converted to RGB, as HF's load_image does
+      o.do_convert_rgb = boolean(key, v);
     } else if (sam && key == "do_pad") {
       o.do_pad = boolean(key, v);
     } else if (sam && key == "pad_size") {
@@ -235,6 +237,13 @@ std::array<int64_t, 2> resized_size(const Image& image, const ImageProcessorOpti
 
 at::Tensor pixel_values(const Image& input, const ImageProcessorOptions& o) {
   Image image = input;
+  if (o.do_convert_rgb && image.transparent_colour) {  // HF's convert_to_rgb
+    const std::array<int, 3> c = *image.transparent_colour;
+    for (size_t i = 0; i < image.rgb.size(); i += 3) {
+      uint8_t* p = &image.rgb[i];
+      if (p[0] == c[0] && p[1] == c[1] && p[2] == c[2]) p[0] = p[1] = p[2] = 255;
+    }
+  }
   if (o.do_resize) {
     const auto [height, width] = resized_size(image, o);
     image = resize(image, width, height, o.resample);

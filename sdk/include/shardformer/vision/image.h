@@ -3,8 +3,10 @@
 // (ImageOps.exif_transpose, then Image.convert("RGB")); grey PNG files written (SAM's masks).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -15,6 +17,13 @@ namespace shardformer::vision {
 struct Image {
   int64_t width = 0, height = 0;
   std::vector<uint8_t> rgb;  // [height, width, 3]
+  // A PNG's transparent colour (its tRNS chunk) as PIL's convert("RGB") leaves it in the image's
+  // info: the RGB pixels equal to it are the transparent ones, which HF's convert_to_rgb paints
+  // white (ImageProcessorOptions::do_convert_rgb). Grey: (t, t, t) at 2 to 8 bits, and at 1 and
+  // 16 bits PIL's integer read as a packed colour (t & 255, t >> 8 & 255, 0); RGB: the raw
+  // values (16-bit ones match no 8-bit pixel); a palette: the colour of its one fully transparent
+  // entry, or none when its alphas are anything else. Values may exceed 255.
+  std::optional<std::array<int, 3>> transparent_colour{};
 };
 
 // The most pixels an image may declare: PIL's decompression-bomb limit (2 x 89,478,485), checked

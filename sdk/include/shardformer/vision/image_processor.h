@@ -58,6 +58,9 @@ struct ImageProcessorOptions {
   double rescale_factor = 1.0 / 255.0;
   bool do_normalize = true;
   std::array<float, 3> image_mean{0.5F, 0.5F, 0.5F}, image_std{0.5F, 0.5F, 0.5F};
+  // HF's convert_to_rgb first: a PNG's transparent colour painted white (Image::
+  // transparent_colour). The file's setting; SAM's and BLIP's processors default to it.
+  bool do_convert_rgb = false;
   bool do_pad = false;  // SAM: zeros below and right of the normalized image up to pad_size
   SizeRule pad_size{};
 
