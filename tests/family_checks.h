@@ -105,19 +105,22 @@ inline void check_output_loss_and_grads(const ModelFixture& f, Session& session,
   }
 }
 
-// A bf16 job's logits: no further from HF's fp32 logits than twice HF's own in bf16 (both
-// round the same weights; they differ in the order of operations). Catches what only a narrow
-// dtype meets: values that do not fit it (masks), casts, fp32 paths taken for bf16 tensors.
-inline void check_bfloat16_logits(const ModelFixture& f, Session& session) {
+// A bf16 (or fp16) job's logits: no further from HF's fp32 logits than twice HF's own in that
+// dtype (both round the same weights; they differ in the order of operations). Catches what
+// only a narrow dtype meets: values that do not fit it (masks), casts, fp32 paths taken for
+// bf16 tensors. The reference is "forward_logits_bfloat16" ("_float16").
+inline void check_bfloat16_logits(const ModelFixture& f, Session& session,
+                                  at::ScalarType dtype = at::kBFloat16) {
   const at::Tensor logits = session.forward(f.forward_inputs());
   if (!session.holds_output()) return;
-  EXPECT_EQ(logits.scalar_type(), at::kBFloat16);
+  EXPECT_EQ(logits.scalar_type(), dtype);
+  const std::string name = dtype == at::kHalf ? "float16" : "bfloat16";
   const at::Tensor exact = f.ref("forward_logits").to(at::kFloat);
   const double hf_error =
-      (f.ref("forward_logits_bfloat16").to(at::kFloat) - exact).abs().max().item<double>();
+      (f.ref("forward_logits_" + name).to(at::kFloat) - exact).abs().max().item<double>();
   const double error = (logits.to(at::kFloat) - exact).abs().max().item<double>();
-  EXPECT_LE(error, 2 * hf_error) << "bf16 logits: max |ours - HF fp32| = " << error
-                                 << ", HF bf16's = " << hf_error;
+  EXPECT_LE(error, 2 * hf_error) << name << " logits: max |ours - HF fp32| = " << error << ", HF "
+                                 << name << "'s = " << hf_error;
 }
 
 // An image classifier (`classifier`, e.g. ViTForImageClassification) and its base model

@@ -736,7 +736,7 @@ def blip2_references(spec, folder, report):
     """BLIP-2: two random images (torch.manual_seed(SEED)) with prompts of the image tokens, bos
     and random text ids: the logits, the causal LM loss of the text tokens (image tokens -100) and
     every parameter's gradient (eval mode: no dropout), in float64 (exact) and HF fp32 ("hf_fp32.<key>"); HF's greedy
-    generation from image tokens + bos in fp32."""
+    generation from image tokens + bos in fp32; HF's bf16 and fp16 logits."""
     config = transformers.AutoConfig.from_pretrained(folder)
     vision, text = config.vision_config, config.text_config
     torch.manual_seed(SEED)
@@ -760,6 +760,14 @@ def blip2_references(spec, folder, report):
                 seqs = model.generate(pixel_values=pixels, input_ids=start, do_sample=False,
                                       max_new_tokens=MAX_NEW_TOKENS, min_new_tokens=MAX_NEW_TOKENS)
             out["generate_input_ids"], out["generate_sequences"] = start, seqs
+    with torch.no_grad():
+        # HF in bf16 and fp16: tests bound a job's error against forward_logits by these. In fp16
+        # HF keeps the Q-Former and query tokens in fp32 (_keep_in_fp32_modules); in bf16 not.
+        for dtype, name in ((torch.bfloat16, "bfloat16"), (torch.float16, "float16")):
+            low = load(spec["arch"], folder, report, f"load_{name}", dtype=dtype)
+            kept = torch.float32 if dtype == torch.float16 else dtype
+            assert low.qformer.layernorm.weight.dtype == kept and low.query_tokens.dtype == kept
+            out[f"forward_logits_{name}"] = low(pixel_values=pixels.to(dtype), input_ids=ids).logits
     report["train_loss"] = out["train_loss"].item()
     report["generate_sequences"] = out["generate_sequences"].tolist()
     return out

@@ -15,10 +15,14 @@ Blip2ForConditionalGeneration::Blip2ForConditionalGeneration(const BuildContext&
   bind(ctx);
   vision_model_ = register_module(
       "vision_model", std::make_shared<Blip2VisionModel>(ctx.child("vision_model"), c.vision));
+  // HF keeps the query tokens and the Q-Former in fp32 in an fp16 model (its
+  // _keep_in_fp32_modules; bf16 models compute them in bf16): the image features go in cast to
+  // fp32 and come out cast back.
+  const BuildContext fp32 = ctx.dtype() == at::kHalf ? ctx.with_dtype(at::kFloat) : ctx;
   query_tokens_ = register_parameter(
-      "query_tokens", ctx.load("query_tokens", {1, c.num_query_tokens, c.qformer.hidden_size}));
+      "query_tokens", fp32.load("query_tokens", {1, c.num_query_tokens, c.qformer.hidden_size}));
   qformer_ = register_module("qformer",
-                             std::make_shared<Blip2QFormerModel>(ctx.child("qformer"), c.qformer));
+                             std::make_shared<Blip2QFormerModel>(fp32.child("qformer"), c.qformer));
   language_projection_ = register_module(
       "language_projection", layers::make_linear(ctx.child("language_projection"),
                                                  c.qformer.hidden_size, c.text.hidden_size));
@@ -37,7 +41,9 @@ at::Tensor Blip2ForConditionalGeneration::image_features(const at::Tensor& pixel
   const at::Tensor image = vision_model_->forward(pixel_values, interpolate);  // [b, 1 + p, vh]
   const at::Tensor queries =
       query_tokens_.expand({image.size(0), config_.num_query_tokens, query_tokens_.size(2)});
-  return language_projection_->forward(qformer_->forward(queries, image));  // [b, nq, hidden]
+  const at::Tensor query_output =
+      qformer_->forward(queries, image.to(query_tokens_.scalar_type()));       // [b, nq, qh]
+  return language_projection_->forward(query_output.to(image.scalar_type()));  // [b, nq, hidden]
 }
 
 ForwardInputs Blip2ForConditionalGeneration::language_inputs(const ForwardInputs& inputs) {
@@ -72,8 +78,9 @@ ForwardInputs Blip2ForConditionalGeneration::language_inputs(const ForwardInputs
   ForwardInputs lm = inputs;
   lm.pixel_values = at::Tensor();
   // Each row's image tokens take its query features in order (HF's masked_scatter).
-  lm.inputs_embeds = token_embedding_->forward(ids).masked_scatter(
-      placeholders.unsqueeze(-1), features.to(query_tokens_.scalar_type()));  // [b, seq, hidden]
+  const at::Tensor embeds = token_embedding_->forward(ids);  // [b, seq, hidden]
+  lm.inputs_embeds =
+      embeds.masked_scatter(placeholders.unsqueeze(-1), features.to(embeds.scalar_type()));
   return lm;
 }
 

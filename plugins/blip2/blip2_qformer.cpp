@@ -105,7 +105,7 @@ Blip2QFormerModel::Blip2QFormerModel(const BuildContext& ctx, const Blip2QFormer
 
 at::Tensor Blip2QFormerModel::forward(const at::Tensor& queries, const at::Tensor& image) {
   const at::Tensor x = dropout_->forward(layernorm_->forward(queries));
-  return layers_.forward(0, x, layers::EncoderDecoderStep{.memory = image});
+  return layers_.forward(0, x, layers::EncoderDecoderStep{.self = {}, .memory = image});
 }
 
 }  // namespace shardformer::blip2

@@ -31,6 +31,12 @@ BuildContext BuildContext::child(std::string_view name) const {
 
 BuildContext BuildContext::child(int64_t index) const { return child(std::to_string(index)); }
 
+BuildContext BuildContext::with_dtype(c10::ScalarType dtype) const {
+  BuildContext result = *this;
+  result.dtype_ = dtype;
+  return result;
+}
+
 std::string BuildContext::name_of(std::string_view leaf) const {
   return path_.empty() ? std::string(leaf) : path_ + "." + std::string(leaf);
 }

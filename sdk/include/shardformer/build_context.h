@@ -33,6 +33,9 @@ class BuildContext {
   // The context of a child module: ctx.child("h").child(0) has path "h.0".
   BuildContext child(std::string_view name) const;
   BuildContext child(int64_t index) const;
+  // The same context loading its parameters in `dtype` (a module HF keeps in fp32 in a bf16
+  // model, e.g. BLIP-2's Q-Former: its _keep_in_fp32_modules).
+  BuildContext with_dtype(c10::ScalarType dtype) const;
 
   // Dotted module path, "" at the root.
   const std::string& path() const { return path_; }

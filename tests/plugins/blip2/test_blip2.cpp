@@ -1,8 +1,9 @@
 // The BLIP-2 plugin against HF transformers at tp 1, 2 and 4 from a tiny checkpoint: the logits
 // of prompts whose image tokens take the Q-Former's features, the causal LM loss and every
 // parameter's gradient (vision encoder, query tokens, Q-Former, projection, OPT), and greedy
-// generation from images token for token. Pipeline and sequence parallelism, unknown keys of
-// the nested configs, prompts without their image tokens and missing images are refused.
+// generation from images token for token; bf16 and fp16 logits. Pipeline and sequence parallelism,
+// unknown keys of the nested configs, prompts without their image tokens and missing images are
+// refused.
 #include "family_checks.h"
 
 #include "shardformer/generation.h"
@@ -31,6 +32,25 @@ TEST_P(Blip2Family, LogitsLossGradientsAndGenerationMatchHF) {
                  session->generate_with_images(prompts, f.ref("forward_pixel_values"), config);
              EXPECT_TRUE(at::equal(result.sequences, expected)) << result.sequences << "\nHF:\n"
                                                                 << expected;
+           });
+}
+
+// In bf16 every part computes in bf16, as HF's; in fp16 HF keeps the query tokens and the
+// Q-Former in fp32 (_keep_in_fp32_modules), and so does the plugin. Each job's logits are within
+// twice HF's own error in that dtype of HF's fp32 logits.
+TEST(Blip2LowPrecision, Fp16KeepsTheQFormerInFp32AsHFDoes) {
+  on_ranks("tiny-blip2", Layout{2, 1, "tp2"},
+           [&](const ModelFixture& f, const distributed::ProcessMesh* mesh, int) {
+             for (const at::ScalarType dtype : {at::kBFloat16, at::kHalf}) {
+               const auto session =
+                   layout_session(f, mesh, "Blip2ForConditionalGeneration", {}, dtype);
+               for (const auto& item : session->model().named_parameters()) {
+                 const bool kept = dtype == at::kHalf && (item.key().starts_with("qformer.") ||
+                                                          item.key() == "query_tokens");
+                 EXPECT_EQ(item.value().scalar_type(), kept ? at::kFloat : dtype) << item.key();
+               }
+               check_bfloat16_logits(f, *session, dtype);
+             }
            });
 }
 
