@@ -29,7 +29,9 @@ using nlohmann::json;
 
 constexpr auto kRunTimeout = std::chrono::seconds(60);
 
-fs::path plugin_case(const std::string& name) { return fs::path(PLUGIN_CASES_DIR) / name; }
+fs::path plugin_case(const std::string& name) {
+  return testing::binary_dir() / "tests/host/plugin_cases" / name;
+}
 
 std::string read_file(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "shardformer/error.h"
+#include "test_env.h"
 
 namespace shardformer::host {
 namespace {
@@ -25,6 +26,9 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 using EnvFile = std::map<std::string, std::string>;
+
+// The stand-in rank (tests/host/rank_probe.cpp), built beside this test.
+fs::path rank_probe() { return testing::binary_dir() / "tests/host/rank_probe"; }
 
 constexpr auto kQuickly = std::chrono::seconds(10);
 // Longer than kQuickly: a job that ends quickly was stopped by SIGTERM, not by the SIGKILL.
@@ -48,7 +52,7 @@ class LauncherTest : public ::testing::Test {
   LaunchResult launch(int world_size, std::vector<std::string> args,
                       std::chrono::milliseconds grace = std::chrono::milliseconds(3000),
                       int master_port = 0) {
-    std::vector<std::string> argv{RANK_PROBE, "--print-env", prefix()};
+    std::vector<std::string> argv{rank_probe().string(), "--print-env", prefix()};
     argv.insert(argv.end(), args.begin(), args.end());
     LaunchOptions options;
     options.world_size = world_size;
@@ -214,7 +218,7 @@ TEST_F(LauncherTest, RejectsEmptyArgvAndBadWorldSize) {
   LaunchOptions options;
   EXPECT_THROW(launch_local_ranks({}, options), ConfigError);
   options.world_size = 0;
-  EXPECT_THROW(launch_local_ranks({RANK_PROBE}, options), ConfigError);
+  EXPECT_THROW(launch_local_ranks({rank_probe().string()}, options), ConfigError);
 }
 
 // ---------------------------------------------------------------- rank detection

@@ -4,6 +4,7 @@
 
 #include "shardformer/error.h"
 #include "shardformer/version.h"
+#include "test_env.h"
 
 #include <gtest/gtest.h>
 #include <torch/version.h>
@@ -15,7 +16,9 @@ using shardformer::host::PluginRegistry;
 
 namespace {
 
-fs::path case_dir(const std::string& name) { return fs::path(PLUGIN_CASES_DIR) / name; }
+fs::path case_dir(const std::string& name) {
+  return shardformer::testing::binary_dir() / "tests/host/plugin_cases" / name;
+}
 
 // The one refusal recorded for a case folder holding a single bad library.
 std::string only_failure(const std::string& name) {

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "shardformer/error.h"
+#include "test_env.h"
 
 namespace shardformer::tokenizer {
 namespace {
@@ -25,7 +26,7 @@ std::string read_file(const std::string& path) {
 }
 
 // The folder of the template files the cases name (tests/sdk/data).
-std::string reference_dir() { return SHARDFORMER_CHAT_TEMPLATE_DATA; }
+std::string reference_dir() { return shardformer::testing::source_dir() / "tests/sdk/data"; }
 
 // The message of the ConfigError that `fn` throws, or a failure.
 template <typename Fn>
@@ -40,7 +41,8 @@ std::string error_of(Fn fn) {
 }
 
 TEST(ChatTemplate, MatchesTransformersOnReferenceCases) {
-  ordered_json reference = ordered_json::parse(read_file(SHARDFORMER_CHAT_TEMPLATE_REFERENCE));
+  ordered_json reference = ordered_json::parse(
+      read_file(shardformer::testing::test_data_dir() / "chat_templates/reference.json"));
   const ordered_json& cases = reference.at("cases");
   ASSERT_GE(cases.size(), 200u);
   int rendered = 0;

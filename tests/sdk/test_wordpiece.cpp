@@ -35,11 +35,8 @@ fs::path reference_path() {
 
 // The all-MiniLM-L6-v2 folder: SHARDFORMER_MINILM_DIR, else the one found at configure time.
 fs::path minilm_dir() {
-#ifdef SHARDFORMER_MINILM_DIR_DEFAULT
-  return testing::env_or("SHARDFORMER_MINILM_DIR", SHARDFORMER_MINILM_DIR_DEFAULT);
-#else
-  return testing::env_or("SHARDFORMER_MINILM_DIR", "");
-#endif
+  return testing::env_or("SHARDFORMER_MINILM_DIR",
+                         (testing::models_dir() / "all-MiniLM-L6-v2").c_str());
 }
 
 const json& reference() {
