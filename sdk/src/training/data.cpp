@@ -41,6 +41,10 @@ struct TokenDataset::Storage {
   }
 };
 
+void fail_data(const DataOptions& o, const std::string& what) {
+  throw ConfigError(str(o.path.string(), ": ", what));
+}
+
 namespace {
 
 constexpr uint64_t kGolden = 0x9E3779B97F4A7C15ull;
@@ -57,8 +61,12 @@ uint64_t splitmix64(uint64_t& state) {
 // [0, 1) from the top 53 bits.
 double uniform(uint64_t& state) { return static_cast<double>(splitmix64(state) >> 11) * 0x1.0p-53; }
 
-[[noreturn]] void fail_data(const DataOptions& o, const std::string& what) {
-  throw ConfigError(str(o.path.string(), ": ", what));
+// Each sample's class label: [samples].
+at::Tensor sample_labels(const std::vector<int64_t>& labels, const std::vector<int64_t>& samples) {
+  at::Tensor out = at::empty({static_cast<int64_t>(samples.size())}, at::kLong);
+  int64_t* p = out.data_ptr<int64_t>();
+  for (size_t r = 0; r < samples.size(); ++r) p[r] = labels[samples[r]];
+  return out;
 }
 
 void check_id(const DataOptions& o, int64_t id, int64_t vocab, const std::string& where) {
@@ -289,7 +297,7 @@ Batch TokenDataset::batch(const std::vector<int64_t>& samples) const {
   const auto rows = static_cast<int64_t>(samples.size()), len = options_.seq_len;
   if (storage_->pixels.defined()) {  // labelled images
     const at::Tensor index = at::tensor(samples, at::kLong);
-    return {.labels = at::tensor(storage_->labels, at::kLong).index_select(0, index),
+    return {.labels = sample_labels(storage_->labels, samples),
             .pixel_values = storage_->pixels.index_select(0, index)};
   }
   at::Tensor ids = at::zeros({rows, len}, at::kLong), mask = at::zeros({rows, len}, at::kLong);
@@ -319,9 +327,7 @@ Batch TokenDataset::batch(const std::vector<int64_t>& samples) const {
     return {ids, mask, labels};
   }
   if (!storage_->labels.empty()) {  // classification: a label a sample
-    at::Tensor labels = at::empty({rows}, at::kLong);
-    for (int64_t r = 0; r < rows; ++r) labels[r] = storage_->labels[samples[r]];
-    return {ids, mask, labels};
+    return {ids, mask, sample_labels(storage_->labels, samples)};
   }
   if (options_.mlm_probability <= 0.0) return {ids, mask, ids.masked_fill(mask == 0, kIgnoreIndex)};
   at::Tensor labels = at::full({rows, len}, kIgnoreIndex, at::kLong);

@@ -17,10 +17,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-[[noreturn]] void fail_images(const DataOptions& o, const std::string& what) {
-  throw ConfigError(str(o.path.string(), ": ", what));
-}
-
 bool is_image_file(const fs::path& path) {
   std::string extension = path.extension().string();
   std::transform(extension.begin(), extension.end(), extension.begin(),
@@ -37,7 +33,7 @@ std::vector<fs::directory_entry> sorted_entries(const DataOptions& o, const fs::
   for (fs::directory_iterator it(folder, error), end; !error && it != end; it.increment(error)) {
     if (!is_hidden(it->path())) entries.push_back(*it);
   }
-  if (error) fail_images(o, str("cannot list ", folder.string(), ": ", error.message()));
+  if (error) fail_data(o, str("cannot list ", folder.string(), ": ", error.message()));
   std::sort(entries.begin(), entries.end(),
             [](const auto& a, const auto& b) { return a.path().filename() < b.path().filename(); });
   return entries;
@@ -49,8 +45,8 @@ void check_class_label(const DataOptions& o, int64_t label, const ImageClasses& 
                        const std::string& where) {
   const auto count = static_cast<int64_t>(classes.names.size());
   if (label < 0 || label >= count) {
-    fail_images(o, str(where, ": label ", label, " is not a class of the model (config.json's ",
-                       "id2label has ", count, ": 0 to ", count - 1, ")"));
+    fail_data(o, str(where, ": label ", label, " is not a class of the model (config.json's ",
+                     "id2label has ", count, ": 0 to ", count - 1, ")"));
   }
 }
 
@@ -58,15 +54,15 @@ ImageList list_class_folders(const DataOptions& o, const ImageClasses& classes) 
   std::vector<std::string> folders;
   for (const auto& entry : sorted_entries(o, o.path)) {
     if (!entry.is_directory()) {
-      fail_images(o, str(entry.path().filename().string(),
-                         " is not a folder: a data folder holds one folder of images per class"));
+      fail_data(o, str(entry.path().filename().string(),
+                       " is not a folder: a data folder holds one folder of images per class"));
     }
     folders.push_back(entry.path().filename().string());
   }
-  if (folders.empty()) fail_images(o, "holds no class folder (a folder of images per class)");
+  if (folders.empty()) fail_data(o, "holds no class folder (a folder of images per class)");
   if (folders.size() > classes.names.size()) {
-    fail_images(o, str("holds ", folders.size(), " class folders, and the model has ",
-                       classes.names.size(), " classes (config.json's id2label)"));
+    fail_data(o, str("holds ", folders.size(), " class folders, and the model has ",
+                     classes.names.size(), " classes (config.json's id2label)"));
   }
   // By name when every folder is named after one of the model's classes.
   const auto id_of = [&](const std::string& name) -> int64_t {
@@ -84,12 +80,12 @@ ImageList list_class_folders(const DataOptions& o, const ImageClasses& classes) 
     std::vector<fs::path> files;
     for (const auto& entry : sorted_entries(o, o.path / folders[i])) {
       if (!entry.is_regular_file() || !is_image_file(entry.path())) {
-        fail_images(o, str(folders[i], "/", entry.path().filename().string(),
-                           " is not a JPEG or PNG file (.jpg, .jpeg or .png)"));
+        fail_data(o, str(folders[i], "/", entry.path().filename().string(),
+                         " is not a JPEG or PNG file (.jpg, .jpeg or .png)"));
       }
       files.push_back(entry.path());
     }
-    if (files.empty()) fail_images(o, str("class folder ", folders[i], " holds no image"));
+    if (files.empty()) fail_data(o, str("class folder ", folders[i], " holds no image"));
     const auto held = static_cast<size_t>(static_cast<double>(files.size()) * o.eval_fraction);
     for (size_t f = 0; f < files.size(); ++f) {
       const bool train = f < files.size() - held;
@@ -113,24 +109,24 @@ at::Tensor prepare_images(const DataOptions& o, const std::vector<fs::path>& fil
     try {
       pixels = vision::pixel_values(vision::read_image(files[i]), processor);
     } catch (const ConfigError& e) {
-      fail_images(o, e.what());
+      fail_data(o, e.what());
     }
     if (!all.defined()) {
       const double bytes = static_cast<double>(files.size() * pixels.numel() * sizeof(float));
       if (bytes > memory / 2) {
-        fail_images(o, str(files.size(), " images of ", pixels.size(1), " x ", pixels.size(2),
-                           " pixel values fill ", bytes / (1 << 30),
-                           " GiB, more than half of this machine's memory (", memory / (1 << 30),
-                           " GiB): they are kept in memory for the whole run"));
+        fail_data(o, str(files.size(), " images of ", pixels.size(1), " x ", pixels.size(2),
+                         " pixel values fill ", bytes / (1 << 30),
+                         " GiB, more than half of this machine's memory (", memory / (1 << 30),
+                         " GiB): they are kept in memory for the whole run"));
       }
       std::vector<int64_t> sizes = {static_cast<int64_t>(files.size())};
       sizes.insert(sizes.end(), pixels.sizes().begin(), pixels.sizes().end());
       all = at::empty(sizes, pixels.options());
     } else if (pixels.sizes() != all[0].sizes()) {
-      fail_images(o, str(files[i].string(), ": its pixel values are ", pixels.size(1), " x ",
-                         pixels.size(2), " and the first image's ", all.size(2), " x ", all.size(3),
-                         ": a batch needs one size (the processor's size and "
-                         "crop_size settings)"));
+      fail_data(o, str(files[i].string(), ": its pixel values are ", pixels.size(1), " x ",
+                       pixels.size(2), " and the first image's ", all.size(2), " x ", all.size(3),
+                       ": a batch needs one size (the processor's size and "
+                       "crop_size settings)"));
     }
     all[static_cast<int64_t>(i)].copy_(pixels);
   }

@@ -11,6 +11,14 @@
 #include <utility>
 #include <vector>
 
+namespace shardformer::training {
+
+// Throws ConfigError naming the data file and what is wrong with it: every data reader's refusal
+// (data.cpp).
+[[noreturn]] void fail_data(const DataOptions& options, const std::string& what);
+
+}  // namespace shardformer::training
+
 namespace shardformer::training::image_data {
 
 struct ImageList {
