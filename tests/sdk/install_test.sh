@@ -10,6 +10,9 @@ test -f "$work/prefix/include/shardformer/plugin.h"
 test -f "$work/prefix/lib/cmake/Shardformer/ShardformerConfig.cmake"
 launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+# Paths relative to the clone (the work folder and the example both lie under it), so that
+# ccache serves this compile to a clone at another path as the main build's settings do.
+export CCACHE_BASEDIR=$(cd "$example/../../.." && pwd) CCACHE_NOHASHDIR=1
 cmake -S "$example" -B "$work/plugin-build" -G Ninja -DCMAKE_PREFIX_PATH="$work/prefix" \
   "${launcher[@]}" >/dev/null
 cmake --build "$work/plugin-build" >/dev/null
