@@ -33,7 +33,7 @@ fs::path reference_path() {
                          (testing::test_data_dir() / "tokenizer" / "reference.json").c_str());
 }
 
-// The all-MiniLM-L6-v2 folder: SHARDFORMER_MINILM_DIR, else the one found at configure time.
+// The all-MiniLM-L6-v2 folder: SHARDFORMER_MINILM_DIR, else the models/ link made at configure time.
 fs::path minilm_dir() {
   return testing::env_or("SHARDFORMER_MINILM_DIR",
                          (testing::models_dir() / "all-MiniLM-L6-v2").c_str());
