@@ -5,7 +5,6 @@
 #include "shardformer/layers/module_path.h"
 
 #include "shardformer/error.h"
-#include "shardformer/layers/lm_head.h"
 #include "shardformer/losses.h"
 
 #include <ATen/ATen.h>
@@ -15,13 +14,11 @@
 namespace shardformer::bert {
 
 using layers::context_at;
-using layers::module_at;
 using layers::register_at;
 
 namespace {
 
-// Where BERT's, RoBERTa's and ALBERT's masked-LM heads keep their parts: the head, its transform's
-// dense layer and LayerNorm (under the head).
+// Where BERT's, RoBERTa's and ALBERT's masked-LM heads sit, and the transform's names under them.
 struct MLMHeadNames {
   std::string head, dense, norm;
 };
@@ -35,8 +32,7 @@ MLMHeadNames mlm_head_names(const BertConfig& c) {
 }  // namespace
 
 BertForMaskedLM::BertForMaskedLM(const BuildContext& ctx, const BertConfig& c)
-    : act_(c.roberta ? layers::Activation::kGelu : c.hidden_act),  // RoBERTa: always erf GELU
-      parallel_output_(ctx.tensor_parallel() && ctx.parallel()->config.parallel_output) {
+    : parallel_output_(ctx.tensor_parallel() && ctx.parallel()->config.parallel_output) {
   bind(ctx);
   const std::string base = c.base_name();
   bert_ = register_module(
@@ -46,38 +42,24 @@ BertForMaskedLM::BertForMaskedLM(const BuildContext& ctx, const BertConfig& c)
   ctx.skip_module("sop_classifier", "ALBERT's sentence-order head of pre-training");
   if (!ctx.builds_last_piece()) return;
   const MLMHeadNames names = mlm_head_names(c);
-  const BuildContext head = context_at(ctx, names.head);
-  const std::shared_ptr<torch::nn::Module> head_module = module_at(*this, names.head);
-  transform_ = register_at(
-      *head_module, names.dense,
-      layers::make_linear(context_at(head, names.dense), c.hidden_size, c.embedding_size));
-  transform_norm_ =
-      register_at(*head_module, names.norm,
-                  std::make_shared<layers::LayerNorm>(context_at(head, names.norm),
-                                                      c.embedding_size, c.layer_norm_eps));
-  const BuildContext decoder = head.child("decoder");
-  if (c.tie_word_embeddings) {
-    decoder_ = layers::tied_lm_head(decoder, bert_->word_embeddings());
-    decoder.skip("bias", "the same tensor as the head's bias");
-    bias_ = head_module->register_parameter(
-        "bias", head.load("bias", {c.vocab_size}, decoder_->bias_shard()));
-  } else {
-    // Untied (tie_word_embeddings = false): the decoder's own weight and bias, as HF computes
-    // it; HF's forward then never reads the head's bias.
-    decoder_ = head_module->register_module(
-        "decoder", layers::make_lm_head(decoder, c.vocab_size, c.embedding_size));
-    bias_ = decoder_->register_parameter(
-        "bias", decoder.load("bias", {c.vocab_size}, decoder_->bias_shard()));
-    head.skip("bias", "HF's untied decoder adds decoder.bias instead");
-  }
+  head_ = register_at(
+      *this, names.head,
+      std::make_shared<layers::MaskedLmHead>(
+          context_at(ctx, names.head),
+          layers::MaskedLmHeadOptions{
+              .hidden_size = c.hidden_size,
+              .embedding_size = c.embedding_size,
+              .vocab_size = c.vocab_size,
+              .activation = c.roberta ? layers::Activation::kGelu : c.hidden_act,  // RoBERTa: erf
+              .layer_norm_eps = c.layer_norm_eps,
+              .dense_name = names.dense,
+              .norm_name = names.norm,
+              .tied = c.tie_word_embeddings ? bert_->word_embeddings() : nullptr}));
 }
 
 layers::VocabLogits BertForMaskedLM::logits(const ForwardInputs& inputs,
                                             layers::LogitsGather gather) {
-  const at::Tensor hidden = bert_->forward(inputs);  // [batch, seq, hidden]
-  const at::Tensor h =
-      transform_norm_->forward(layers::apply_activation(act_, transform_->forward(hidden)));
-  return decoder_->lm_logits(h, gather, bias_);
+  return head_->forward(bert_->forward(inputs), gather);  // [batch, seq, hidden] -> vocab
 }
 
 at::Tensor BertForMaskedLM::forward(const ForwardInputs& inputs) {

@@ -4,49 +4,15 @@
 #include "shardformer/layers/module_path.h"
 
 #include "shardformer/error.h"
-#include "shardformer/layers/attention.h"
 #include "shardformer/layers/forward_step.h"
 #include "shardformer/strings.h"
 
 #include <ATen/ATen.h>
 
-#include <cmath>
-
 namespace shardformer::bert {
 
 using layers::context_at;
-using layers::module_at;
 using layers::register_at;
-namespace {
-
-// Where a layer keeps its parts: BERT's (RoBERTa's, ERNIE's) names, or ALBERT's.
-struct LayerNames {
-  std::string query, key, value, probs_dropout, attention_dense, attention_norm, attention_dropout,
-      intermediate, output, output_norm, output_dropout;
-};
-
-LayerNames layer_names(const BertConfig& c) {
-  if (c.albert) {
-    return {"attention.query",
-            "attention.key",
-            "attention.value",
-            "attention.attention_dropout",
-            "attention.dense",
-            "attention.LayerNorm",
-            "attention.output_dropout",
-            "ffn",
-            "ffn_output",
-            "full_layer_layer_norm",
-            "dropout"};
-  }
-  return {"attention.self.query",     "attention.self.key",     "attention.self.value",
-          "attention.self.dropout",   "attention.output.dense", "attention.output.LayerNorm",
-          "attention.output.dropout", "intermediate.dense",     "output.dense",
-          "output.LayerNorm",         "output.dropout"};
-}
-
-}  // namespace
-
 BertConfig BertConfig::from(const HFConfig& c) {
   BertConfig b{};
   const std::string type = c.model_type();
@@ -99,61 +65,27 @@ BertConfig BertConfig::from(const HFConfig& c) {
   return b;
 }
 
-BertLayer::BertLayer(const BuildContext& ctx, const BertConfig& c, int64_t /*layer_idx*/)
-    : head_dim_(c.hidden_size / c.num_attention_heads), act_(c.hidden_act) {
-  const LayerNames n = layer_names(c);
-  const auto at = [&](const std::string& path) { return context_at(ctx, path); };
-  const bool split = layers::split_pair(at(n.query), at(n.attention_dense));
-  heads_ = split ? ctx.divide_by_tp(c.num_attention_heads, "num_attention_heads")
-                 : c.num_attention_heads;
-  const auto linear = [&](const std::string& path, int64_t in, int64_t out) {
-    return register_at(*this, path, layers::make_linear(at(path), in, out));
-  };
-  const auto norm = [&](const std::string& path) {
-    return register_at(
-        *this, path,
-        std::make_shared<layers::LayerNorm>(at(path), c.hidden_size, c.layer_norm_eps));
-  };
-  query_ = linear(n.query, c.hidden_size, c.hidden_size);
-  key_ = linear(n.key, c.hidden_size, c.hidden_size);
-  value_ = linear(n.value, c.hidden_size, c.hidden_size);
-  attention_dense_ = linear(n.attention_dense, c.hidden_size, c.hidden_size);
-  attention_norm_ = norm(n.attention_norm);
-  if (layers::split_pair(at(n.intermediate), at(n.output))) {
-    ctx.divide_by_tp(c.intermediate_size, "intermediate_size");
+layers::PostNormBlockOptions layer_options(const BertConfig& c) {
+  layers::PostNormBlockOptions o{.hidden_size = c.hidden_size,
+                                 .num_heads = c.num_attention_heads,
+                                 .intermediate_size = c.intermediate_size,
+                                 .activation = c.hidden_act,
+                                 .layer_norm_eps = c.layer_norm_eps,
+                                 .hidden_dropout = c.hidden_dropout,
+                                 .attention_dropout = c.attention_dropout};
+  if (c.albert) {  // AlbertLayer: attention.query ... attention.dense, ffn, ffn_output
+    o.names = {.query = "query",
+               .key = "key",
+               .value = "value",
+               .out = "dense",
+               .attention_norm = "attention.LayerNorm",
+               .attention_dropout = "attention.output_dropout",
+               .intermediate = "ffn",
+               .output = "ffn_output",
+               .output_norm = "full_layer_layer_norm",
+               .output_dropout = "dropout"};
   }
-  intermediate_ = linear(n.intermediate, c.hidden_size, c.intermediate_size);
-  output_ = linear(n.output, c.intermediate_size, c.hidden_size);
-  output_norm_ = norm(n.output_norm);
-  const int64_t first = split ? ctx.tp_rank() * heads_ : 0;
-  probs_dropout_ = register_at(
-      *this, n.probs_dropout,
-      std::make_shared<layers::Dropout>(
-          at(n.probs_dropout), c.attention_dropout,
-          layers::DropoutSlices{
-              .dim = 1, .total = c.num_attention_heads, .first = first, .count = heads_}));
-  attention_dropout_ =
-      register_at(*this, n.attention_dropout,
-                  std::make_shared<layers::Dropout>(at(n.attention_dropout), c.hidden_dropout));
-  output_dropout_ =
-      register_at(*this, n.output_dropout,
-                  std::make_shared<layers::Dropout>(at(n.output_dropout), c.hidden_dropout));
-}
-
-at::Tensor BertLayer::forward(const at::Tensor& x, const at::Tensor& mask) {
-  const auto heads = [&](const at::Tensor& t) { return layers::split_heads(t, heads_, head_dim_); };
-  const at::Tensor context = layers::attention(  // [batch, seq, hidden/tp]
-      heads(query_->forward(x)), heads(key_->forward(x)), heads(value_->forward(x)),
-      {.mask = mask,
-       .scale = 1.0 / std::sqrt(static_cast<double>(head_dim_)),
-       .dropout = probs_dropout_.get()});
-  // Post-LN: h = attention_norm(dropout(attention_dense(context)) + x), the sum and its norm in
-  // one pass with the dense layer's all-reduce where it can be; the same for the MLP's end.
-  const at::Tensor h = layers::add_to_residual(*attention_dense_, context, attention_dropout_.get(),
-                                               x, attention_norm_.get())
-                           .normed;
-  const at::Tensor f = layers::apply_activation(act_, intermediate_->forward(h));
-  return layers::add_to_residual(*output_, f, output_dropout_.get(), h, output_norm_.get()).normed;
+  return o;
 }
 
 BertModel::BertModel(const BuildContext& ctx, const BertConfig& c, bool pooler,
@@ -198,17 +130,18 @@ BertModel::BertModel(const BuildContext& ctx, const BertConfig& c, bool pooler,
       auto& group = groups_.emplace_back();
       for (int64_t j = 0; j < c.inner_group_num; ++j) {
         const std::string path = str("encoder.albert_layer_groups.", g, ".albert_layers.", j);
-        group.push_back(
-            register_at(*this, path, std::make_shared<BertLayer>(context_at(ctx, path), c, j)));
+        group.push_back(register_at(*this, path,
+                                    std::make_shared<layers::PostNormEncoderBlock>(
+                                        context_at(ctx, path), layer_options(c), j)));
       }
     }
   } else {
     auto encoder = register_module("encoder", std::make_shared<torch::nn::Module>());
-    layers_ =
-        layers::LayerStack<BertLayer>(*encoder, ctx.child("encoder"), "layer", c.num_hidden_layers,
-                                      [&](const auto& layer_ctx, int64_t i) {
-                                        return std::make_shared<BertLayer>(layer_ctx, c, i);
-                                      });
+    layers_ = layers::LayerStack<layers::PostNormEncoderBlock>(
+        *encoder, ctx.child("encoder"), "layer", c.num_hidden_layers,
+        [&](const auto& layer_ctx, int64_t i) {
+          return std::make_shared<layers::PostNormEncoderBlock>(layer_ctx, layer_options(c), i);
+        });
   }
   if (pooler && last) {
     // ALBERT's pooler is the linear layer itself; BERT's holds it as pooler.dense.
@@ -220,13 +153,13 @@ BertModel::BertModel(const BuildContext& ctx, const BertConfig& c, bool pooler,
   }
 }
 
-at::Tensor BertModel::run_groups(at::Tensor x, const at::Tensor& mask) const {
+at::Tensor BertModel::run_groups(at::Tensor x, const layers::EncoderDecoderStep& step) const {
   // HF: layer i runs group int(i / (layers / groups)), each group all of its inner layers.
   const double per_group = static_cast<double>(config_.num_hidden_layers) /
                            static_cast<double>(config_.num_hidden_groups);
   for (int64_t i = 0; i < config_.num_hidden_layers; ++i) {
     const auto g = static_cast<size_t>(static_cast<double>(i) / per_group);
-    for (const std::shared_ptr<BertLayer>& layer : groups_[g]) x = layer->forward(x, mask);
+    for (const auto& layer : groups_[g]) x = layer->forward(x, step);
   }
   return x;
 }
@@ -268,8 +201,9 @@ at::Tensor BertModel::forward(const ForwardInputs& inputs) {
   } else {
     x = layers::stage_input(inputs);
   }
-  if (config_.albert) return run_groups(embedding_hidden_mapping_in_->forward(x), step.mask);
-  return layers_.forward(chunk, x, step.mask);
+  const layers::EncoderDecoderStep layer_step{.self = {.mask = step.mask}};
+  if (config_.albert) return run_groups(embedding_hidden_mapping_in_->forward(x), layer_step);
+  return layers_.forward(chunk, x, layer_step);
 }
 
 at::Tensor BertModel::pool(const at::Tensor& hidden) const {

@@ -17,6 +17,8 @@
 #include "shardformer/layers/layer_norm.h"
 #include "shardformer/layers/layer_stack.h"
 #include "shardformer/layers/linear.h"
+#include "shardformer/layers/masked_lm_head.h"
+#include "shardformer/layers/post_norm_block.h"
 #include "shardformer/model.h"
 
 #include <memory>
@@ -48,18 +50,9 @@ struct BertConfig {
   }
 };
 
-class BertLayer : public torch::nn::Module {
- public:
-  BertLayer(const BuildContext& ctx, const BertConfig& config, int64_t layer_idx);
-  at::Tensor forward(const at::Tensor& x, const at::Tensor& mask);  // [b, s, hidden] -> same
-
- private:
-  int64_t heads_, head_dim_;  // heads_: this rank's
-  layers::Activation act_;
-  std::shared_ptr<layers::Linear> query_, key_, value_, attention_dense_, intermediate_, output_;
-  std::shared_ptr<layers::LayerNorm> attention_norm_, output_norm_;
-  std::shared_ptr<layers::Dropout> probs_dropout_, attention_dropout_, output_dropout_;
-};
+// The options of BERT's encoder layer (layers::PostNormEncoderBlock) under BERT's, RoBERTa's and
+// ERNIE's names, or ALBERT's.
+layers::PostNormBlockOptions layer_options(const BertConfig& config);
 
 // HF BertModel: its outputs are the last hidden state and (with the pooler) the pooler output.
 class BertModel : public Model {
@@ -79,13 +72,14 @@ class BertModel : public Model {
   std::shared_ptr<layers::Embedding> word_embeddings_, position_embeddings_, token_type_embeddings_;
   std::shared_ptr<layers::Embedding> task_type_embeddings_;      // ERNIE with use_task_id
   std::shared_ptr<layers::Linear> embedding_hidden_mapping_in_;  // ALBERT: embedding -> hidden
-  std::vector<std::vector<std::shared_ptr<BertLayer>>> groups_;  // ALBERT's shared layers
+  std::vector<std::vector<std::shared_ptr<layers::PostNormEncoderBlock>>>
+      groups_;  // ALBERT's shared layers
   std::shared_ptr<layers::LayerNorm> embeddings_norm_;
   std::shared_ptr<layers::Dropout> embeddings_dropout_;
-  layers::LayerStack<BertLayer> layers_;
+  layers::LayerStack<layers::PostNormEncoderBlock> layers_;
   std::shared_ptr<layers::Linear> pooler_;
   // x [batch, seq, hidden] through ALBERT's groups: layer i runs group i * groups / layers.
-  at::Tensor run_groups(at::Tensor x, const at::Tensor& mask) const;
+  at::Tensor run_groups(at::Tensor x, const layers::EncoderDecoderStep& step) const;
 };
 
 // BertForMaskedLM: BertModel under "bert" (no pooler) and cls.predictions: transform (dense,
@@ -104,11 +98,7 @@ class BertForMaskedLM : public Model {
   layers::VocabLogits logits(const ForwardInputs& inputs, layers::LogitsGather gather);
 
   std::shared_ptr<BertModel> bert_;
-  layers::Activation act_;
-  std::shared_ptr<layers::Linear> transform_;
-  std::shared_ptr<layers::LayerNorm> transform_norm_;
-  std::shared_ptr<layers::Embedding> decoder_;  // the word embeddings
-  at::Tensor bias_;                             // [vocab], split like the decoder's rows
+  std::shared_ptr<layers::MaskedLmHead> head_;  // cls.predictions, lm_head or predictions
   bool parallel_output_;
 };
 
