@@ -1,12 +1,6 @@
 // BLIP-2's vision encoder, as in HF's modeling_blip_2.py.
 #include "blip2_vision.h"
 
-#include "shardformer/error.h"
-#include "shardformer/layers/module_path.h"
-#include "shardformer/strings.h"
-
-#include <ATen/ATen.h>
-
 namespace shardformer::blip2 {
 
 Blip2EncoderLayer::Blip2EncoderLayer(const BuildContext& ctx, const Blip2VisionConfig& c,
@@ -42,20 +36,19 @@ at::Tensor Blip2EncoderLayer::forward(const at::Tensor& x, const layers::Attenti
   return mlp_->forward_residual(layer_norm2_->forward(h), h, nullptr).sum;
 }
 
-Blip2VisionModel::Blip2VisionModel(const BuildContext& ctx, const Blip2VisionConfig& c)
-    : config_(c) {
-  const BuildContext e = ctx.child("embeddings");
-  auto embeddings = register_module("embeddings", std::make_shared<torch::nn::Module>());
-  patch_embedding_ = embeddings->register_module(
-      "patch_embedding",
-      std::make_shared<layers::PatchEmbedding>(
-          e.child("patch_embedding"),
-          layers::PatchEmbeddingOptions{
-              .channels = 3, .hidden_size = c.hidden_size, .patch = {c.patch_size, c.patch_size}}));
-  class_embedding_ = embeddings->register_parameter(
-      "class_embedding", e.load("class_embedding", {1, 1, c.hidden_size}));
-  position_embedding_ = embeddings->register_parameter(
-      "position_embedding", e.load("position_embedding", {1, 1 + c.patches(), c.hidden_size}));
+Blip2VisionModel::Blip2VisionModel(const BuildContext& ctx, const Blip2VisionConfig& c) {
+  embeddings_ = register_module(
+      "embeddings",
+      std::make_shared<layers::ClassTokenEmbedding>(
+          ctx.child("embeddings"),
+          layers::ClassTokenEmbeddingOptions{.patch = {.channels = 3,
+                                                       .hidden_size = c.hidden_size,
+                                                       .patch = {c.patch_size, c.patch_size}},
+                                             .image_size = {c.image_size, c.image_size},
+                                             .patch_name = "patch_embedding",
+                                             .class_name = "class_embedding",
+                                             .positions_name = "position_embedding",
+                                             .model = "BLIP-2"}));
   auto encoder = register_module("encoder", std::make_shared<torch::nn::Module>());
   layers_ = layers::LayerStack<Blip2EncoderLayer>(
       *encoder, ctx.child("encoder"), "layers", c.num_hidden_layers,
@@ -68,22 +61,8 @@ Blip2VisionModel::Blip2VisionModel(const BuildContext& ctx, const Blip2VisionCon
 }
 
 at::Tensor Blip2VisionModel::forward(const at::Tensor& pixels, bool interpolate) {
-  const int64_t height = pixels.size(2), width = pixels.size(3);
-  if (!interpolate && (height != config_.image_size || width != config_.image_size)) {
-    throw Error(str("BLIP-2: pixel_values of ", height, " x ", width,
-                    " pixels, but the vision encoder's image_size is ", config_.image_size, " x ",
-                    config_.image_size,
-                    " (resize the images, or interpolate the position embeddings: "
-                    "interpolate_pos_encoding)"));
-  }
-  const at::Tensor patches = patch_embedding_->forward(pixels);  // [batch, patches, hidden]
-  const at::Tensor cls = class_embedding_.expand({patches.size(0), 1, config_.hidden_size});
-  const at::Tensor positions =
-      interpolate ? layers::interpolate_positions(position_embedding_, height / config_.patch_size,
-                                                  width / config_.patch_size, "BLIP-2")
-                  : position_embedding_;
-  at::Tensor x = at::cat({cls, patches}, 1) + positions;  // [batch, 1 + patches, hidden]
-  x = layers_.forward(0, x, layers::AttentionStep{});     // bidirectional, no padding
+  at::Tensor x = embeddings_->forward(pixels, interpolate);  // [batch, 1 + patches, hidden]
+  x = layers_.forward(0, x, layers::AttentionStep{});        // bidirectional, no padding
   return post_layernorm_->forward(x);
 }
 

@@ -40,9 +40,7 @@ class Blip2VisionModel : public torch::nn::Module {
   at::Tensor forward(const at::Tensor& pixel_values, bool interpolate);
 
  private:
-  Blip2VisionConfig config_;
-  std::shared_ptr<layers::PatchEmbedding> patch_embedding_;
-  at::Tensor class_embedding_, position_embedding_;  // [1, 1, hidden], [1, 1 + patches, hidden]
+  std::shared_ptr<layers::ClassTokenEmbedding> embeddings_;  // patches, class token, positions
   layers::LayerStack<Blip2EncoderLayer> layers_;
   std::shared_ptr<layers::LayerNorm> post_layernorm_;
 };

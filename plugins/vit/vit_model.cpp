@@ -103,24 +103,16 @@ ViTModel::ViTModel(const BuildContext& ctx, const ViTConfig& c, bool pooler)
   bind(ctx);
   ctx.refuse_sequence_parallelism(c.beit ? "BEiT" : "ViT", "its image tokens are not split yet");
   if (ctx.builds_first_piece()) {
-    auto embeddings = register_module("embeddings", std::make_shared<torch::nn::Module>());
     const BuildContext e = ctx.child("embeddings");
-    auto patches =
-        embeddings->register_module("patch_embeddings", std::make_shared<torch::nn::Module>());
-    patch_embeddings_ = patches->register_module(
-        "projection",
-        std::make_shared<layers::PatchEmbedding>(
-            e.child("patch_embeddings").child("projection"),
-            layers::PatchEmbeddingOptions{
-                .channels = c.num_channels, .hidden_size = c.hidden_size, .patch = c.patch_size}));
-    cls_token_ =
-        embeddings->register_parameter("cls_token", e.load("cls_token", {1, 1, c.hidden_size}));
-    if (c.absolute_positions) {
-      position_embeddings_ = embeddings->register_parameter(
-          "position_embeddings",
-          e.load("position_embeddings", {1, c.num_patches() + 1, c.hidden_size}));
-    }
-    embeddings_dropout_ = embeddings->register_module(
+    embeddings_ = register_module("embeddings", std::make_shared<layers::ClassTokenEmbedding>(
+                                                    e, layers::ClassTokenEmbeddingOptions{
+                                                           .patch = {.channels = c.num_channels,
+                                                                     .hidden_size = c.hidden_size,
+                                                                     .patch = c.patch_size},
+                                                           .image_size = c.image_size,
+                                                           .positions = c.absolute_positions,
+                                                           .model = c.beit ? "BEiT" : "ViT"}));
+    embeddings_dropout_ = embeddings_->register_module(
         "dropout", std::make_shared<layers::Dropout>(e.child("dropout"), c.hidden_dropout));
     e.skip("mask_token", "the masked-image-modeling token for masked patches");
   }
@@ -158,26 +150,6 @@ ViTModel::ViTModel(const BuildContext& ctx, const ViTConfig& c, bool pooler)
   if (!pooler) ctx.skip_module("pooler", "this class reads the class token, not the pooler");
 }
 
-at::Tensor ViTModel::positions(int64_t height, int64_t width, bool interpolate) const {
-  const auto [image_height, image_width] = config_.image_size;
-  if (config_.beit && interpolate) {
-    throw Error(
-        "BEiT: interpolate_pos_encoding (resizing the relative position tables) is not "
-        "supported yet; resize the images to the model's image_size");
-  }
-  if (!interpolate) {
-    if (height != image_height || width != image_width) {
-      throw Error(str(config_.beit ? "BEiT" : "ViT", ": pixel_values of ", height, " x ", width,
-                      " pixels, but the model's image_size is ", image_height, " x ", image_width,
-                      " (resize the images, or interpolate the position embeddings: "
-                      "interpolate_pos_encoding)"));
-    }
-    return position_embeddings_;  // undefined for BEiT without absolute positions
-  }
-  return layers::interpolate_positions(position_embeddings_, height / config_.patch_size[0],
-                                       width / config_.patch_size[1], "ViT");
-}
-
 at::Tensor ViTModel::embed(const ForwardInputs& inputs) const {
   const at::Tensor& pixels = inputs.pixel_values;
   if (!pixels.defined()) {
@@ -185,13 +157,13 @@ at::Tensor ViTModel::embed(const ForwardInputs& inputs) const {
         "ViT reads pixel_values [batch, channels, height, width], not token ids: images "
         "come through the classify job or ForwardInputs::pixel_values");
   }
-  const at::Tensor patches = patch_embeddings_->forward(pixels);  // [batch, patches, hidden]
-  const at::Tensor cls = cls_token_.expand({patches.size(0), 1, config_.hidden_size});
-  at::Tensor x = at::cat({cls, patches}, 1);  // [batch, 1 + patches, hidden]
-  const at::Tensor where =
-      positions(pixels.size(2), pixels.size(3), inputs.interpolate_pos_encoding);
-  if (where.defined()) x = x + where;
-  return embeddings_dropout_->forward(x);
+  if (config_.beit && inputs.interpolate_pos_encoding) {
+    throw Error(
+        "BEiT: interpolate_pos_encoding (resizing the relative position tables) is not "
+        "supported yet; resize the images to the model's image_size");
+  }
+  return embeddings_dropout_->forward(
+      embeddings_->forward(pixels, inputs.interpolate_pos_encoding));
 }
 
 at::Tensor ViTModel::forward(const ForwardInputs& inputs) {

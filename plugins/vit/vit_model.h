@@ -67,13 +67,9 @@ class ViTModel : public Model {
  private:
   // pixel_values [batch, channels, height, width] -> [batch, 1 + patches, hidden]
   at::Tensor embed(const ForwardInputs& inputs) const;
-  // The position embeddings for an image of height x width [1, 1 + patches, hidden]: the
-  // learned ones, or (interpolate) HF's bicubic interpolation of their square grid.
-  at::Tensor positions(int64_t height, int64_t width, bool interpolate) const;
 
   ViTConfig config_;
-  std::shared_ptr<layers::PatchEmbedding> patch_embeddings_;
-  at::Tensor cls_token_, position_embeddings_;  // [1, 1, hidden], [1, 1 + patches, hidden]
+  std::shared_ptr<layers::ClassTokenEmbedding> embeddings_;  // patches, cls_token, positions
   std::shared_ptr<layers::Dropout> embeddings_dropout_;
   layers::LayerStack<ViTLayer> layers_;
   std::shared_ptr<layers::LayerNorm> layernorm_;

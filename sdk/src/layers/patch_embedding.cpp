@@ -1,8 +1,10 @@
-// The patch embedding's convolution, replicated or split by output channels.
+// The patch embedding's convolution, replicated or split by output channels, and the class
+// token with learned (interpolated) positions.
 #include "shardformer/layers/patch_embedding.h"
 
 #include "shardformer/distributed/comm_ops.h"
 #include "shardformer/error.h"
+#include "shardformer/layers/module_path.h"
 #include "shardformer/strings.h"
 
 #include <ATen/ATen.h>
@@ -68,6 +70,40 @@ at::Tensor interpolate_positions(const at::Tensor& positions, int64_t rows, int6
   const at::Tensor resized = at::upsample_bicubic2d(grid, {rows, cols}, false);
   return at::cat({positions.narrow(1, 0, 1), resized.permute({0, 2, 3, 1}).reshape({1, -1, dim})},
                  1);  // [1, 1 + rows * cols, dim]
+}
+
+ClassTokenEmbedding::ClassTokenEmbedding(const BuildContext& ctx,
+                                         const ClassTokenEmbeddingOptions& o)
+    : options_(o) {
+  const int64_t hidden = o.patch.hidden_size;
+  patches_ = register_at(*this, o.patch_name,
+                         std::make_shared<PatchEmbedding>(context_at(ctx, o.patch_name), o.patch));
+  class_token_ = register_parameter(o.class_name, ctx.load(o.class_name, {1, 1, hidden}));
+  if (o.positions) {
+    const int64_t patches =
+        (o.image_size[0] / o.patch.patch[0]) * (o.image_size[1] / o.patch.patch[1]);
+    positions_ =
+        register_parameter(o.positions_name, ctx.load(o.positions_name, {1, 1 + patches, hidden}));
+  }
+}
+
+at::Tensor ClassTokenEmbedding::forward(const at::Tensor& pixels, bool interpolate) const {
+  const at::Tensor patches = patches_->forward(pixels);  // [batch, patches, hidden]
+  const int64_t height = pixels.size(2), width = pixels.size(3);
+  const auto [image_height, image_width] = options_.image_size;
+  if (!interpolate && (height != image_height || width != image_width)) {
+    throw Error(str(options_.model, ": pixel_values of ", height, " x ", width,
+                    " pixels, but the model's image_size is ", image_height, " x ", image_width,
+                    " (resize the images, or interpolate the position embeddings: "
+                    "interpolate_pos_encoding)"));
+  }
+  const at::Tensor cls = class_token_.expand({patches.size(0), 1, patches.size(2)});
+  const at::Tensor x = at::cat({cls, patches}, 1);  // [batch, 1 + patches, hidden]
+  if (!positions_.defined()) return x;
+  const auto [ph, pw] = options_.patch.patch;
+  return x + (interpolate
+                  ? interpolate_positions(positions_, height / ph, width / pw, options_.model)
+                  : positions_);
 }
 
 }  // namespace shardformer::layers
