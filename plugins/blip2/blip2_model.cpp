@@ -4,6 +4,7 @@
 #include "opt_model.h"
 #include "shardformer/error.h"
 #include "shardformer/strings.h"
+#include "shardformer/vision/image_tokens.h"
 
 #include <ATen/ATen.h>
 
@@ -59,28 +60,14 @@ ForwardInputs Blip2ForConditionalGeneration::language_inputs(const ForwardInputs
     return inputs;  // a decoding step: the images are in the KV cache
   }
   const at::Tensor& ids = inputs.input_ids;  // [batch, seq]
-  if (inputs.pixel_values.size(0) != ids.size(0)) {
-    throw Error(str("BLIP-2: ", inputs.pixel_values.size(0), " images for ", ids.size(0),
-                    " rows of input_ids (one image per row)"));
-  }
-  const at::Tensor placeholders = ids == config_.image_token_index;  // [batch, seq]
-  const at::Tensor per_row = placeholders.sum(1).cpu();
-  for (int64_t row = 0; row < ids.size(0); ++row) {
-    const int64_t count = per_row[row].item<int64_t>();
-    if (count != config_.num_query_tokens) {
-      throw Error(str("BLIP-2: row ", row, " of input_ids holds ", count, " image tokens (id ",
-                      config_.image_token_index, "); the model puts num_query_tokens = ",
-                      config_.num_query_tokens, " image features in their place"));
-    }
-  }
+  vision::check_image_tokens(ids, inputs.pixel_values.size(0), config_.image_token_index,
+                             config_.num_query_tokens, "BLIP-2");
   const at::Tensor features =
       image_features(inputs.pixel_values, inputs.interpolate_pos_encoding);  // [b, nq, hidden]
   ForwardInputs lm = inputs;
   lm.pixel_values = at::Tensor();
-  // Each row's image tokens take its query features in order (HF's masked_scatter).
-  const at::Tensor embeds = token_embedding_->forward(ids);  // [b, seq, hidden]
-  lm.inputs_embeds =
-      embeds.masked_scatter(placeholders.unsqueeze(-1), features.to(embeds.scalar_type()));
+  lm.inputs_embeds = vision::splice_image_tokens(token_embedding_->forward(ids), ids,
+                                                 config_.image_token_index, features, "BLIP-2");
   return lm;
 }
 
