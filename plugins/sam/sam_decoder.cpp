@@ -13,15 +13,8 @@
 
 #include <array>
 #include <cmath>
-#include <numbers>
 
 namespace shardformer::sam {
-
-at::Tensor fourier_features(const at::Tensor& points, const at::Tensor& gaussian) {
-  const at::Tensor angles =
-      at::matmul(2 * points.to(gaussian.scalar_type()) - 1, gaussian) * (2 * std::numbers::pi);
-  return at::cat({angles.sin(), angles.cos()}, -1);  // [..., 2F]
-}
 
 SamPromptEncoder::SamPromptEncoder(const BuildContext& ctx, const SamPromptConfig& c,
                                    at::Tensor gaussian)
@@ -45,10 +38,11 @@ SamPromptEncoder::SamPromptEncoder(const BuildContext& ctx, const SamPromptConfi
   for (size_t i = 0; i < convs.size(); ++i) {
     const auto [in, out, kernel] = convs[i];
     const std::string name = str("conv", i + 1);
-    auto conv = mask_embed->register_module(name, std::make_shared<torch::nn::Module>());
-    mask_conv_weight_[i] =
-        conv->register_parameter("weight", m.child(name).load("weight", {out, in, kernel, kernel}));
-    mask_conv_bias_[i] = conv->register_parameter("bias", m.child(name).load("bias", {out}));
+    mask_convs_[i] = mask_embed->register_module(
+        name, std::make_shared<layers::Conv>(
+                  m.child(name),
+                  layers::ConvOptions{
+                      .in = in, .out = out, .kernel = {kernel, kernel}, .stride = kernel}));
   }
   mask_norm1_ = mask_embed->register_module(
       "layer_norm1",
@@ -64,11 +58,9 @@ at::Tensor SamPromptEncoder::embed_masks(const at::Tensor& masks) const {
   const auto act = [&](const at::Tensor& x) {
     return layers::apply_activation(config_.hidden_act, x);
   };
-  at::Tensor x =
-      at::conv2d(masks.to(gaussian_.scalar_type()), mask_conv_weight_[0], mask_conv_bias_[0], 2);
-  x = act(channel_norm(*mask_norm1_, x));
-  x = act(channel_norm(*mask_norm2_, at::conv2d(x, mask_conv_weight_[1], mask_conv_bias_[1], 2)));
-  return at::conv2d(x, mask_conv_weight_[2], mask_conv_bias_[2]);  // [batch, hidden, grid, grid]
+  at::Tensor x = act(layers::channel_norm(*mask_norm1_, mask_convs_[0]->forward(masks)));
+  x = act(layers::channel_norm(*mask_norm2_, mask_convs_[1]->forward(x)));
+  return mask_convs_[2]->forward(x);  // [batch, hidden, grid, grid]
 }
 
 SamPromptEncoder::Embeddings SamPromptEncoder::forward(const at::Tensor& points,
@@ -95,7 +87,7 @@ SamPromptEncoder::Embeddings SamPromptEncoder::forward(const at::Tensor& points,
       shifted = at::cat({shifted, at::zeros_like(shifted.narrow(2, 0, 1))}, 2);
       labels = at::cat({labels, at::full_like(labels.narrow(2, 0, 1), -1)}, 2);
     }
-    at::Tensor embedded = fourier_features(shifted / size, gaussian_);  // [b, p, n, C]
+    at::Tensor embedded = layers::fourier_features(shifted / size, gaussian_);  // [b, p, n, C]
     const at::Tensor l = labels.unsqueeze(-1);
     embedded = at::where(l == -1, not_a_point_embed_, embedded);
     embedded = at::where(l == -10, at::zeros_like(embedded), embedded);
@@ -114,7 +106,8 @@ SamPromptEncoder::Embeddings SamPromptEncoder::forward(const at::Tensor& points,
     }
     const at::Tensor corners =
         (boxes.to(gaussian_.scalar_type()) + 0.5).view({batch, boxes.size(1), 2, 2});
-    const at::Tensor embedded = fourier_features(corners / size, gaussian_);  // [b, nb, 2, C]
+    const at::Tensor embedded =
+        layers::fourier_features(corners / size, gaussian_);  // [b, nb, 2, C]
     sparse.push_back(at::cat(
         {embedded.narrow(2, 0, 1) + point_embed_[2], embedded.narrow(2, 1, 1) + point_embed_[3]},
         2));
@@ -159,28 +152,6 @@ at::Tensor SamAttention::forward(const at::Tensor& query, const at::Tensor& key,
   layers::AttentionArgs args;
   args.scale = 1.0 / std::sqrt(static_cast<double>(head_dim_));
   return out_proj_->forward(layers::attention(q, k, v, args));  // [n, tq, hidden]
-}
-
-SamFeedForward::SamFeedForward(const BuildContext& ctx, int64_t in, int64_t hidden, int64_t out,
-                               int64_t depth) {
-  layers_.push_back(
-      register_module("proj_in", layers::make_linear(ctx.child("proj_in"), in, hidden)));
-  auto list = register_module("layers", std::make_shared<torch::nn::Module>());
-  for (int64_t i = 0; i + 2 < depth; ++i) {
-    layers_.push_back(list->register_module(
-        std::to_string(i), layers::make_linear(ctx.child("layers").child(i), hidden, hidden)));
-  }
-  layers_.push_back(
-      register_module("proj_out", layers::make_linear(ctx.child("proj_out"), hidden, out)));
-}
-
-at::Tensor SamFeedForward::forward(const at::Tensor& x) {
-  at::Tensor h = x;
-  for (size_t i = 0; i < layers_.size(); ++i) {
-    h = layers_[i]->forward(h);
-    if (i + 1 < layers_.size()) h = at::relu(h);
-  }
-  return h;
 }
 
 SamTwoWayBlock::SamTwoWayBlock(const BuildContext& ctx, const SamDecoderConfig& c, bool first)
@@ -252,14 +223,15 @@ SamMaskDecoder::SamMaskDecoder(const BuildContext& ctx, const SamDecoderConfig& 
   final_norm_ = transformer->register_module(
       "layer_norm_final_attn",
       std::make_shared<layers::LayerNorm>(t.child("layer_norm_final_attn"), hidden, 1e-5));
-  const auto conv = [&](const char* name, int64_t in, int64_t out, at::Tensor& weight,
-                        at::Tensor& bias) {
-    auto module = register_module(name, std::make_shared<torch::nn::Module>());
-    weight = module->register_parameter("weight", ctx.child(name).load("weight", {in, out, 2, 2}));
-    bias = module->register_parameter("bias", ctx.child(name).load("bias", {out}));
+  const auto upscale = [&](const char* name, int64_t in, int64_t out) {
+    return register_module(
+        name, std::make_shared<layers::Conv>(
+                  ctx.child(name),
+                  layers::ConvOptions{
+                      .in = in, .out = out, .kernel = {2, 2}, .stride = 2, .transposed = true}));
   };
-  conv("upscale_conv1", hidden, hidden / 4, upscale_conv1_weight_, upscale_conv1_bias_);
-  conv("upscale_conv2", hidden / 4, hidden / 8, upscale_conv2_weight_, upscale_conv2_bias_);
+  upscale_conv1_ = upscale("upscale_conv1", hidden, hidden / 4);
+  upscale_conv2_ = upscale("upscale_conv2", hidden / 4, hidden / 8);
   upscale_norm_ = register_module(
       "upscale_layer_norm",
       std::make_shared<layers::LayerNorm>(ctx.child("upscale_layer_norm"), hidden / 4, 1e-6));
@@ -267,13 +239,17 @@ SamMaskDecoder::SamMaskDecoder(const BuildContext& ctx, const SamDecoderConfig& 
   for (int64_t i = 0; i < masks; ++i) {
     hypernetworks_.push_back(mlps->register_module(
         std::to_string(i),
-        std::make_shared<SamFeedForward>(ctx.child("output_hypernetworks_mlps").child(i), hidden,
-                                         hidden, hidden / 8, 3)));
+        std::make_shared<layers::PredictionHead>(
+            ctx.child("output_hypernetworks_mlps").child(i),
+            layers::PredictionHeadOptions{.in = hidden, .hidden = hidden, .out = hidden / 8})));
   }
-  iou_head_ = register_module(
-      "iou_prediction_head",
-      std::make_shared<SamFeedForward>(ctx.child("iou_prediction_head"), hidden,
-                                       c.iou_head_hidden_dim, masks, c.iou_head_depth));
+  iou_head_ = register_module("iou_prediction_head",
+                              std::make_shared<layers::PredictionHead>(
+                                  ctx.child("iou_prediction_head"),
+                                  layers::PredictionHeadOptions{.in = hidden,
+                                                                .hidden = c.iou_head_hidden_dim,
+                                                                .out = masks,
+                                                                .depth = c.iou_head_depth}));
 }
 
 SamMaskDecoder::Outputs SamMaskDecoder::forward(const at::Tensor& image, const at::Tensor& image_pe,
@@ -299,9 +275,8 @@ SamMaskDecoder::Outputs SamMaskDecoder::forward(const at::Tensor& image, const a
       final_norm_->forward(queries + final_attn_->forward(queries + query_pe, keys + key_pe, keys));
   // The image's tokens to masks 4 x finer: [n, C / 8, 4 grid, 4 grid].
   at::Tensor up = keys.transpose(1, 2).reshape({batch * points, hidden, grid, grid});
-  up = at::conv_transpose2d(up, upscale_conv1_weight_, upscale_conv1_bias_, 2);
-  up = at::gelu(channel_norm(*upscale_norm_, up));
-  up = at::gelu(at::conv_transpose2d(up, upscale_conv2_weight_, upscale_conv2_bias_, 2));
+  up = at::gelu(layers::channel_norm(*upscale_norm_, upscale_conv1_->forward(up)));
+  up = at::gelu(upscale_conv2_->forward(up));
   std::vector<at::Tensor> hyper;
   for (int64_t i = 0; i < masks; ++i) {
     hyper.push_back(hypernetworks_[static_cast<size_t>(i)]->forward(queries.select(1, 1 + i)));

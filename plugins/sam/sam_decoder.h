@@ -7,9 +7,11 @@
 #include "sam_config.h"
 
 #include "shardformer/build_context.h"
+#include "shardformer/layers/conv.h"
 #include "shardformer/layers/layer_norm.h"
 #include "shardformer/layers/linear.h"
 #include "shardformer/layers/mlp.h"
+#include "shardformer/layers/prediction_head.h"
 
 #include <torch/nn/module.h>
 
@@ -17,10 +19,6 @@
 #include <vector>
 
 namespace shardformer::sam {
-
-// HF SamPositionalEmbedding: points [..., 2] in [0, 1]^2 through a Gaussian matrix [2, F] ->
-// [..., 2F] (sines, then cosines).
-at::Tensor fourier_features(const at::Tensor& points, const at::Tensor& gaussian);
 
 // HF SamPromptEncoder (prompt_encoder): the Gaussian matrix is SamModel's shared one.
 class SamPromptEncoder : public torch::nn::Module {
@@ -41,7 +39,7 @@ class SamPromptEncoder : public torch::nn::Module {
   at::Tensor embed_masks(const at::Tensor& masks) const;
 
   SamPromptConfig config_;
-  at::Tensor mask_conv_weight_[3], mask_conv_bias_[3];  // mask_embed.conv1..3
+  std::shared_ptr<layers::Conv> mask_convs_[3];  // mask_embed.conv1..3
   std::shared_ptr<layers::LayerNorm> mask_norm1_, mask_norm2_;
   at::Tensor gaussian_;                           // [2, hidden / 2]
   at::Tensor no_mask_embed_, not_a_point_embed_;  // [1, hidden]
@@ -60,16 +58,6 @@ class SamAttention : public torch::nn::Module {
  private:
   int64_t heads_, head_dim_;  // heads_: this rank's
   std::shared_ptr<layers::Linear> q_proj_, k_proj_, v_proj_, out_proj_;
-};
-
-// HF SamFeedForward: proj_in, ReLU, (layers, ReLU) x (depth - 2), proj_out (replicated).
-class SamFeedForward : public torch::nn::Module {
- public:
-  SamFeedForward(const BuildContext& ctx, int64_t in, int64_t hidden, int64_t out, int64_t depth);
-  at::Tensor forward(const at::Tensor& x);  // [..., in] -> [..., out]
-
- private:
-  std::vector<std::shared_ptr<layers::Linear>> layers_;  // proj_in, layers.*, proj_out
 };
 
 // HF SamTwoWayAttentionBlock (mask_decoder.transformer.layers.<i>): the tokens' self-attention,
@@ -108,11 +96,9 @@ class SamMaskDecoder : public torch::nn::Module {
   std::vector<std::shared_ptr<SamTwoWayBlock>> blocks_;
   std::shared_ptr<SamAttention> final_attn_;
   std::shared_ptr<layers::LayerNorm> final_norm_, upscale_norm_;
-  at::Tensor upscale_conv1_weight_, upscale_conv1_bias_, upscale_conv2_weight_,
-      upscale_conv2_bias_;  // [hidden, hidden / 4, 2, 2], [hidden / 4], [hidden / 4, hidden / 8, 2,
-                            // 2], ...
-  std::vector<std::shared_ptr<SamFeedForward>> hypernetworks_;
-  std::shared_ptr<SamFeedForward> iou_head_;
+  std::shared_ptr<layers::Conv> upscale_conv1_, upscale_conv2_;  // transposed, 2 x 2 stride 2
+  std::vector<std::shared_ptr<layers::PredictionHead>> hypernetworks_;
+  std::shared_ptr<layers::PredictionHead> iou_head_;
 };
 
 }  // namespace shardformer::sam

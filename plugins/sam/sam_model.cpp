@@ -32,7 +32,7 @@ at::Tensor SamModel::image_positions() const {
   const at::Tensor xy = at::stack(
       {centres.view({1, grid}).expand({grid, grid}), centres.view({grid, 1}).expand({grid, grid})},
       -1);  // [grid, grid, 2]: (x, y)
-  return fourier_features(xy, gaussian_).permute({2, 0, 1}).unsqueeze(0);
+  return layers::fourier_features(xy, gaussian_).permute({2, 0, 1}).unsqueeze(0);
 }
 
 std::map<std::string, at::Tensor> SamModel::forward_all(const ForwardInputs& inputs) {

@@ -12,10 +12,6 @@
 
 namespace shardformer::sam {
 
-at::Tensor channel_norm(const layers::LayerNorm& norm, const at::Tensor& x) {
-  return norm.forward(x.permute({0, 2, 3, 1})).permute({0, 3, 1, 2});
-}
-
 std::shared_ptr<layers::MLP> make_sam_mlp(const BuildContext& ctx, int64_t hidden_size,
                                           int64_t mlp_dim, layers::Activation activation) {
   return std::make_shared<layers::MLP>(ctx, layers::MLPOptions{.hidden_size = hidden_size,
@@ -97,12 +93,16 @@ SamVisionEncoder::SamVisionEncoder(const BuildContext& ctx, const SamVisionConfi
   auto neck = register_module("neck", std::make_shared<torch::nn::Module>());
   const BuildContext n = ctx.child("neck");
   const int64_t out = c.output_channels;
-  neck_conv1_ = layers::module_at(*neck, "conv1")
-                    ->register_parameter(
-                        "weight", n.child("conv1").load("weight", {out, c.hidden_size, 1, 1}));
-  neck_conv2_ =
-      layers::module_at(*neck, "conv2")
-          ->register_parameter("weight", n.child("conv2").load("weight", {out, out, 3, 3}));
+  neck_conv1_ = neck->register_module(
+      "conv1",
+      std::make_shared<layers::Conv>(
+          n.child("conv1"),
+          layers::ConvOptions{.in = c.hidden_size, .out = out, .kernel = {1, 1}, .bias = false}));
+  neck_conv2_ = neck->register_module(
+      "conv2", std::make_shared<layers::Conv>(
+                   n.child("conv2"),
+                   layers::ConvOptions{
+                       .in = out, .out = out, .kernel = {3, 3}, .padding = 1, .bias = false}));
   // HF builds the neck's norms with SamLayerNorm's eps, 1e-6, not the config's.
   neck_norm1_ = neck->register_module(
       "layer_norm1", std::make_shared<layers::LayerNorm>(n.child("layer_norm1"), out, 1e-6));
@@ -120,9 +120,9 @@ at::Tensor SamVisionEncoder::forward(const at::Tensor& pixel_values) {
   at::Tensor x = patch_embed_->grid(pixel_values).permute({0, 2, 3, 1});  // [b, g, g, hidden]
   if (pos_embed_.defined()) x = x + pos_embed_;
   x = layers_.forward(0, x, SamVisionStep{});
-  x = at::conv2d(x.permute({0, 3, 1, 2}), neck_conv1_);  // [batch, out, g, g]
-  x = at::conv2d(channel_norm(*neck_norm1_, x), neck_conv2_, {}, 1, 1);
-  return channel_norm(*neck_norm2_, x);  // [batch, out, g, g]
+  x = neck_conv1_->forward(x.permute({0, 3, 1, 2}));  // [batch, out, g, g]
+  x = neck_conv2_->forward(layers::channel_norm(*neck_norm1_, x));
+  return layers::channel_norm(*neck_norm2_, x);  // [batch, out, g, g]
 }
 
 }  // namespace shardformer::sam

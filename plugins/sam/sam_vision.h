@@ -7,6 +7,7 @@
 #include "sam_config.h"
 
 #include "shardformer/build_context.h"
+#include "shardformer/layers/conv.h"
 #include "shardformer/layers/decomposed_relative_position.h"
 #include "shardformer/layers/layer_norm.h"
 #include "shardformer/layers/layer_stack.h"
@@ -20,10 +21,6 @@
 #include <memory>
 
 namespace shardformer::sam {
-
-// A layernorm over the channels of [batch, channels, height, width] (HF SamLayerNorm's
-// channels_first), eps 1e-6 unless given.
-at::Tensor channel_norm(const layers::LayerNorm& norm, const at::Tensor& x);
 
 // HF SamMLPBlock at ctx ("mlp"): lin1, the activation, lin2 (lin1 column-parallel and lin2
 // row-parallel where the policy says so). The image encoder's layers and the two-way blocks use it.
@@ -64,7 +61,7 @@ class SamVisionEncoder : public torch::nn::Module {
   std::shared_ptr<layers::PatchEmbedding> patch_embed_;
   at::Tensor pos_embed_;  // [1, grid, grid, hidden] (use_abs_pos)
   layers::LayerStack<SamVisionLayer> layers_;
-  at::Tensor neck_conv1_, neck_conv2_;  // [out, hidden, 1, 1], [out, out, 3, 3]
+  std::shared_ptr<layers::Conv> neck_conv1_, neck_conv2_;  // 1 x 1, then 3 x 3 (no bias)
   std::shared_ptr<layers::LayerNorm> neck_norm1_, neck_norm2_;
 };
 

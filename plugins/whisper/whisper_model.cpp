@@ -92,14 +92,16 @@ WhisperEncoder::WhisperEncoder(const BuildContext& ctx, const WhisperConfig& c,
                                const layers::EncoderDecoderStage& stage)
     : config_(c) {
   if (stage.starts_encoder()) {
-    const auto conv = [&](const char* name, int64_t in, at::Tensor& weight, at::Tensor& bias) {
-      auto module = register_module(name, std::make_shared<torch::nn::Module>());
-      const BuildContext at = ctx.child(name);
-      weight = module->register_parameter("weight", at.load("weight", {c.d_model, in, 3}));
-      bias = module->register_parameter("bias", at.load("bias", {c.d_model}));
+    const auto conv = [&](const char* name, int64_t in, int64_t stride) {
+      return register_module(
+          name,
+          std::make_shared<layers::Conv>(
+              ctx.child(name),
+              layers::ConvOptions{
+                  .in = in, .out = c.d_model, .kernel = {3}, .stride = stride, .padding = 1}));
     };
-    conv("conv1", c.num_mel_bins, conv1_weight_, conv1_bias_);
-    conv("conv2", c.d_model, conv2_weight_, conv2_bias_);
+    conv1_ = conv("conv1", c.num_mel_bins, 1);
+    conv2_ = conv("conv2", c.d_model, 2);
     // HF's modelling file marks the sinusoids requires_grad false, but a model from_pretrained
     // loads trains them (transformers 5.23): a parameter, as there.
     auto positions = register_module("embed_positions", std::make_shared<torch::nn::Module>());
@@ -130,10 +132,9 @@ at::Tensor WhisperEncoder::embed(const at::Tensor& input_features) const {
     throw Error(str("Whisper: input_features must be [batch, ", config_.num_mel_bins, ", ", frames,
                     "] (mel bins, 30 s of frames), not ", shape_str(input_features.sizes().vec())));
   }
-  const at::Tensor features = input_features.to(conv1_weight_.scalar_type());  // the model's dtype
-  at::Tensor x = at::gelu(at::conv1d(features, conv1_weight_, conv1_bias_, 1, 1));
-  x = at::gelu(at::conv1d(x, conv2_weight_, conv2_bias_, 2, 1));  // [batch, d, frames / 2]
-  return dropout_->forward(x.permute({0, 2, 1}) + positions_);    // [batch, frames / 2, d]
+  at::Tensor x = at::gelu(conv1_->forward(input_features));     // in the model's dtype
+  x = at::gelu(conv2_->forward(x));                             // [batch, d, frames / 2]
+  return dropout_->forward(x.permute({0, 2, 1}) + positions_);  // [batch, frames / 2, d]
 }
 
 at::Tensor WhisperEncoder::run(const at::Tensor& x) const {

@@ -7,6 +7,7 @@
 #include "whisper_config.h"
 
 #include "shardformer/build_context.h"
+#include "shardformer/layers/conv.h"
 #include "shardformer/layers/dropout.h"
 #include "shardformer/layers/embedding.h"
 #include "shardformer/layers/encoder_decoder.h"
@@ -49,8 +50,8 @@ class WhisperEncoder : public torch::nn::Module {
 
  private:
   WhisperConfig config_;
-  at::Tensor conv1_weight_, conv1_bias_, conv2_weight_, conv2_bias_;
-  at::Tensor positions_;  // [max_source_positions, d_model]: sinusoids
+  std::shared_ptr<layers::Conv> conv1_, conv2_;  // kernel 3, strides 1 and 2
+  at::Tensor positions_;                         // [max_source_positions, d_model]: sinusoids
   std::shared_ptr<layers::Dropout> dropout_;
   layers::LayerStack<WhisperLayer> layers_;
   std::shared_ptr<layers::LayerNorm> layer_norm_;
