@@ -101,29 +101,6 @@ at::Tensor SwinLayer::forward(const at::Tensor& x, const SwinStep& step) {
   return mlp_->forward_residual(layernorm_after_->forward(h), h, nullptr, dropout_.get()).sum;
 }
 
-SwinPatchMerging::SwinPatchMerging(const BuildContext& ctx, int64_t dim) {
-  // HF builds this norm with LayerNorm's default eps, not the config's.
-  norm_ = register_module("norm",
-                          std::make_shared<layers::LayerNorm>(ctx.child("norm"), 4 * dim, 1e-5));
-  reduction_ =
-      register_module("reduction", layers::make_linear(ctx.child("reduction"), 4 * dim, 2 * dim,
-                                                       layers::LinearOptions{.bias = false}));
-}
-
-at::Tensor SwinPatchMerging::forward(const at::Tensor& x, int64_t height, int64_t width) const {
-  const int64_t batch = x.size(0), dim = x.size(2);
-  const at::Tensor grid = layers::pad_to_windows(x.view({batch, height, width, dim}), 2);
-  // HF's order: (0, 0), (1, 0), (0, 1), (1, 1) as (row, column) offsets in each 2 x 2 block.
-  std::vector<at::Tensor> parts;
-  for (int64_t col = 0; col < 2; ++col) {
-    for (int64_t row = 0; row < 2; ++row) {
-      parts.push_back(grid.slice(1, row, std::nullopt, 2).slice(2, col, std::nullopt, 2));
-    }
-  }
-  const at::Tensor merged = at::cat(parts, -1).reshape({batch, -1, 4 * dim});
-  return reduction_->forward(norm_->forward(merged));  // [batch, tokens / 4, 2 dim]
-}
-
 SwinModel::SwinModel(const BuildContext& ctx, const SwinConfig& c) : config_(c) {
   bind(ctx);
   ctx.refuse_sequence_parallelism("Swin", "its windows of image tokens are not split");
@@ -173,7 +150,7 @@ SwinModel::SwinModel(const BuildContext& ctx, const SwinConfig& c) : config_(c) 
     if (range.end == depth && stage.holds_blocks && s + 1 < c.num_stages()) {
       stage.downsample = module->register_module(
           "downsample",
-          std::make_shared<SwinPatchMerging>(stage_ctx.child("downsample"), c.dim(s)));
+          std::make_shared<layers::PatchMerging>(stage_ctx.child("downsample"), c.dim(s)));
     }
   }
   if (ctx.builds_last_piece()) {

@@ -14,6 +14,7 @@
 #include "shardformer/layers/linear.h"
 #include "shardformer/layers/mlp.h"
 #include "shardformer/layers/patch_embedding.h"
+#include "shardformer/layers/patch_merging.h"
 #include "shardformer/layers/relative_position_table.h"
 #include "shardformer/layers/self_attention.h"
 #include "shardformer/model.h"
@@ -52,19 +53,6 @@ class SwinLayer : public torch::nn::Module {
   std::shared_ptr<layers::Dropout> dropout_;
 };
 
-// HF SwinPatchMerging (encoder.layers.<stage>.downsample): each 2 x 2 block of patches
-// concatenated, normed, and reduced to twice the width (replicated).
-class SwinPatchMerging : public torch::nn::Module {
- public:
-  SwinPatchMerging(const BuildContext& ctx, int64_t dim);
-  // [batch, height * width, dim] -> [batch, ceil(height / 2) ceil(width / 2), 2 dim]
-  at::Tensor forward(const at::Tensor& x, int64_t height, int64_t width) const;
-
- private:
-  std::shared_ptr<layers::LayerNorm> norm_;
-  std::shared_ptr<layers::Linear> reduction_;
-};
-
 // HF SwinModel: its outputs are the last hidden state (after the final layernorm) and the pooler
 // output, the mean over the last stage's tokens.
 class SwinModel : public Model {
@@ -83,7 +71,7 @@ class SwinModel : public Model {
   struct Stage {
     layers::LayerStack<SwinLayer> blocks;
     bool holds_blocks = false;
-    std::shared_ptr<SwinPatchMerging> downsample;
+    std::shared_ptr<layers::PatchMerging> downsample;
   };
 
   // pixel_values [batch, channels, height, width] -> [batch, patches, embed_dim]
