@@ -1,6 +1,7 @@
 // GPT-Neo's config and forward pass, as in HF's modeling_gpt_neo.py.
 #include "gpt_neo_model.h"
 
+#include "shardformer/checkpoint_io/layer_types.h"
 #include "shardformer/error.h"
 #include "shardformer/layers/forward_step.h"
 #include "shardformer/layers/module_path.h"
@@ -17,21 +18,13 @@ namespace {
 // attention_types [[["global", "local"], 12]] expands to 24 layers alternating global and local;
 // attention_layers, which HF writes beside it, must say the same.
 std::vector<bool> layers_with_window(const HFConfig& c, int64_t num_layers) {
-  const std::optional<std::vector<std::string>> written = c.get_string_list("attention_layers");
-  c.require(written.has_value(), "attention_layers must list each layer's attention type");
-  std::vector<bool> local;
-  for (size_t i = 0; i < written->size(); ++i) {
-    const std::string& type = (*written)[i];
-    c.require(type == "global" || type == "local",
-              str("attention_layers[", i, "] = '", type, "' (global or local)"));
-    local.push_back(type == "local");
-  }
-  c.require(static_cast<int64_t>(local.size()) == num_layers,
-            str("attention_layers lists ", local.size(), " layers, num_layers is ", num_layers));
+  std::optional<std::vector<bool>> local =
+      windowed_layers(c, "attention_layers", num_layers, "global", "local");
+  c.require(local.has_value(), "attention_layers must list each layer's attention type");
   // attention_types is HF's constructor argument that attention_layers expands: read, and
   // checked against it where this version can parse it (the nested lists of its schema).
   c.ignore({"attention_types"});
-  return local;
+  return *local;
 }
 
 }  // namespace

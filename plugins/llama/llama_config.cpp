@@ -1,6 +1,7 @@
 // Reads and validates the Llama-family config.json.
 #include "llama_config.h"
 
+#include "shardformer/checkpoint_io/layer_types.h"
 #include "shardformer/error.h"
 #include "shardformer/strings.h"
 
@@ -17,15 +18,9 @@ std::vector<bool> layers_with_window(const HFConfig& c, const LlamaConfig& l) {
   const int64_t from = qwen ? c.get_int("max_window_layers", 0) : 0;
   std::vector<bool> sliding(static_cast<size_t>(l.num_hidden_layers));
   for (int64_t i = 0; i < l.num_hidden_layers; ++i) sliding[i] = use && i >= from;
-  if (const auto types = c.get_string_list("layer_types")) {
-    c.require(static_cast<int64_t>(types->size()) == l.num_hidden_layers,
-              "layer_types must list one type per layer");
-    for (size_t i = 0; i < types->size(); ++i) {
-      const std::string& t = (*types)[i];
-      c.require(t == "full_attention" || t == "sliding_attention",
-                str("layer_types[", i, "] = '", t, "' (full_attention or sliding_attention)"));
-      sliding[i] = t == "sliding_attention";
-    }
+  if (auto types = windowed_layers(c, "layer_types", l.num_hidden_layers, "full_attention",
+                                   "sliding_attention")) {
+    sliding = std::move(*types);
   }
   for (size_t i = 0; i < sliding.size(); ++i) {
     c.require(!sliding[i] || l.sliding_window > 0,
