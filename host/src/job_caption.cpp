@@ -52,27 +52,16 @@ void run_caption(const JobConfig& config, Session& session, bool writer, std::os
       session.generation_config(c.max_new_tokens, std::nullopt, std::nullopt);
 
   std::vector<vision::Image> decoded;
-  const bool was_read = read != nullptr && read->images.has_value();
-  if (!was_read) decoded = read_job_images(config);
-  const std::vector<vision::Image>& images = was_read ? *read->images : decoded;
+  const std::vector<vision::Image>& images = job_images(config, read, decoded);
 
   OutputFile file(c.output, writer);
   const auto start = std::chrono::steady_clock::now();
   int64_t tokens = 0;
   for (size_t first = 0; first < images.size(); first += static_cast<size_t>(c.batch_size)) {
     const size_t last = std::min(images.size(), first + static_cast<size_t>(c.batch_size));
-    std::vector<at::Tensor> pixels;
-    for (size_t i = first; i < last; ++i) {
-      try {
-        pixels.push_back(vision::pixel_values(images[i], processor));  // [3, h, w]
-      } catch (const ConfigError& e) {
-        throw ConfigError(str(config.source.string(), ": caption.images[", i,
-                              "]: ", c.images[i].string(), ": ", e.what()));
-      }
-    }
     const std::vector<std::vector<int64_t>> prompts(last - first, prompt);
-    const GenerationResult result =
-        session.generate_with_images(prompts, at::stack(pixels), generation);  // [b, 3, h, w]
+    const GenerationResult result = session.generate_with_images(
+        prompts, job_pixel_values(config, images, first, last, processor), generation);
     for (size_t row = 0; row < prompts.size(); ++row) {
       const std::vector<int64_t>& ids = result.new_tokens[row];
       tokens += static_cast<int64_t>(ids.size());

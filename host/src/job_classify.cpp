@@ -47,22 +47,6 @@ std::vector<std::string> class_labels(const HFConfig& config, int64_t classes) {
   return labels;
 }
 
-std::vector<vision::Image> read_job_images(const JobConfig& config) {
-  const std::vector<fs::path>& files = config.mode == JobMode::kSegment   ? config.segment.images
-                                       : config.mode == JobMode::kCaption ? config.caption.images
-                                                                          : config.classify.images;
-  std::vector<vision::Image> images;
-  for (size_t i = 0; i < files.size(); ++i) {
-    try {
-      images.push_back(vision::read_image(files[i]));
-    } catch (const ConfigError& e) {
-      throw ConfigError(str(config.source.string(), ": ", job_mode_name(config.mode), ".images[", i,
-                            "]: ", e.what()));
-    }
-  }
-  return images;
-}
-
 void run_classify(const JobConfig& config, Session& session, bool writer, std::ostream& out,
                   const JobInputs* read) {
   const ClassifySection& c = config.classify;
@@ -78,31 +62,16 @@ void run_classify(const JobConfig& config, Session& session, bool writer, std::o
       vision::ImageProcessorOptions::from_folder(folder);
   if (writer && !c.output.empty()) check_output_path(config, c.output, "classify.output");
   std::vector<vision::Image> decoded;
-  const bool was_read = read != nullptr && read->images.has_value();
-  double decode_seconds = was_read ? read->decode_seconds : 0;
-  if (!was_read) {
-    const auto decoding = std::chrono::steady_clock::now();
-    decoded = read_job_images(config);
-    decode_seconds = seconds_since(decoding);
-  }
-  const std::vector<vision::Image>& images = was_read ? *read->images : decoded;
+  double decode_seconds = 0;
+  const std::vector<vision::Image>& images = job_images(config, read, decoded, &decode_seconds);
 
   double preprocess_seconds = 0, model_seconds = 0;
   std::vector<at::Tensor> probabilities;  // [batch, classes] per batch, where holds_output()
   for (size_t first = 0; first < images.size(); first += static_cast<size_t>(c.batch_size)) {
     const size_t last = std::min(images.size(), first + static_cast<size_t>(c.batch_size));
     const auto preprocessing = std::chrono::steady_clock::now();
-    std::vector<at::Tensor> pixels;
-    for (size_t i = first; i < last; ++i) {
-      try {
-        pixels.push_back(vision::pixel_values(images[i], processor));  // [3, h, w]
-      } catch (const ConfigError& e) {
-        throw ConfigError(str(config.source.string(), ": classify.images[", i,
-                              "]: ", c.images[i].string(), ": ", e.what()));
-      }
-    }
     ForwardInputs inputs;
-    inputs.pixel_values = at::stack(pixels);  // [batch, 3, h, w]
+    inputs.pixel_values = job_pixel_values(config, images, first, last, processor);  // [b, 3, h, w]
     preprocess_seconds += seconds_since(preprocessing);
     const auto running = std::chrono::steady_clock::now();
     const at::Tensor logits = session.forward(inputs);

@@ -9,6 +9,7 @@
 #include "shardformer/checkpoint_io/hf_config.h"
 #include "shardformer/runtime/session.h"
 #include "shardformer/vision/image.h"
+#include "shardformer/vision/image_processor.h"
 
 #include <chrono>
 #include <filesystem>
@@ -36,9 +37,19 @@ void run_caption(const JobConfig& config, Session& session, bool writer, std::os
 // defaults) and their names by class index ("LABEL_<i>" where id2label has none, as HF names them).
 int64_t class_count(const HFConfig& config);
 std::vector<std::string> class_labels(const HFConfig& config, int64_t classes);
-// classify.images, segment.images or caption.images decoded; throws ConfigError naming the key, the
-// file and what is wrong.
+// The job's images (job_images.cpp): classify.images, segment.images or caption.images decoded;
+// throws ConfigError naming the key, the file and what is wrong.
 std::vector<vision::Image> read_job_images(const JobConfig& config);
+// The images `read` holds (decoded before the ranks started), else read_job_images' into
+// `decoded`; *decode_seconds, when given: the time the decoding took.
+const std::vector<vision::Image>& job_images(const JobConfig& config, const JobInputs* read,
+                                             std::vector<vision::Image>& decoded,
+                                             double* decode_seconds = nullptr);
+// images[first, last) prepared by `processor`: [last - first, 3, height, width]; ConfigError
+// naming the key, the index and the file for an image the processor refuses.
+at::Tensor job_pixel_values(const JobConfig& config, const std::vector<vision::Image>& images,
+                            size_t first, size_t last,
+                            const vision::ImageProcessorOptions& processor);
 // Training on this `rank` (rank 0 writes); `resume`: the save to continue from (the session
 // was built from it), or empty.
 void run_train(const JobConfig& config, Session& session, const std::filesystem::path& resume,

@@ -66,10 +66,8 @@ void run_segment(const JobConfig& config, Session& session, bool writer, std::os
                             s.output.string(), "'", error ? ": " + error.message() : ""));
     }
   }
-  const bool was_read = read != nullptr && read->images.has_value();
   std::vector<vision::Image> decoded;
-  if (!was_read) decoded = read_job_images(config);
-  const std::vector<vision::Image>& images = was_read ? *read->images : decoded;
+  const std::vector<vision::Image>& images = job_images(config, read, decoded);
 
   std::map<PromptShape, std::vector<size_t>> groups;  // prompt indices by shape
   for (size_t i = 0; i < s.prompts.size(); ++i) {
@@ -81,20 +79,15 @@ void run_segment(const JobConfig& config, Session& session, bool writer, std::os
   double model_seconds = 0;
   for (const auto& [shape, members] : groups) {
     const auto& [image_index, num_points, with_box] = shape;
-    const vision::Image& image = images[static_cast<size_t>(image_index)];
+    const auto index = static_cast<size_t>(image_index);
+    const vision::Image& image = images[index];
     const std::array<int64_t, 2> original{image.height, image.width};
-    at::Tensor pixels;
-    try {
-      pixels = vision::pixel_values(image, processor);  // [3, pad height, pad width]
-    } catch (const ConfigError& e) {
-      throw ConfigError(str(config.source.string(), ": segment.images[", image_index, "]: ",
-                            s.images[static_cast<size_t>(image_index)].string(), ": ", e.what()));
-    }
     const std::array<int64_t, 2> resized =
         processor.do_resize ? vision::resized_size(image, processor) : original;
     const auto count = static_cast<int64_t>(members.size());
     ForwardInputs inputs;
-    inputs.pixel_values = pixels.unsqueeze(0);  // [1, 3, h, w]
+    inputs.pixel_values =  // [1, 3, pad height, pad width]
+        job_pixel_values(config, images, index, index + 1, processor);
     inputs.multimask_output = s.multimask;
     if (num_points > 0) {
       at::Tensor points = at::empty({count, static_cast<int64_t>(num_points), 2}, at::kDouble);
@@ -124,7 +117,7 @@ void run_segment(const JobConfig& config, Session& session, bool writer, std::os
     const std::array<int64_t, 2> pad =
         processor.do_pad
             ? std::array<int64_t, 2>{processor.pad_size.height, processor.pad_size.width}
-            : std::array<int64_t, 2>{pixels.size(1), pixels.size(2)};
+            : std::array<int64_t, 2>{inputs.pixel_values.size(2), inputs.pixel_values.size(3)};
     // [prompts, masks, image height, image width]
     const at::Tensor masks = vision::post_process_masks(outputs.at("pred_masks")[0], pad, resized,
                                                         original, s.threshold);
