@@ -4,6 +4,8 @@
 // --kernel-times adds one more forward per shape, timed kernel by kernel (kernel_timing.h), with
 // each tp rank's wait in shared-memory barriers: where a forward's time goes.
 // --device cuda times the same on a GPU (tools/gpu_check.py), each call ending in a sync.
+// --op-counts adds one more generation per decode shape, counting the ATen operators the host
+// calls (outermost calls only, with their time): the per-token dispatch cost of decoding.
 #include "jobs.h"
 #include "plugin_registry.h"
 #include "shardformer/distributed/process_mesh.h"
@@ -14,12 +16,14 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <ATen/record_function.h>
 
 #include <algorithm>
 #include <boost/program_options.hpp>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -101,6 +105,44 @@ void print_kernel_times(Session& session, const ForwardInputs& inputs,
   std::printf("{\"kind\": \"profiled_forward\", \"seconds\": %.5f}\n", seconds);
 }
 
+// The outermost ATen operators of one call of `run` on this thread: calls and seconds per name.
+struct OpCount {
+  int64_t calls = 0;
+  double seconds = 0;
+};
+
+struct OpCounter {
+  int depth = 0;
+  Clock::time_point start;
+  std::map<std::string, OpCount> ops;
+};
+
+OpCounter* counter = nullptr;
+
+template <typename F>
+std::map<std::string, OpCount> count_ops(const F& run) {
+  OpCounter c;
+  counter = &c;
+  const at::CallbackHandle handle = at::addThreadLocalCallback(
+      at::RecordFunctionCallback(
+          [](const at::RecordFunction&) -> std::unique_ptr<at::ObserverContext> {
+            if (counter->depth++ == 0) counter->start = Clock::now();
+            return nullptr;
+          },
+          [](const at::RecordFunction& fn, at::ObserverContext*) {
+            if (--counter->depth != 0) return;
+            OpCount& op = counter->ops[fn.name()];
+            ++op.calls;
+            op.seconds += seconds_since(counter->start);
+          })
+          .needsInputs(false)
+          .scopes({at::RecordScope::FUNCTION}));
+  run();
+  at::removeCallback(handle);
+  counter = nullptr;
+  return c.ops;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -109,7 +151,7 @@ int main(int argc, char** argv) {
   std::string model, plugins, forward, decode, device = "cpu", dtype = "float32";
   int rank = 0, tp = 1, port = 29500, threads = 1, repeats = 3;
   int64_t prompt_length = 32;
-  bool sequence_parallel = false, kernel_times = false;
+  bool sequence_parallel = false, kernel_times = false, op_counts = false;
   options.add_options()("help", "this text")("model", po::value(&model)->required(),
                                              "checkpoint folder")(
       "plugins", po::value(&plugins)->required(), "plugin folder")(
@@ -125,6 +167,8 @@ int main(int argc, char** argv) {
       "forward passes with sequence parallelism (split_gather)")(
       "kernel-times", po::bool_switch(&kernel_times),
       "one more forward per shape, timed kernel by kernel")(
+      "op-counts", po::bool_switch(&op_counts),
+      "one more generation per decode shape, counting its ATen operators")(
       "device", po::value(&device), "cpu or cuda")("dtype", po::value(&dtype),
                                                    "float32, bfloat16, float16");
   po::variables_map vm;
@@ -190,6 +234,15 @@ int main(int argc, char** argv) {
             "{\"kind\": \"decode\", \"batch\": %ld, \"new_tokens\": %ld, \"prompt\": %ld, "
             "\"seconds\": %.5f}\n",
             batch, new_tokens, prompt_length, s);
+      }
+      if (!op_counts) continue;
+      const auto ops = count_ops([&] { session.generate(rows, generation); });  // every rank
+      for (const auto& [name, op] : ops) {
+        if (rank != 0) break;
+        std::printf(
+            "{\"kind\": \"op_count\", \"batch\": %ld, \"new_tokens\": %ld, \"op\": \"%s\", "
+            "\"calls\": %ld, \"seconds\": %.6f}\n",
+            batch, new_tokens, name.c_str(), op.calls, op.seconds);
       }
     }
     std::fflush(stdout);
