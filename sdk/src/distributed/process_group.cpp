@@ -496,7 +496,13 @@ void ProcessGroup::broadcast_(at::Tensor& tensor, int root) const {
   options.rootRank = root;
   wait_for(*impl_, "broadcast",
            issue(*impl_, "broadcast", [&] { return impl_->backend->broadcast(tensors, options); }));
-  if (!wire.is_same(tensor)) tensor.copy_(wire);
+  if (!wire.is_same(tensor)) {
+    tensor.copy_(wire);
+  } else if (!tensor.is_inference()) {
+    // The backend wrote the memory itself: count the write as an in-place op would, so that
+    // what is derived from the tensor's version (MKL's packed weights) sees ZeRO-1's updates.
+    tensor.unsafeGetTensorImpl()->bump_version();
+  }
 }
 
 void ProcessGroup::send(const at::Tensor& tensor, int dst, int tag) const {

@@ -2,6 +2,8 @@
 // runs a linear layer's forward and backward on it.
 #include "packed_gemm.h"
 
+#include "mkl_packed.h"
+
 #include "shardformer/kernels/cpu_kernels.h"
 
 #include <ATen/ATen.h>
@@ -82,6 +84,8 @@ at::Tensor linear_product(const at::Tensor& x, const at::Tensor& weight, const a
     return PackedLinear::apply(
         x, weight, bias.defined() ? std::optional<at::Tensor>(bias) : std::nullopt, k_major);
   }
+  // Intel's CPUs (MKL's own code): products without gradients on weights packed once.
+  if (at::Tensor y = mkl_packed_linear(x, weight, bias, k_major); y.defined()) return y;
   if (!k_major) return bias.defined() ? at::linear(x, weight, bias) : at::matmul(x, weight.t());
   auto out_shape = x.sizes().vec();
   out_shape.back() = weight.size(1);

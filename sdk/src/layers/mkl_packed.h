@@ -1,0 +1,26 @@
+// MKL's packed-weight GEMM for inference on ATen's product path (Intel CPUs): each weight packed
+// once into MKL's internal layout (cblas_sgemm_pack, exported by libtorch_cpu) and reused by
+// every product without gradients, instead of MKL repacking it inside every sgemm call.
+#pragma once
+
+#include <ATen/Tensor.h>
+
+namespace shardformer::layers {
+
+// x [..., k] times weight [n, k]^T (k_major false, nn.Linear) or weight [k, n] (true, HF's
+// Conv1D), plus bias [n] (may be undefined), through weight's packed copy:
+// undefined when the packed path does not apply (MKL's packed API absent, disabled by
+// SHARDFORMER_MKL_PACKED=0, outside a runtime::InferenceScope, not CPU fp32, a non-contiguous
+// weight, fewer than kMklPackedMinRows rows, or the copies would pass an eighth of the machine's
+// memory), for the caller to take ATen's product instead.
+// A weight written in place gets a new copy (its version counter moves; collectives that write
+// parameters count their writes: ProcessGroup::broadcast_).
+at::Tensor mkl_packed_linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                             bool k_major);
+
+inline constexpr int64_t kMklPackedMinRows = 33;  // fewer rows: the skinny kernel's or ATen's
+
+// Packed copies held (for tests: one per live weight, none once the weights are gone).
+int64_t mkl_packed_weights();
+
+}  // namespace shardformer::layers

@@ -1,0 +1,74 @@
+// MKL's packed-weight products (sdk/src/layers/mkl_packed.h) against fp64 ATen: both weight
+// layouts, with and without a bias, at several row counts; when they apply (inference scopes,
+// enough rows); a weight written in place repacked; freed weights' copies dropped.
+#include "layers/mkl_packed.h"
+
+#include "shardformer/runtime/inference_scope.h"
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+namespace shardformer::layers {
+namespace {
+
+double worst_relative(const at::Tensor& got, const at::Tensor& want) {
+  return ((got.to(at::kDouble) - want).abs() / (want.abs().max() + 1e-30)).max().item<double>();
+}
+
+at::Tensor reference(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, bool k_major) {
+  const at::Tensor wd = w.to(at::kDouble);
+  at::Tensor y = at::matmul(x.to(at::kDouble), k_major ? wd : wd.t());
+  return b.defined() ? y + b.to(at::kDouble) : y;
+}
+
+TEST(MklPacked, EqualsFp64ForBothLayoutsBiasesAndRowCounts) {
+  at::manual_seed(0);
+  const runtime::InferenceScope inference;
+  const int64_t k = 200, n = 70;
+  for (const bool k_major : {false, true}) {
+    for (const bool with_bias : {false, true}) {
+      const at::Tensor w = k_major ? at::randn({k, n}) : at::randn({n, k});
+      const at::Tensor b = with_bias ? at::randn({n}) : at::Tensor();
+      for (const int64_t rows : {kMklPackedMinRows, int64_t{100}, int64_t{517}}) {
+        SCOPED_TRACE(testing::Message() << "k_major " << k_major << ", bias " << with_bias
+                                        << ", rows " << rows);
+        const at::Tensor x = at::randn({rows, 1, k});  // [rows, 1, k]
+        const at::Tensor y = mkl_packed_linear(x, w, b, k_major);
+        if (!y.defined()) GTEST_SKIP() << "MKL's packed API is not in this LibTorch";
+        ASSERT_EQ(y.sizes().vec(), std::vector<int64_t>({rows, 1, n}));
+        EXPECT_LT(worst_relative(y, reference(x, w, b, k_major)), 1e-6);
+      }
+    }
+  }
+}
+
+TEST(MklPacked, AppliesOnlyInInferenceScopesAndToEnoughRows) {
+  const at::Tensor w = at::randn({16, 8});
+  EXPECT_FALSE(mkl_packed_linear(at::randn({64, 8}), w, {}, false).defined());  // no scope
+  const runtime::InferenceScope inference;
+  EXPECT_FALSE(mkl_packed_linear(at::randn({kMklPackedMinRows - 1, 8}), w, {}, false).defined());
+  EXPECT_FALSE(mkl_packed_linear(at::randn({64, 8}).to(at::kDouble), w.to(at::kDouble), {}, false)
+                   .defined());
+  EXPECT_FALSE(mkl_packed_linear(at::randn({64, 8}), at::randn({8, 16}).t(), {}, false).defined());
+}
+
+TEST(MklPacked, RepacksAWeightWrittenInPlaceAndDropsFreedWeights) {
+  const runtime::InferenceScope inference;
+  const int64_t before = mkl_packed_weights();
+  {
+    at::Tensor w = at::randn({24, 40});
+    const at::Tensor x = at::randn({50, 40});
+    const at::Tensor first = mkl_packed_linear(x, w, {}, false);
+    if (!first.defined()) GTEST_SKIP() << "MKL's packed API is not in this LibTorch";
+    EXPECT_EQ(mkl_packed_weights(), before + 1);
+    w.mul_(-2);  // an optimizer's step, say
+    const at::Tensor second = mkl_packed_linear(x, w, {}, false);
+    EXPECT_LT(worst_relative(second, reference(x, w, {}, false)), 1e-6);
+    EXPECT_TRUE(at::allclose(second, -2 * first, 1e-5, 1e-5));
+    EXPECT_EQ(mkl_packed_weights(), before + 1);  // one copy per weight
+  }
+  EXPECT_EQ(mkl_packed_weights(), before);
+}
+
+}  // namespace
+}  // namespace shardformer::layers
