@@ -6,6 +6,7 @@
 #include "shardformer/runtime/inference_scope.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
 #include <gtest/gtest.h>
 
 namespace shardformer::layers {
@@ -30,8 +31,8 @@ TEST(MklPacked, EqualsFp64ForBothLayoutsBiasesAndRowCounts) {
       const at::Tensor w = k_major ? at::randn({k, n}) : at::randn({n, k});
       const at::Tensor b = with_bias ? at::randn({n}) : at::Tensor();
       for (const int64_t rows : {kMklPackedMinRows, int64_t{100}, int64_t{517}}) {
-        SCOPED_TRACE(testing::Message() << "k_major " << k_major << ", bias " << with_bias
-                                        << ", rows " << rows);
+        SCOPED_TRACE(testing::Message()
+                     << "k_major " << k_major << ", bias " << with_bias << ", rows " << rows);
         const at::Tensor x = at::randn({rows, 1, k});  // [rows, 1, k]
         const at::Tensor y = mkl_packed_linear(x, w, b, k_major);
         if (!y.defined()) GTEST_SKIP() << "MKL's packed API is not in this LibTorch";
@@ -50,6 +51,11 @@ TEST(MklPacked, AppliesOnlyInInferenceScopesAndToEnoughRows) {
   EXPECT_FALSE(mkl_packed_linear(at::randn({64, 8}).to(at::kDouble), w.to(at::kDouble), {}, false)
                    .defined());
   EXPECT_FALSE(mkl_packed_linear(at::randn({64, 8}), at::randn({8, 16}).t(), {}, false).defined());
+  const at::Tensor inference_weight = [] {
+    const c10::InferenceMode mode;
+    return at::randn({16, 8});
+  }();
+  EXPECT_FALSE(mkl_packed_linear(at::randn({64, 8}), inference_weight, {}, false).defined());
 }
 
 TEST(MklPacked, RepacksAWeightWrittenInPlaceAndDropsFreedWeights) {

@@ -113,8 +113,9 @@ bool cpu_float(const at::Tensor& t) {
 at::Tensor mkl_packed_linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                              bool k_major) {
   const MklPackedApi* mkl = api();
-  if (mkl == nullptr || weight.dim() != 2 || !weight.is_contiguous() || x.dim() < 2 ||
-      !cpu_float(x) || !cpu_float(weight) || !cpu_float(bias)) {
+  // An inference tensor (c10::InferenceMode) has no version counter to check a copy against.
+  if (mkl == nullptr || weight.dim() != 2 || !weight.is_contiguous() || weight.is_inference() ||
+      x.dim() < 2 || !cpu_float(x) || !cpu_float(weight) || !cpu_float(bias)) {
     return {};
   }
   // Pure inference only: the no-grad first pass of a recomputed block must round as its

@@ -11,10 +11,10 @@ namespace shardformer::layers {
 // Conv1D), plus bias [n] (may be undefined), through weight's packed copy:
 // undefined when the packed path does not apply (MKL's packed API absent, disabled by
 // SHARDFORMER_MKL_PACKED=0, outside a runtime::InferenceScope, not CPU fp32, a non-contiguous
-// weight, fewer than kMklPackedMinRows rows, or the copies would pass an eighth of the machine's
-// memory), for the caller to take ATen's product instead.
-// A weight written in place gets a new copy (its version counter moves; collectives that write
-// parameters count their writes: ProcessGroup::broadcast_).
+// or inference-mode weight, fewer than kMklPackedMinRows rows, or the copies would pass an eighth
+// of the machine's memory), for the caller to take ATen's product instead. A weight written in
+// place gets a new copy (its version counter moves; collectives that write parameters count their
+// writes: ProcessGroup::broadcast_).
 at::Tensor mkl_packed_linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                              bool k_major);
 
