@@ -269,6 +269,62 @@ at::Tensor skinny_linear(const at::Tensor& x, const at::Tensor& weight, const at
   return y;
 }
 
+std::vector<at::Tensor> skinny_products(const at::Tensor& x, const std::vector<at::Tensor>& weights,
+                                        const std::vector<at::Tensor>& biases) {
+  TORCH_CHECK(!weights.empty() && biases.size() == weights.size(),
+              "skinny_products: one bias (or an undefined tensor) per weight");
+  const int64_t k = x.size(-1), rows = x.numel() / std::max<int64_t>(k, 1);
+  std::vector<const float*> w, b;
+  std::vector<int64_t> n;
+  std::vector<at::Tensor> y;
+  std::vector<float*> out;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    TORCH_CHECK(skinny_linear_applies(x, weights[i]) && weights[i].size(1) == k,
+                "skinny_products: x ", x.sizes(), " and weight ", weights[i].sizes(),
+                " must be contiguous fp32 CPU tensors [rows <= ", kSkinnyRows, ", k] and [n, k]");
+    check_vector(biases[i], weights[i].size(0), "skinny_products: bias");
+    auto shape = x.sizes().vec();
+    shape.back() = weights[i].size(0);
+    y.push_back(at::empty(shape, x.options()));
+    w.push_back(weights[i].data_ptr<float>());
+    b.push_back(data_or_null(biases[i]));
+    n.push_back(weights[i].size(0));
+    out.push_back(y.back().data_ptr<float>());
+  }
+  const KernelTimeScope timed([&] {
+    return kernel_call(
+        "skinny_products",
+        {{"rows", rows}, {"k", k}, {"weights", static_cast<int64_t>(weights.size())}});
+  });
+  active_table().skinny_group(x.data_ptr<float>(), rows, k, static_cast<int64_t>(weights.size()),
+                              w.data(), n.data(), b.data(), out.data());
+  return y;
+}
+
+at::Tensor skinny_silu_gate(const at::Tensor& x, const at::Tensor& w_gate, const at::Tensor& b_gate,
+                            const at::Tensor& w_up, const at::Tensor& b_up) {
+  const int64_t k = x.size(-1), rows = x.numel() / std::max<int64_t>(k, 1);
+  TORCH_CHECK(skinny_linear_applies(x, w_gate) && skinny_linear_applies(x, w_up) &&
+                  w_gate.sizes() == w_up.sizes() && w_gate.size(1) == k,
+              "skinny_silu_gate: x ", x.sizes(), ", gate ", w_gate.sizes(), " and up ",
+              w_up.sizes(), " must be contiguous fp32 CPU tensors [rows <= ", kSkinnyRows,
+              ", k] and two [n, k]");
+  const int64_t n = w_gate.size(0);
+  check_vector(b_gate, n, "skinny_silu_gate: gate bias");
+  check_vector(b_up, n, "skinny_silu_gate: up bias");
+  auto shape = x.sizes().vec();
+  shape.back() = n;
+  at::Tensor h = at::empty(shape, x.options());
+  const at::Tensor up = at::empty({rows, n}, x.options());
+  const KernelTimeScope timed([&] {
+    return kernel_call("skinny_silu_gate", {{"rows", rows}, {"k", k}, {"n", n}});
+  });
+  active_table().skinny_silu_gate(x.data_ptr<float>(), rows, k, w_gate.data_ptr<float>(),
+                                  data_or_null(b_gate), w_up.data_ptr<float>(), data_or_null(b_up),
+                                  n, up.data_ptr<float>(), h.data_ptr<float>());
+  return h;
+}
+
 namespace {
 
 // The terms' data, each checked to be a contiguous fp32 CPU tensor of out's shape.

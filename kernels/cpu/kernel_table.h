@@ -89,6 +89,14 @@ struct KernelTable {
   int64_t (*packed_b_size)(int64_t k, int64_t n);
   void (*pack_b_whole)(int64_t k, int64_t n, const float* b, int64_t brs, int64_t bcs,
                        float* packed);
+  // y[i][m, n[i]] = x[m, k] . W[i]^T + bias[i] for `count` weights [n[i], k] (bias[i] may be
+  // null), in one parallel pass over all their rows (q / k / v of a decoding step).
+  void (*skinny_group)(const float* x, int64_t m, int64_t k, int64_t count, const float* const* w,
+                       const int64_t* n, const float* const* bias, float* const* y);
+  // h[m, n] = silu(x . Wg^T + bg) * (x . Wu^T + bu) for weights [n, k] (biases may be null);
+  // up: scratch [m, n]. One parallel pass (a gated MLP's decoding step).
+  void (*skinny_silu_gate)(const float* x, int64_t m, int64_t k, const float* wg, const float* bg,
+                           const float* wu, const float* bu, int64_t n, float* up, float* h);
 };
 
 namespace DEFAULT {

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 namespace shardformer::kernels::CPU_CAPABILITY {
@@ -105,15 +106,37 @@ void axpy_rows(const float* x, int64_t k, const float* w, int64_t n, int64_t i0,
   }
 }
 
+// Calls f(rows, first row) for x's rows in groups of up to 8 (each group reads a weight once),
+// with rows as a compile-time count.
+template <typename F>
+void row_groups(int64_t m, const F& f) {
+  for (int64_t row = 0; row < m;) {
+    const int64_t rows = std::min<int64_t>(8, m - row);
+    switch (rows) {
+      case 1: f(std::integral_constant<int, 1>{}, row); break;
+      case 2: f(std::integral_constant<int, 2>{}, row); break;
+      case 3: f(std::integral_constant<int, 3>{}, row); break;
+      case 4: f(std::integral_constant<int, 4>{}, row); break;
+      case 5: f(std::integral_constant<int, 5>{}, row); break;
+      case 6: f(std::integral_constant<int, 6>{}, row); break;
+      case 7: f(std::integral_constant<int, 7>{}, row); break;
+      default: f(std::integral_constant<int, 8>{}, row); break;
+    }
+    row += rows;
+  }
+}
+
+// Weight rows a thread takes at least: 128 KiB of weights, so that small matrices (a GQA
+// model's k_proj of 192 rows) still use every thread.
+int64_t row_grain(int64_t k) { return std::max<int64_t>(8, 32768 / std::max<int64_t>(k, 1)); }
+
 template <int M>
 void skinny_rows(const float* x, int64_t k, const float* w, int64_t n, bool k_major,
                  const float* bias, float* y) {
   if (!k_major) {
     // One weight row at a time: interleaving several rows' streams measured 30-40% slower
-    // (the prefetchers follow one sequential stream best). A thread takes at least 128 KiB of
-    // weights, so that small matrices (a GQA model's k_proj of 192 rows) still use every thread.
-    const int64_t grain = std::max<int64_t>(8, 32768 / std::max<int64_t>(k, 1));
-    at::parallel_for(0, n, grain, [&](int64_t begin, int64_t end) {
+    // (the prefetchers follow one sequential stream best).
+    at::parallel_for(0, n, row_grain(k), [&](int64_t begin, int64_t end) {
       for (int64_t j = begin; j < end; ++j) dot_row<M>(x, k, w, n, j, bias, y);
     });
     return;
@@ -136,23 +159,57 @@ void skinny_rows(const float* x, int64_t k, const float* w, int64_t n, bool k_ma
 
 void skinny_linear(const float* x, int64_t m, int64_t k, const float* w, int64_t n, bool k_major,
                    const float* bias, float* y) {
-  // Rows in groups of up to 8: each group reads the weight once.
-  for (int64_t row = 0; row < m;) {
-    const int64_t rows = std::min<int64_t>(8, m - row);
+  row_groups(m, [&](auto rows, int64_t row) {
+    skinny_rows<decltype(rows)::value>(x + row * k, k, w, n, k_major, bias, y + row * n);
+  });
+}
+
+// Several nn.Linear products of one x in one parallel pass: the weights' rows are numbered one
+// after the other and split over the threads, so each thread streams its block of rows (across
+// a weight boundary at most once per weight) and the threads meet once, not once per weight.
+void skinny_group(const float* x, int64_t m, int64_t k, int64_t count, const float* const* w,
+                  const int64_t* n, const float* const* bias, float* const* y) {
+  std::vector<int64_t> first(static_cast<size_t>(count) + 1, 0);  // first[i]: W_i's first row
+  for (int64_t i = 0; i < count; ++i) first[i + 1] = first[i] + n[i];
+  row_groups(m, [&](auto rows, int64_t row) {
+    constexpr int M = decltype(rows)::value;
+    at::parallel_for(0, first[count], row_grain(k), [&](int64_t begin, int64_t end) {
+      for (int64_t i = 0; i < count; ++i) {
+        const int64_t lo = std::max(begin, first[i]), hi = std::min(end, first[i + 1]);
+        for (int64_t j = lo; j < hi; ++j) {
+          dot_row<M>(x + row * k, k, w[i], n[i], j - first[i], bias[i], y[i] + row * n[i]);
+        }
+      }
+    });
+  });
+}
+
+// h = silu(x Wg^T + bg) * (x Wu^T + bu), weights [n, k]: each thread computes a block of gate
+// rows into h, the same block of up rows into `up`, then gates its block, in one parallel pass.
+// silu(g) = g / (1 + exp(-g)), ATen's formula.
+void skinny_silu_gate(const float* x, int64_t m, int64_t k, const float* wg, const float* bg,
+                      const float* wu, const float* bu, int64_t n, float* up, float* h) {
+  row_groups(m, [&](auto rows, int64_t row) {
+    constexpr int M = decltype(rows)::value;
     const float* xr = x + row * k;
-    float* yr = y + row * n;
-    switch (rows) {
-      case 1: skinny_rows<1>(xr, k, w, n, k_major, bias, yr); break;
-      case 2: skinny_rows<2>(xr, k, w, n, k_major, bias, yr); break;
-      case 3: skinny_rows<3>(xr, k, w, n, k_major, bias, yr); break;
-      case 4: skinny_rows<4>(xr, k, w, n, k_major, bias, yr); break;
-      case 5: skinny_rows<5>(xr, k, w, n, k_major, bias, yr); break;
-      case 6: skinny_rows<6>(xr, k, w, n, k_major, bias, yr); break;
-      case 7: skinny_rows<7>(xr, k, w, n, k_major, bias, yr); break;
-      default: skinny_rows<8>(xr, k, w, n, k_major, bias, yr); break;
-    }
-    row += rows;
-  }
+    float* hr = h + row * n;
+    float* ur = up + row * n;
+    at::parallel_for(0, n, row_grain(k), [&](int64_t begin, int64_t end) {
+      for (int64_t j = begin; j < end; ++j) dot_row<M>(xr, k, wg, n, j, bg, hr);
+      for (int64_t j = begin; j < end; ++j) dot_row<M>(xr, k, wu, n, j, bu, ur);
+      const Vec one(1.f);
+      for (int r = 0; r < M; ++r) {
+        float* g = hr + r * n;
+        const float* u = ur + r * n;
+        int64_t j = begin;
+        for (; j + kLanes <= end; j += kLanes) {
+          const Vec v = Vec::loadu(g + j);
+          (v / (one + v.neg().exp()) * Vec::loadu(u + j)).store(g + j);
+        }
+        for (; j < end; ++j) g[j] = g[j] / (1.f + std::exp(-g[j])) * u[j];
+      }
+    });
+  });
 }
 
 // 0.5 v (1 + tanh(sqrt(2/pi) (v + 0.044715 v^3))), v = x + bias: ATen's tanh-GELU formula,
@@ -443,9 +500,10 @@ void softmax_xent_grad(const float* x, const float* max, const float* sum, const
 
 }  // namespace
 
-const KernelTable table{&skinny_linear,    &bias_gelu_tanh, &gelu_tanh_backward, &add_layer_norm,
-                        &rms_norm,         &rotary,         &softmax_stats,      &softmax_xent_grad,
-                        &sum_terms,        &sum_add_norm,   &gemm_workspace,     &causal_attention,
-                        &cached_attention, &gemm,           &packed_b_size,      &pack_b_whole};
+const KernelTable table{
+    &skinny_linear,  &bias_gelu_tanh,   &gelu_tanh_backward, &add_layer_norm, &rms_norm,
+    &rotary,         &softmax_stats,    &softmax_xent_grad,  &sum_terms,      &sum_add_norm,
+    &gemm_workspace, &causal_attention, &cached_attention,   &gemm,           &packed_b_size,
+    &pack_b_whole,   &skinny_group,     &skinny_silu_gate};
 
 }  // namespace shardformer::kernels::CPU_CAPABILITY

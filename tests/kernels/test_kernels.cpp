@@ -101,6 +101,64 @@ TEST_P(Kernels, SkinnyLinearMatchesFp64Product) {
   at::set_num_threads(threads);
 }
 
+// Several products of one x in one pass (q / k / v), and the SiLU-gated pair (gate / up), over
+// row groups with tails, weights whose rows cross the threads' split, with and without biases.
+TEST_P(Kernels, SkinnyGroupAndSiluGateMatchFp64Products) {
+  const kernels::KernelTable& t = *GetParam().table;
+  at::manual_seed(0);
+  const int threads = at::get_num_threads();
+  for (const int use_threads : {1, 3}) {
+    at::set_num_threads(use_threads);
+    for (const int64_t m : {1, 3, 8, 13, 27}) {
+      for (const int64_t k : {77, 576}) {
+        const at::Tensor x = at::randn({m, k});
+        const at::Tensor xd = x.to(at::kDouble);
+        // q / k / v of unequal sizes, the middle one without a bias.
+        const std::vector<int64_t> sizes{37, 13, 64};
+        std::vector<at::Tensor> w, b, y;
+        std::vector<const float*> wp, bp;
+        std::vector<float*> yp;
+        for (size_t i = 0; i < sizes.size(); ++i) {
+          w.push_back(at::randn({sizes[i], k}));
+          b.push_back(i == 1 ? at::Tensor() : at::randn({sizes[i]}));
+          y.push_back(at::empty({m, sizes[i]}));
+          wp.push_back(w[i].data_ptr<float>());
+          bp.push_back(b[i].defined() ? b[i].data_ptr<float>() : nullptr);
+          yp.push_back(y[i].data_ptr<float>());
+        }
+        t.skinny_group(x.data_ptr<float>(), m, k, 3, wp.data(), sizes.data(), bp.data(), yp.data());
+        for (size_t i = 0; i < sizes.size(); ++i) {
+          const at::Tensor wd = w[i].t().to(at::kDouble);
+          at::Tensor want = at::mm(xd, wd), scale = at::mm(xd.abs(), wd.abs());
+          if (b[i].defined()) {
+            want = want + b[i].to(at::kDouble);
+            scale = scale + b[i].to(at::kDouble).abs();
+          }
+          EXPECT_LT(worst(y[i], want, scale, 1e-30), 1e-6)
+              << "weight " << i << " m " << m << " k " << k << " threads " << use_threads;
+        }
+        // silu(x Wg^T + bg) * (x Wu^T + bu): the error bound carries each product's rounding
+        // through the gate (|silu'| < 1.1) and the up factor.
+        const int64_t n = 150;
+        const at::Tensor wg = at::randn({n, k}), wu = at::randn({n, k}), bu = at::randn({n});
+        at::Tensor up = at::empty({m, n}), h = at::empty({m, n});
+        t.skinny_silu_gate(x.data_ptr<float>(), m, k, wg.data_ptr<float>(), nullptr,
+                           wu.data_ptr<float>(), bu.data_ptr<float>(), n, up.data_ptr<float>(),
+                           h.data_ptr<float>());
+        const at::Tensor g = at::mm(xd, wg.t().to(at::kDouble));
+        const at::Tensor u = at::mm(xd, wu.t().to(at::kDouble)) + bu.to(at::kDouble);
+        const at::Tensor g_scale = at::mm(xd.abs(), wg.t().to(at::kDouble).abs());
+        const at::Tensor u_scale =
+            at::mm(xd.abs(), wu.t().to(at::kDouble).abs()) + bu.to(at::kDouble).abs();
+        const at::Tensor silu = g * at::sigmoid(g);
+        EXPECT_LT(worst(h, silu * u, 1.1 * g_scale * u.abs() + silu.abs() * u_scale, 1e-30), 1e-6)
+            << "silu gate m " << m << " k " << k << " threads " << use_threads;
+      }
+    }
+  }
+  at::set_num_threads(threads);
+}
+
 // The packed GEMM over shapes with row, column and depth tails and past each cache block (m >
 // 120, n > 2048, k > 768), operands transposed (A packed) or sliced (A read in place, its last
 // partial micro-panel packed), out a column slice, with a bias, accumulating, and split over 1
@@ -540,6 +598,35 @@ TEST(KernelEntryPoints, SkinnyLinearKeepsLeadingDimsAndRefusesWhatItCannotServe)
   EXPECT_FALSE(kernels::skinny_linear_applies(x.to(at::kDouble), w));  // fp64
   EXPECT_THROW(kernels::skinny_linear(x, at::randn({5, 9}), b, false), c10::Error);  // k differs
   EXPECT_THROW(kernels::skinny_linear(x, w, at::randn({4}), false), c10::Error);     // bias size
+}
+
+// One pass over q / k / v gives skinny_linear's bits for each; the SiLU gate gives ATen's
+// silu(gate) * up within rounding; what either cannot serve is refused.
+TEST(KernelEntryPoints, SkinnyProductsAndSiluGateEqualTheSeparateOpsAndRefuseWhatTheyCannotServe) {
+  at::manual_seed(0);
+  const at::Tensor x = at::randn({2, 1, 24});
+  const std::vector<at::Tensor> w{at::randn({24, 24}), at::randn({8, 24}), at::randn({8, 24})};
+  const std::vector<at::Tensor> b{at::randn({24}), at::Tensor(), at::randn({8})};
+  const std::vector<at::Tensor> y = kernels::skinny_products(x, w, b);
+  ASSERT_EQ(y.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(y[i].sizes(), (std::vector<int64_t>{2, 1, w[i].size(0)}));
+    EXPECT_TRUE(at::equal(y[i], kernels::skinny_linear(x, w[i], b[i], false))) << i;
+  }
+  const at::Tensor wg = at::randn({40, 24}), wu = at::randn({40, 24}), bg = at::randn({40});
+  const at::Tensor h = kernels::skinny_silu_gate(x, wg, bg, wu, {});
+  EXPECT_EQ(h.sizes(), (std::vector<int64_t>{2, 1, 40}));
+  EXPECT_TRUE(at::allclose(h, at::silu(at::linear(x, wg, bg)) * at::linear(x, wu), 1e-5, 1e-6));
+
+  EXPECT_THROW(kernels::skinny_products(x, {w[0], at::randn({8, 23})}, {{}, {}}),
+               c10::Error);                                                         // k differs
+  EXPECT_THROW(kernels::skinny_products(x, {w[0]}, {b[0], b[2]}), c10::Error);      // biases
+  EXPECT_THROW(kernels::skinny_products(x, {w[0]}, {at::randn({5})}), c10::Error);  // bias size
+  EXPECT_THROW(kernels::skinny_products(at::randn({kernels::kSkinnyRows + 1, 24}), {w[0]}, {{}}),
+               c10::Error);  // too many rows
+  EXPECT_THROW(kernels::skinny_silu_gate(x, wg, {}, at::randn({41, 24}), {}), c10::Error);
+  EXPECT_THROW(kernels::skinny_silu_gate(x, wg, at::randn({39}), wu, {}), c10::Error);
+  EXPECT_THROW(kernels::skinny_silu_gate(x, wg.t(), {}, wu, {}), c10::Error);  // strided
 }
 
 TEST(KernelEntryPoints, GemmAndLinearKeepLeadingDimsWriteSlicesAndRefuseWhatTheyCannotServe) {

@@ -8,8 +8,10 @@
 #include "shardformer/checkpoint_io/safetensors.h"
 #include "shardformer/distributed/process_mesh.h"
 #include "shardformer/kernels/cpu_kernels.h"
+#include "shardformer/kernels/kernel_timing.h"
 #include "shardformer/layers/dropout.h"
 #include "shardformer/layers/embedding.h"
+#include "shardformer/layers/gated_mlp.h"
 #include "shardformer/layers/layer_norm.h"
 #include "shardformer/layers/linear.h"
 #include "shardformer/layers/rms_norm.h"
@@ -23,6 +25,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <set>
 
 using namespace shardformer;
 using shardformer::testing::expect_all_ranks_passed;
@@ -286,6 +289,54 @@ TEST(ParallelDropout, DataParallelRanksDrawDifferentMasks) {
     const at::Tensor both = mesh.dp().all_gather(mask.unsqueeze(0), 0);
     EXPECT_FALSE(at::equal(both[0], both[1])) << "data-parallel replicas drew the same mask";
     std::filesystem::remove_all(dir);
+  }));
+}
+
+// A decoding step (one token, no gradients) through a column-split gated MLP and through q / k /
+// v reading one input: gate and up run as one pass with the SiLU gate (skinny_silu_gate), the
+// column layers' products as one pass (skinny_products), equal to the full layers in ATen.
+TEST_P(ParallelLayers, DecodingGatedMlpAndSharedInputTakeOnePassEach) {
+  const int tp = GetParam();
+  const int64_t hidden = 8 * tp, inter = 12 * tp;
+  const std::map<std::string, at::Tensor> weights{
+      {"mlp.gate_proj.weight", seeded(1, {inter, hidden})},
+      {"mlp.up_proj.weight", seeded(2, {inter, hidden})},
+      {"mlp.down_proj.weight", seeded(3, {hidden, inter})},
+      {"q.weight", seeded(4, {hidden, hidden})},
+      {"q.bias", seeded(5, {hidden})},
+      {"k.weight", seeded(6, {2 * tp, hidden})}};
+  expect_all_ranks_passed(run_ranks(tp, [&](int rank, int port) {
+    LayerRank r(rank, tp, port, weights,
+                Policy({{"mlp.gate_proj", {.kind = ShardKind::kColumn}},
+                        {"mlp.up_proj", {.kind = ShardKind::kColumn}},
+                        {"mlp.down_proj", {.kind = ShardKind::kRow}},
+                        {"q", {.kind = ShardKind::kColumn}},
+                        {"k", {.kind = ShardKind::kColumn}}}));
+    layers::GatedMLP mlp(r.sharded->child("mlp"), hidden, inter, layers::Activation::kSilu,
+                         /*bias=*/false);
+    const auto q = layers::make_linear(r.sharded->child("q"), hidden, hidden, {});
+    const auto k = layers::make_linear(r.sharded->child("k"), hidden, 2 * tp, {.bias = false});
+    const at::Tensor x = seeded(7, {1, 1, hidden});  // [batch, 1 token, hidden]
+    const at::NoGradGuard no_grad;
+    const runtime::InferenceScope inference;
+    kernels::reset_kernel_times();
+    kernels::set_kernel_timing(true);
+    const at::Tensor y = mlp.forward(x);
+    const std::vector<at::Tensor> qk = layers::forward_shared_input({q.get(), k.get()}, x);
+    kernels::set_kernel_timing(false);
+    std::set<std::string> kernels_run;
+    for (const kernels::KernelTime& t : kernels::kernel_times()) {
+      kernels_run.insert(t.call.substr(0, t.call.find(' ')));
+    }
+    EXPECT_TRUE(kernels_run.count("skinny_silu_gate")) << "the gated MLP's one pass";
+    EXPECT_TRUE(kernels_run.count("skinny_products")) << "q and k's one pass";
+    const auto& w = weights;
+    const at::Tensor h = at::silu(at::linear(x, w.at("mlp.gate_proj.weight"))) *
+                         at::linear(x, w.at("mlp.up_proj.weight"));
+    expect_equal(y, at::linear(h, w.at("mlp.down_proj.weight")), "gated MLP output", 1e-5);
+    expect_equal(qk[0], at::linear(x, w.at("q.weight"), w.at("q.bias")).chunk(tp, -1)[rank], "q",
+                 1e-5);
+    expect_equal(qk[1], at::linear(x, w.at("k.weight")).chunk(tp, -1)[rank], "k", 1e-5);
   }));
 }
 

@@ -4,6 +4,8 @@
 #include "shardformer/error.h"
 #include "shardformer/strings.h"
 
+#include "inference_kernels.h"
+
 namespace shardformer::layers {
 
 GatedMLP::GatedMLP(const BuildContext& ctx, int64_t hidden_size, int64_t intermediate_size,
@@ -47,6 +49,9 @@ ResidualSum GatedMLP::forward_residual(const at::Tensor& x, const at::Tensor& re
 }
 
 at::Tensor GatedMLP::gated(const at::Tensor& x) {
+  if (at::Tensor h = decoding_silu_gate(x); h.defined()) {
+    return dropout_ ? dropout_->forward(h) : h;  // [b, s, i/tp]
+  }
   if (gate_up_proj_) {
     const std::vector<at::Tensor> gate_up = gate_up_proj_->forward(x).chunk(2, -1);  // [b, s, i/tp]
     return apply_activation(activation_, gate_up[0]) * gate_up[1];
@@ -56,6 +61,31 @@ at::Tensor GatedMLP::gated(const at::Tensor& x) {
       forward_shared_input({gate_proj_.get(), up_proj_.get()}, x);
   const at::Tensor h = apply_activation(activation_, gate_up[0]) * gate_up[1];  // [b, s, i/tp]
   return dropout_ ? dropout_->forward(h) : h;
+}
+
+at::Tensor GatedMLP::decoding_silu_gate(const at::Tensor& x) const {
+  if (activation_ != Activation::kSilu || !use_inference_kernel({x})) return {};
+  // The gate's and up's weights and biases: two layers, or the two halves of a fused one.
+  std::optional<LocalWeights> gate, up;
+  if (gate_up_proj_) {
+    gate = gate_up_proj_->local_weights();
+    if (!gate || gate->k_major) return {};
+    const int64_t n = gate->weight.size(0) / 2;
+    const auto half = [n](const at::Tensor& t, int64_t i) {
+      return t.defined() ? t.narrow(0, i * n, n) : t;
+    };
+    up = LocalWeights{half(gate->weight, 1), half(gate->bias, 1)};
+    gate = LocalWeights{half(gate->weight, 0), half(gate->bias, 0)};
+  } else {
+    gate = gate_proj_->local_weights();
+    up = up_proj_->local_weights();
+  }
+  if (!gate || !up || gate->k_major || up->k_major ||
+      !kernels::skinny_linear_applies(x, gate->weight) ||
+      !kernels::skinny_linear_applies(x, up->weight)) {
+    return {};
+  }
+  return kernels::skinny_silu_gate(x, gate->weight, gate->bias, up->weight, up->bias);
 }
 
 }  // namespace shardformer::layers

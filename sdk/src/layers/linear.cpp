@@ -54,6 +54,10 @@ at::Tensor ReplicatedLinear::forward(const at::Tensor& input) {
   return project(input, weight_, bias_, conv1d(options_));
 }
 
+std::optional<LocalWeights> ReplicatedLinear::local_weights() const {
+  return LocalWeights{weight_, bias_, conv1d(options_)};
+}
+
 namespace {
 
 // Ranks sharing each unit of a column split: tp / units when there are fewer units than ranks.
@@ -149,6 +153,33 @@ at::Tensor Linear1D_Col::forward(const at::Tensor& input) {
   return gather_output_ ? distributed::gather_from_parallel_region(y, *group_) : y;
 }
 
+std::optional<LocalWeights> Linear1D_Col::local_weights() const {
+  if (gather_output_ || sequence_split_) return std::nullopt;
+  return ReplicatedLinear::local_weights();
+}
+
+namespace {
+
+// The layers' products of x in one pass of the threads, where each is a local nn.Linear
+// product that the decoding kernel serves (inference, few rows): a decoding step's q / k / v
+// then cost one parallel region, not three. Empty otherwise.
+std::optional<std::vector<at::Tensor>> skinny_shared_input(const std::vector<Linear*>& layers,
+                                                           const at::Tensor& x) {
+  if (layers.size() < 2 || !use_inference_kernel({x})) return std::nullopt;
+  std::vector<at::Tensor> weights, biases;
+  for (const Linear* layer : layers) {
+    std::optional<LocalWeights> local = layer->local_weights();
+    if (!local || local->k_major || !kernels::skinny_linear_applies(x, local->weight)) {
+      return std::nullopt;
+    }
+    weights.push_back(std::move(local->weight));
+    biases.push_back(std::move(local->bias));
+  }
+  return kernels::skinny_products(x, weights, biases);
+}
+
+}  // namespace
+
 std::vector<at::Tensor> forward_shared_input(const std::vector<Linear*>& layers,
                                              const at::Tensor& x) {
   std::vector<Linear1D_Col*> columns;
@@ -172,6 +203,7 @@ std::vector<at::Tensor> forward_shared_input(const std::vector<Linear*>& layers,
   }
   std::vector<at::Tensor> outputs;
   if (columns.empty()) {
+    if (std::optional<std::vector<at::Tensor>> y = skinny_shared_input(layers, x)) return *y;
     // Each layer its own backward all-reduce: summing the input gradients before one
     // all-reduce rounds differently, and 20 training steps of tiny OPT amplified that to
     // 1.7e-4 from torch's losses (test_training's FamilyTraining).

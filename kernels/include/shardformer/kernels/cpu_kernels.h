@@ -27,6 +27,18 @@ bool skinny_linear_applies(const at::Tensor& x, const at::Tensor& weight);
 at::Tensor skinny_linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                          bool k_major);
 
+// y_i [..., n_i] = x [..., k] W_i^T + bias_i for nn.Linear weights W_i [n_i, k] (bias_i [n_i]
+// or undefined), in one pass of the threads over all the weights' rows: a decoding step's
+// q / k / v. Each weight must pass skinny_linear_applies with x.
+std::vector<at::Tensor> skinny_products(const at::Tensor& x, const std::vector<at::Tensor>& weights,
+                                        const std::vector<at::Tensor>& biases);
+
+// silu(x W_gate^T + b_gate) * (x W_up^T + b_up) for nn.Linear weights [n, k] of equal shape
+// (biases [n] or undefined), in one pass of the threads: a gated MLP's decoding step, without
+// its two products' outputs, the activation and the product as separate passes.
+at::Tensor skinny_silu_gate(const at::Tensor& x, const at::Tensor& w_gate, const at::Tensor& b_gate,
+                            const at::Tensor& w_up, const at::Tensor& b_up);
+
 // Whether the packed GEMM below serves CPU fp32 products in place of ATen's (MKL's): with the
 // AVX-512 kernels on a CPU not made by Intel, where MKL runs its AVX2 code (docs/benchmarks.md).
 // The environment variable SHARDFORMER_CPU_GEMM = own | aten overrides the choice.

@@ -38,6 +38,9 @@ class GatedMLP : public torch::nn::Module {
 
  private:
   at::Tensor gated(const at::Tensor& x);  // act(gate(x)) * up(x): [batch, seq, intermediate/tp]
+  // silu(gate(x)) * up(x) in one pass of the threads (kernels::skinny_silu_gate) in a decoding
+  // step whose gate and up are local nn.Linear products; undefined otherwise.
+  at::Tensor decoding_silu_gate(const at::Tensor& x) const;
 
   Activation activation_;
   std::shared_ptr<Linear> gate_proj_, up_proj_, gate_up_proj_, down_proj_;

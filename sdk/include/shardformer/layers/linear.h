@@ -11,6 +11,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 namespace shardformer::layers {
@@ -34,10 +35,20 @@ struct LinearOptions {
 
 class Dropout;
 
+// A layer's weight and bias on this rank, in its layout.
+struct LocalWeights {
+  at::Tensor weight, bias;  // bias undefined without one
+  bool k_major = false;     // weight [in, out] (Conv1D); [out, in] otherwise
+};
+
 class Linear : public torch::nn::Module {
  public:
   // [..., in] -> [..., out] (or the local part of either, as the subclass says)
   virtual at::Tensor forward(const at::Tensor& input) = 0;
+  // This rank's weights when forward(x) is x W (+ b) here alone, no communication and nothing
+  // gathered (a replicated layer, a column-parallel one that keeps its part): what fused
+  // decoding kernels read in place of forward(). Empty otherwise.
+  virtual std::optional<LocalWeights> local_weights() const { return std::nullopt; }
   // residual + forward(input) and, given `norm`, its norm (ResidualNorm::add_forward). A
   // row-parallel layer in inference computes both in the pass that sums its ranks' products
   // (kernels::sum_add_norm), bit for bit the separate ops.
@@ -59,6 +70,7 @@ class ReplicatedLinear : public Linear {
   ReplicatedLinear(const BuildContext& ctx, int64_t in_features, int64_t out_features,
                    LinearOptions options);
   at::Tensor forward(const at::Tensor& input) override;
+  std::optional<LocalWeights> local_weights() const override;
 
  protected:
   // Allocates from the checkpoint with the given split of weight and bias.
@@ -82,6 +94,7 @@ class Linear1D_Col : public ReplicatedLinear {
   Linear1D_Col(const BuildContext& ctx, int64_t in_features, int64_t out_features,
                LinearOptions options, ShardStyle style);
   at::Tensor forward(const at::Tensor& input) override;
+  std::optional<LocalWeights> local_weights() const override;
 
  private:
   friend std::vector<at::Tensor> forward_shared_input(const std::vector<Linear*>& layers,
@@ -113,6 +126,7 @@ class Linear1D_Row : public ReplicatedLinear {
   at::Tensor forward(const at::Tensor& input) override;
   ResidualSum forward_residual(const at::Tensor& input, const at::Tensor& residual,
                                const ResidualNorm* norm) override;
+  std::optional<LocalWeights> local_weights() const override { return std::nullopt; }
 
  private:
   // Writes rows [first, first + n) of rows [tokens, in/tp] times this rank's weight into a
@@ -126,7 +140,9 @@ class Linear1D_Row : public ReplicatedLinear {
 // The outputs of layers that read the same input x and are split alike (q / k / v, gate / up).
 // Under split_gather x is all-gathered once, through the layers' weights side by side (and
 // kept for backward only as this rank's part; in inference each weight reads the gathered
-// tokens where the collective holds them); otherwise each layer runs its forward().
+// tokens where the collective holds them); in a decoding step whose layers are local nn.Linear
+// products, one pass of the threads computes them all (kernels::skinny_products); otherwise
+// each layer runs its forward().
 std::vector<at::Tensor> forward_shared_input(const std::vector<Linear*>& layers,
                                              const at::Tensor& x);
 
