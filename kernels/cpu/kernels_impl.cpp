@@ -18,6 +18,14 @@ float sum_lanes(const Vec& v) {
   return at::vec::vec_reduce_all<float>([](Vec& a, Vec& b) { return a + b; }, v);
 }
 
+// How far ahead of its loads a product asks for weights, into L2 (prefetcht1): with several rows
+// every weight line costs several FMAs, and with the hardware prefetcher alone the 8-row products
+// read at half the 1-row rate; 4-16 KiB ahead measured alike (docs/benchmarks.md). One request
+// per vector load (two per line with 8 lanes): GCC drops a prefetch behind a runtime condition.
+constexpr int64_t kPrefetchFloats = 2048;
+
+inline void prefetch_ahead(const float* p) { __builtin_prefetch(p + kPrefetchFloats, 0, 2); }
+
 // W [n, k] (nn.Linear): y[m, j] = x[m] . W[j] for M rows at once, so every loaded weight
 // vector feeds M fused multiply-adds. Below four rows each row keeps 4 / M partial sums, so
 // that at least four FMA chains are in flight (one chain is bound by the FMA latency).
@@ -34,6 +42,7 @@ void dot_row(const float* x, int64_t k, const float* w, int64_t n, int64_t j, co
   for (; i + A * kLanes <= k; i += A * kLanes) {
     SHARDFORMER_UNROLL
     for (int a = 0; a < A; ++a) {
+      prefetch_ahead(wj + i + a * kLanes);
       const Vec wv = Vec::loadu(wj + i + a * kLanes);
       SHARDFORMER_UNROLL
       for (int m = 0; m < M; ++m)
@@ -79,7 +88,10 @@ void axpy_rows(const float* x, int64_t k, const float* w, int64_t n, int64_t i0,
     for (; j + kLanes <= c1; j += kLanes) {
       Vec wv[Q];
       SHARDFORMER_UNROLL
-      for (int q = 0; q < Q; ++q) wv[q] = Vec::loadu(wi + q * n + j);
+      for (int q = 0; q < Q; ++q) {
+        prefetch_ahead(wi + q * n + j);
+        wv[q] = Vec::loadu(wi + q * n + j);
+      }
       SHARDFORMER_UNROLL
       for (int m = 0; m < M; ++m) {
         Vec acc = Vec::loadu(y + m * n + j);
