@@ -1,6 +1,7 @@
 // BERT's config, embeddings, encoder layers and pooler, as in HF's modeling_bert.py.
 #include "bert_model.h"
 
+#include "shardformer/layers/config_activation.h"
 #include "shardformer/layers/module_path.h"
 
 #include "shardformer/error.h"
@@ -44,9 +45,7 @@ BertConfig BertConfig::from(const HFConfig& c) {
   b.attention_dropout = c.get_probability("attention_probs_dropout_prob", b.albert ? 0.0 : 0.1);
   b.classifier_dropout = b.albert ? c.get_probability("classifier_dropout_prob", 0.1)
                                   : c.get_probability("classifier_dropout", b.hidden_dropout);
-  b.hidden_act =
-      layers::parse_activation(c.get_string("hidden_act", b.albert ? "gelu_new" : "gelu"),
-                               c.path().string() + ": hidden_act");
+  b.hidden_act = layers::config_activation(c, "hidden_act", b.albert ? "gelu_new" : "gelu");
   b.tie_word_embeddings = c.get_bool("tie_word_embeddings", true);
   const std::optional<HFConfig> labels = c.get_object("id2label");
   b.num_labels = labels ? static_cast<int64_t>(labels->keys().size()) : 2;

@@ -1,14 +1,11 @@
 // BLIP-2's config keys, read or refused by name.
 #include "blip2_config.h"
 
+#include "shardformer/layers/config_activation.h"
 #include "shardformer/strings.h"
 
 namespace shardformer::blip2 {
 namespace {
-
-layers::Activation activation(const HFConfig& c, const std::string& key) {
-  return layers::parse_activation(c.get_string(key, "gelu"), c.path().string() + ": " + key);
-}
 
 Blip2VisionConfig vision_from(const HFConfig& c) {
   Blip2VisionConfig v{};
@@ -21,7 +18,7 @@ Blip2VisionConfig vision_from(const HFConfig& c) {
   v.layer_norm_eps = c.get_double("layer_norm_eps", 1e-6);
   v.attention_dropout = c.get_probability("attention_dropout", 0.0);
   v.qkv_bias = c.get_bool("qkv_bias", true);
-  v.hidden_act = activation(c, "hidden_act");
+  v.hidden_act = layers::config_activation(c, "hidden_act", "gelu");
   c.refuse_unread("vision_config keys BLIP-2's vision encoder does not implement");
   c.require(v.hidden_size % v.num_attention_heads == 0,
             "vision_config.hidden_size must divide by num_attention_heads");
@@ -42,7 +39,7 @@ Blip2QFormerConfig qformer_from(const HFConfig& c) {
   q.hidden_dropout_prob = c.get_probability("hidden_dropout_prob", 0.1);
   q.attention_probs_dropout_prob = c.get_probability("attention_probs_dropout_prob", 0.1);
   q.use_qformer_text_input = c.get_bool("use_qformer_text_input", false);
-  q.hidden_act = activation(c, "hidden_act");
+  q.hidden_act = layers::config_activation(c, "hidden_act", "gelu");
   // The Q-Former's text embeddings belong to the retrieval models (Blip2TextModelWithProjection);
   // the model that captions has none, so their sizes change nothing here.
   c.ignore({"vocab_size", "max_position_embeddings", "position_embedding_type"});

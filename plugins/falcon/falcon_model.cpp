@@ -3,6 +3,7 @@
 
 #include "shardformer/error.h"
 #include "shardformer/layers/attention.h"
+#include "shardformer/layers/config_activation.h"
 #include "shardformer/layers/forward_step.h"
 #include "shardformer/layers/parallel_residual.h"
 #include "shardformer/strings.h"
@@ -48,8 +49,7 @@ FalconConfig FalconConfig::from(const HFConfig& c) {
   f.alibi = c.get_bool("alibi", false);
   f.bias = c.get_bool("bias", false);
   f.ffn_hidden_size = c.get_optional_int("ffn_hidden_size").value_or(4 * f.hidden_size);
-  f.activation = layers::parse_activation(c.get_string("activation", "gelu"),
-                                          c.path().string() + ": activation");
+  f.activation = layers::config_activation(c, "activation", "gelu");
   f.layer_norm_epsilon = c.get_double("layer_norm_epsilon", 1e-5);
   f.hidden_dropout = c.get_probability("hidden_dropout", 0.0);
   f.attention_dropout = c.get_probability("attention_dropout", 0.0);

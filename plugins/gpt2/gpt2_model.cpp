@@ -4,6 +4,7 @@
 
 #include "shardformer/error.h"
 #include "shardformer/layers/attention.h"
+#include "shardformer/layers/config_activation.h"
 #include "shardformer/layers/forward_step.h"
 #include "shardformer/strings.h"
 
@@ -22,8 +23,7 @@ GPT2Config GPT2Config::from(const HFConfig& c) {
   g.embd_pdrop = c.get_probability("embd_pdrop", 0.1);
   g.resid_pdrop = c.get_probability("resid_pdrop", 0.1);
   g.attn_pdrop = c.get_probability("attn_pdrop", 0.1);
-  g.activation = layers::parse_activation(c.get_string("activation_function", "gelu_new"),
-                                          c.path().string() + ": activation_function");
+  g.activation = layers::config_activation(c, "activation_function", "gelu_new");
   g.scale_attn_weights = c.get_bool("scale_attn_weights", true);
   g.scale_attn_by_inverse_layer_idx = c.get_bool("scale_attn_by_inverse_layer_idx", false);
   g.reorder_and_upcast_attn = c.get_bool("reorder_and_upcast_attn", false);

@@ -3,6 +3,7 @@
 
 #include "shardformer/checkpoint_io/layer_types.h"
 #include "shardformer/error.h"
+#include "shardformer/layers/config_activation.h"
 #include "shardformer/layers/forward_step.h"
 #include "shardformer/layers/module_path.h"
 #include "shardformer/layers/parallel_residual.h"
@@ -42,8 +43,7 @@ GPTNeoConfig GPTNeoConfig::from(const HFConfig& c) {
             "hidden_size must divide by num_heads");
   g.intermediate_size = c.get_optional_int("intermediate_size").value_or(4 * g.hidden_size);
   g.window_size = c.get_int("window_size", 256);
-  g.activation_function = layers::parse_activation(c.get_string("activation_function", "gelu_new"),
-                                                   c.path().string() + ": activation_function");
+  g.activation_function = layers::config_activation(c, "activation_function", "gelu_new");
   g.layer_norm_epsilon = c.get_double("layer_norm_epsilon", 1e-5);
   g.resid_dropout = c.get_probability("resid_dropout", 0.0);
   g.embed_dropout = c.get_probability("embed_dropout", 0.0);

@@ -1,6 +1,7 @@
 // GPT-NeoX's config and forward pass, as in HF's modeling_gpt_neox.py.
 #include "gpt_neox_model.h"
 
+#include "shardformer/layers/config_activation.h"
 #include "shardformer/layers/forward_step.h"
 #include "shardformer/layers/parallel_residual.h"
 
@@ -29,8 +30,7 @@ GPTNeoXConfig GPTNeoXConfig::from(const HFConfig& c) {
   g.layer_norm_eps = c.get_double("layer_norm_eps", 1e-5);
   g.attention_dropout = c.get_probability("attention_dropout", 0.0);
   g.hidden_dropout = c.get_probability("hidden_dropout", 0.0);
-  g.hidden_act = layers::parse_activation(c.get_string("hidden_act", "gelu"),
-                                          c.path().string() + ": hidden_act");
+  g.hidden_act = layers::config_activation(c, "hidden_act", "gelu");
   g.use_parallel_residual = c.get_bool("use_parallel_residual", true);
   g.attention_bias = c.get_bool("attention_bias", true);
   g.tie_word_embeddings = c.get_bool("tie_word_embeddings", false);

@@ -1,6 +1,7 @@
 // GPT-J's config and forward pass, as in HF's modeling_gptj.py.
 #include "gptj_model.h"
 
+#include "shardformer/layers/config_activation.h"
 #include "shardformer/layers/forward_step.h"
 #include "shardformer/layers/parallel_residual.h"
 #include "shardformer/strings.h"
@@ -27,8 +28,7 @@ GPTJConfig GPTJConfig::from(const HFConfig& c) {
       g.rotary_dim > 0 && g.rotary_dim % 2 == 0 && g.rotary_dim <= g.head_dim(),
       str("rotary_dim ", g.rotary_dim, " must be even and at most the head size ", g.head_dim()));
   g.n_inner = c.get_optional_int("n_inner").value_or(4 * g.n_embd);
-  g.activation_function = layers::parse_activation(c.get_string("activation_function", "gelu_new"),
-                                                   c.path().string() + ": activation_function");
+  g.activation_function = layers::config_activation(c, "activation_function", "gelu_new");
   g.layer_norm_epsilon = c.get_double("layer_norm_epsilon", 1e-5);
   g.resid_pdrop = c.get_probability("resid_pdrop", 0.0);
   g.embd_pdrop = c.get_probability("embd_pdrop", 0.0);

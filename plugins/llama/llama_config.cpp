@@ -3,6 +3,7 @@
 
 #include "shardformer/checkpoint_io/layer_types.h"
 #include "shardformer/error.h"
+#include "shardformer/layers/config_activation.h"
 #include "shardformer/strings.h"
 
 #include <algorithm>
@@ -110,8 +111,7 @@ LlamaConfig LlamaConfig::from(const HFConfig& c) {
   l.max_position_embeddings = c.get_int("max_position_embeddings");
   l.rms_norm_eps = c.get_double("rms_norm_eps", 1e-6);
   l.attention_dropout = c.get_probability("attention_dropout", 0.0);
-  l.hidden_act = layers::parse_activation(c.get_string("hidden_act", "silu"),
-                                          c.path().string() + ": hidden_act");
+  l.hidden_act = layers::config_activation(c, "hidden_act", "silu");
   const bool qwen2 = l.model_type == "qwen2";
   l.attention_bias = qwen2 || c.get_bool("attention_bias", l.glm);
   l.out_bias = !qwen2 && !l.glm && l.attention_bias;  // Qwen2 and GLM: q / k / v biases only

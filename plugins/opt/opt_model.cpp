@@ -2,6 +2,7 @@
 #include "opt_model.h"
 
 #include "shardformer/error.h"
+#include "shardformer/layers/config_activation.h"
 #include "shardformer/layers/forward_step.h"
 #include "shardformer/strings.h"
 
@@ -31,8 +32,7 @@ OPTConfig OPTConfig::from(const HFConfig& c) {
   o.tie_word_embeddings = c.get_bool("tie_word_embeddings", true);
   o.dropout = c.get_probability("dropout", 0.1);
   o.attention_dropout = c.get_probability("attention_dropout", 0.0);
-  o.activation = layers::parse_activation(c.get_string("activation_function", "relu"),
-                                          c.path().string() + ": activation_function");
+  o.activation = layers::config_activation(c, "activation_function", "relu");
   c.require(c.get_bool("layer_norm_elementwise_affine", true),
             "layer_norm_elementwise_affine = false is not supported");
   c.require(c.get_double("layerdrop", 0.0) == 0.0,

@@ -2,6 +2,7 @@
 #include "sam_config.h"
 
 #include "shardformer/error.h"
+#include "shardformer/layers/config_activation.h"
 #include "shardformer/strings.h"
 
 #include <algorithm>
@@ -9,10 +10,6 @@
 namespace shardformer::sam {
 
 namespace {
-
-layers::Activation activation(const HFConfig& c, const std::string& key, const char* fallback) {
-  return layers::parse_activation(c.get_string(key, fallback), c.path().string() + ": " + key);
-}
 
 SamVisionConfig vision_from(const HFConfig& c) {
   SamVisionConfig v{};
@@ -34,7 +31,7 @@ SamVisionConfig vision_from(const HFConfig& c) {
   v.qkv_bias = c.get_bool("qkv_bias", true);
   v.use_abs_pos = c.get_bool("use_abs_pos", true);
   v.use_rel_pos = c.get_bool("use_rel_pos", true);
-  v.hidden_act = activation(c, "hidden_act", "gelu");
+  v.hidden_act = layers::config_activation(c, "hidden_act", "gelu");
   // scale sizes the random init of the prompt encoder's Gaussian matrix, which is loaded.
   c.ignore({"scale"});
   c.refuse_unread("vision_config keys SAM's image encoder does not implement");
@@ -59,7 +56,7 @@ SamPromptConfig prompt_from(const HFConfig& c) {
   p.mask_input_channels = c.get_int("mask_input_channels", 16);
   p.num_point_embeddings = c.get_int("num_point_embeddings", 4);
   p.layer_norm_eps = c.get_double("layer_norm_eps", 1e-6);
-  p.hidden_act = activation(c, "hidden_act", "gelu");
+  p.hidden_act = layers::config_activation(c, "hidden_act", "gelu");
   // patch_size only derives image_embedding_size, which the file states.
   c.ignore({"patch_size"});
   c.refuse_unread("prompt_encoder_config keys SAM's prompt encoder does not implement");
@@ -82,7 +79,7 @@ SamDecoderConfig decoder_from(const HFConfig& c) {
   d.iou_head_depth = c.get_int("iou_head_depth", 3);
   d.iou_head_hidden_dim = c.get_int("iou_head_hidden_dim", 256);
   d.layer_norm_eps = c.get_double("layer_norm_eps", 1e-6);
-  d.hidden_act = activation(c, "hidden_act", "relu");
+  d.hidden_act = layers::config_activation(c, "hidden_act", "relu");
   c.refuse_unread("mask_decoder_config keys SAM's mask decoder does not implement");
   for (const int64_t rate : {int64_t{1}, int64_t{2}, d.attention_downsample_rate}) {
     c.require(rate > 0 && d.hidden_size % (rate * d.num_attention_heads) == 0,

@@ -1,6 +1,7 @@
 // Swin's config keys, read or refused by name.
 #include "swin_config.h"
 
+#include "shardformer/layers/config_activation.h"
 #include "shardformer/strings.h"
 
 #include <numeric>
@@ -24,8 +25,7 @@ SwinConfig SwinConfig::from(const HFConfig& c) {
   s.drop_path_rate = c.get_probability("drop_path_rate", 0.1);
   s.qkv_bias = c.get_bool("qkv_bias", true);
   s.absolute_positions = c.get_bool("use_absolute_embeddings", false);
-  s.hidden_act = layers::parse_activation(c.get_string("hidden_act", "gelu"),
-                                          c.path().string() + ": hidden_act");
+  s.hidden_act = layers::config_activation(c, "hidden_act", "gelu");
   const std::optional<HFConfig> labels = c.get_object("id2label");
   s.num_labels = labels ? static_cast<int64_t>(labels->keys().size()) : 2;
   const std::string problem = c.get_string("problem_type", "single_label_classification");

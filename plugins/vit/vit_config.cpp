@@ -1,6 +1,7 @@
 // ViT's and BEiT's config keys, read or refused by name.
 #include "vit_config.h"
 
+#include "shardformer/layers/config_activation.h"
 #include "shardformer/strings.h"
 
 namespace shardformer::vit {
@@ -22,8 +23,7 @@ ViTConfig ViTConfig::from(const HFConfig& c) {
   v.attention_dropout = c.get_probability("attention_probs_dropout_prob", 0.0);
   v.qkv_bias = v.beit || c.get_bool("qkv_bias", true);
   v.key_bias = !v.beit && v.qkv_bias;
-  v.hidden_act = layers::parse_activation(c.get_string("hidden_act", "gelu"),
-                                          c.path().string() + ": hidden_act");
+  v.hidden_act = layers::config_activation(c, "hidden_act", "gelu");
   if (v.beit) {
     v.absolute_positions = c.get_bool("use_absolute_position_embeddings", false);
     v.relative_position_bias = c.get_bool("use_relative_position_bias", false);
@@ -39,8 +39,7 @@ ViTConfig ViTConfig::from(const HFConfig& c) {
               "auxiliary_concat_input", "semantic_loss_ignore_index", "add_fpn",
               "reshape_hidden_states", "out_features", "out_indices", "stage_names"});
   } else {
-    v.pooler_act = layers::parse_activation(c.get_string("pooler_act", "tanh"),
-                                            c.path().string() + ": pooler_act");
+    v.pooler_act = layers::config_activation(c, "pooler_act", "tanh");
     v.pooler_output_size = c.get_optional_int("pooler_output_size").value_or(v.hidden_size);
   }
   const std::optional<HFConfig> labels = c.get_object("id2label");

@@ -1,6 +1,7 @@
 // Whisper's config keys as HF's configuration_whisper.py reads them.
 #include "whisper_config.h"
 
+#include "shardformer/layers/config_activation.h"
 #include "shardformer/strings.h"
 
 namespace shardformer::whisper {
@@ -25,8 +26,7 @@ WhisperConfig WhisperConfig::from(const HFConfig& c) {
   w.dropout = c.get_probability("dropout", 0.0);
   w.attention_dropout = c.get_probability("attention_dropout", 0.0);
   w.activation_dropout = c.get_probability("activation_dropout", 0.0);
-  w.activation_function = layers::parse_activation(c.get_string("activation_function", "gelu"),
-                                                   c.path().string() + ": activation_function");
+  w.activation_function = layers::config_activation(c, "activation_function", "gelu");
   w.scale_embedding = c.get_bool("scale_embedding", false);
   c.require(c.get_bool("is_encoder_decoder", true), "is_encoder_decoder = false");
   c.require(c.get_bool("tie_word_embeddings", true),

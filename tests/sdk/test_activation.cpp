@@ -1,6 +1,12 @@
 // The activations against HF's formulas (transformers.activations) evaluated in fp64 with
-// autograd: values and input gradients, with and without gradients enabled.
+// autograd: values and input gradients, with and without gradients enabled; and reading one
+// from config.json.
 #include "shardformer/layers/activation.h"
+
+#include "shardformer/checkpoint_io/hf_config.h"
+#include "shardformer/error.h"
+#include "shardformer/layers/config_activation.h"
+#include "test_util.h"
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
@@ -35,6 +41,20 @@ TEST(Activation, GeluNewValueAndGradientEqualHfFormula) {
     EXPECT_LT((err / scale).max().item<double>(), 1e-6);
     EXPECT_TRUE(at::equal(apply_activation(Activation::kGeluNew, data), y.detach()));
   }
+}
+
+// config_activation reads the key (marking it read for the unused-key check), falls back where
+// it is absent, and names the file, the key and the value it cannot serve.
+TEST(Activation, ConfigActivationReadsTheKeyOrItsDefaultAndNamesBadValues) {
+  const HFConfig config = HFConfig::parse(
+      R"({"hidden_act": "quick_gelu", "activation_function": "swish2"})", "/models/m/config.json");
+  EXPECT_EQ(config_activation(config, "hidden_act", "gelu"), Activation::kQuickGelu);
+  EXPECT_TRUE(config.was_read("hidden_act"));
+  EXPECT_EQ(config_activation(config, "hidden_activation", "relu"), Activation::kRelu);
+  testing::expect_error<ModelError>(
+      [&] { config_activation(config, "activation_function", "gelu"); },
+      {"/models/m/config.json: activation_function", "unsupported activation 'swish2'",
+       "gelu_new"});
 }
 
 }  // namespace

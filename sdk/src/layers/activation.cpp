@@ -1,7 +1,9 @@
 // Activation functions with the formulas of transformers.activations.
 #include "shardformer/layers/activation.h"
 
+#include "shardformer/checkpoint_io/hf_config.h"
 #include "shardformer/error.h"
+#include "shardformer/layers/config_activation.h"
 #include "shardformer/strings.h"
 
 #include "inference_kernels.h"
@@ -77,6 +79,11 @@ Activation parse_activation(std::string_view name, std::string_view where) {
   for (const auto& entry : kNames) names.push_back(entry.first);
   throw ModelError(
       str(where, ": unsupported activation '", name, "' (supported: ", join(names, ", "), ")"));
+}
+
+Activation config_activation(const HFConfig& config, const std::string& key,
+                             const std::string& fallback) {
+  return parse_activation(config.get_string(key, fallback), config.path().string() + ": " + key);
 }
 
 at::Tensor apply_activation(Activation activation, const at::Tensor& x) {
