@@ -10,11 +10,13 @@
 #include <boost/dll/runtime_symbol_info.hpp>
 #include <boost/dll/shared_library.hpp>
 
+#include <cxxabi.h>
 #include <dlfcn.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <map>
+#include <memory>
 #include <set>
 #include <sstream>
 
@@ -37,6 +39,24 @@ struct PluginRegistry::Impl {
 };
 
 namespace {
+
+// Why dlopen refused a library, in its own words (Boost.DLL's error code says only "bad file
+// descriptor"). An undefined symbol, what a plugin built against another SDK or LibTorch than
+// the host's meets, is demangled and said so.
+std::string load_failure(const std::error_code& ec) {
+  const char* text = dlerror();
+  std::string why = text != nullptr ? text : ec.message();
+  const std::string marker = "undefined symbol: ";
+  const size_t at = why.find(marker);
+  if (at == std::string::npos) return why;
+  const std::string symbol = why.substr(at + marker.size());
+  int status = 0;
+  const std::unique_ptr<char, void (*)(void*)> name(
+      abi::__cxa_demangle(symbol.c_str(), nullptr, nullptr, &status), std::free);
+  return str("undefined symbol ", status == 0 ? name.get() : symbol, " (", symbol,
+             "): it was built against another shardformer SDK or LibTorch than this host's;"
+             " rebuild it against this one");
+}
 
 std::string abi_str(uint32_t major, uint32_t minor) { return str(major, ".", minor); }
 
@@ -122,7 +142,7 @@ PluginRegistry PluginRegistry::discover(const std::vector<fs::path>& search_path
       library->load(file, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local,
                     load_error);
       if (load_error) {
-        refuse(file, "not a loadable shared library: " + load_error.message());
+        refuse(file, "not a loadable shared library: " + load_failure(load_error));
         continue;
       }
       if (!library->has(SHARDFORMER_PLUGIN_ENTRY_NAME)) {

@@ -687,6 +687,13 @@ const BadInput kPlugins[] = {
      5,
      "Known: .*MixedModel.*Refused plugins: .*/libnot_a_library\\.so: not a loadable shared "
      "library"},
+    {"PluginBuiltAgainstAnotherSdk",
+     [](const Workspace& ws) {
+       return fake_architecture(ws, "FakeModel", plugin_case("missing_symbol"));
+     },
+     5,
+     "Refused plugins: .*/libcase_missing_symbol\\.so: not a loadable shared library: undefined "
+     "symbol shardformer::layers::function_this_sdk_lacks\\(int\\) .*rebuild it against this one"},
     {"PluginDuplicateArchitecture",
      [](const Workspace& ws) {
        return fake_architecture(ws, "DupModel", plugin_case("duplicate"));

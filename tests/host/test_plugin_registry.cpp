@@ -104,17 +104,31 @@ TEST(PluginRegistry, NotALibraryDoesNotStopTheOthers) {
   EXPECT_NE(registry.failures()[0].reason.find("not a loadable shared library"), std::string::npos);
 }
 
+// dlopen's own reason, not Boost.DLL's "bad file descriptor": the missing symbol, demangled, and
+// what to do about it.
+TEST(PluginRegistry, AnUndefinedSymbolIsNamedAndExplained) {
+  const auto registry = PluginRegistry::discover({case_dir("missing_symbol")});
+  EXPECT_TRUE(registry.plugins().empty());
+  ASSERT_EQ(registry.failures().size(), 1u);
+  const std::string& reason = registry.failures()[0].reason;
+  EXPECT_NE(reason.find("undefined symbol shardformer::layers::function_this_sdk_lacks(int)"),
+            std::string::npos)
+      << reason;
+  EXPECT_NE(reason.find("another shardformer SDK or LibTorch"), std::string::npos) << reason;
+  EXPECT_EQ(reason.find("Bad file descriptor"), std::string::npos) << reason;
+}
+
 TEST(PluginRegistry, AllCasesTogetherLoadOnlyTheGoodOnes) {
   std::vector<fs::path> path;
   for (const char* name : {"good", "wrong_major", "newer_minor", "torch_mismatch", "cxx_abi",
-                           "no_entry", "null_descriptor", "duplicate", "mixed"}) {
+                           "no_entry", "null_descriptor", "duplicate", "mixed", "missing_symbol"}) {
     path.push_back(case_dir(name));
   }
   const auto registry = PluginRegistry::discover(path);
   std::vector<std::string> names;
   for (const auto& p : registry.plugins()) names.push_back(p.name);
   EXPECT_EQ(names, (std::vector<std::string>{"fake-a", "dup-first", "mixed-good"}));
-  EXPECT_EQ(registry.failures().size(), 8u);
+  EXPECT_EQ(registry.failures().size(), 9u);
 }
 
 TEST(PluginRegistry, UnknownArchitectureListsTheKnownOnes) {

@@ -25,11 +25,21 @@
 #define FAKE_CXX11_ABI _GLIBCXX_USE_CXX11_ABI
 #endif
 
+#ifdef FAKE_MISSING_SYMBOL
+// A function of an SDK the host does not have, as a plugin built against another SDK calls.
+namespace shardformer::layers {
+int function_this_sdk_lacks(int);
+}
+#endif
+
 namespace {
 
 const char* const kArchitectures[] = {FAKE_ARCH};
 
 ShardformerModel* create_model(const ShardformerModelArgs*, char* error, size_t error_size) {
+#ifdef FAKE_MISSING_SYMBOL
+  if (shardformer::layers::function_this_sdk_lacks(1) != 0) return nullptr;
+#endif
   std::strncpy(error, FAKE_NAME " builds no models", error_size - 1);
   error[error_size - 1] = '\0';
   return nullptr;
