@@ -19,9 +19,12 @@
 #include <ATen/record_function.h>
 
 #include <algorithm>
+#include <array>
 #include <boost/program_options.hpp>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <sstream>
@@ -143,12 +146,48 @@ std::map<std::string, OpCount> count_ops(const F& run) {
   return c.ops;
 }
 
+// A switch's effect on one shape, measured forward by forward against the machine's drift:
+// `pairs` pairs, each a forward with `variable` set to 1 and one without (the code under test
+// reads it at each call), taken in alternating order; prints the median of the pairs' ratios.
+void print_alternation(const std::string& variable, int pairs, int rank, int64_t batch, int64_t seq,
+                       const std::function<void()>& run) {
+  std::vector<double> with, without, ratios;
+  for (int i = 0; i < pairs; ++i) {
+    double t[2];
+    for (const int set : i % 2 == 0 ? std::array{1, 0} : std::array{0, 1}) {
+      if (set == 1) {
+        ::setenv(variable.c_str(), "1", 1);
+      } else {
+        ::unsetenv(variable.c_str());
+      }
+      const auto start = Clock::now();
+      run();
+      t[set] = seconds_since(start);
+    }
+    ::unsetenv(variable.c_str());
+    with.push_back(t[1]);
+    without.push_back(t[0]);
+    ratios.push_back(t[1] / t[0]);
+  }
+  const auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  if (rank == 0) {
+    std::printf(
+        "{\"kind\": \"alternate\", \"variable\": \"%s\", \"batch\": %ld, \"seq\": %ld, "
+        "\"pairs\": %d, \"with_seconds\": %.5f, \"without_seconds\": %.5f, "
+        "\"median_ratio\": %.4f}\n",
+        variable.c_str(), batch, seq, pairs, median(with), median(without), median(ratios));
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const auto process_start = Clock::now();
   po::options_description options("speed: the host's side of bench/bench_speed.py");
-  std::string model, plugins, forward, decode, device = "cpu", dtype = "float32";
+  std::string model, plugins, forward, decode, device = "cpu", dtype = "float32", alternate;
   int rank = 0, tp = 1, port = 29500, threads = 1, repeats = 3;
   int64_t prompt_length = 32;
   bool sequence_parallel = false, kernel_times = false, op_counts = false;
@@ -169,6 +208,9 @@ int main(int argc, char** argv) {
       "one more forward per shape, timed kernel by kernel")(
       "op-counts", po::bool_switch(&op_counts),
       "one more generation per decode shape, counting its ATen operators")(
+      "alternate", po::value(&alternate),
+      "an A/B of a temporary switch: --repeats pairs of forwards per shape, one with this "
+      "environment variable set to 1 and one without, in alternating order")(
       "device", po::value(&device), "cpu or cuda")("dtype", po::value(&dtype),
                                                    "float32, bfloat16, float16");
   po::variables_map vm;
@@ -221,6 +263,12 @@ int main(int argc, char** argv) {
       if (rank == 0) {
         std::printf("{\"kind\": \"forward\", \"batch\": %ld, \"seq\": %ld, \"seconds\": %.5f}\n",
                     batch, seq, s);
+      }
+      if (!alternate.empty()) {
+        print_alternation(alternate, repeats, rank, batch, seq, [&] {
+          const at::Tensor logits = session.forward(inputs);
+          if (logits.defined()) logits.select(0, 0).select(0, 0)[0].cpu();
+        });
       }
       if (kernel_times) print_kernel_times(session, inputs, mesh.get(), rank);
     }

@@ -97,10 +97,9 @@ at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
   const bool causal = !args.mask.defined() && args.causal && q.size(2) == k.size(2);
   if (!explicit_scores && !args.bias.defined()) {
     if (causal || (args.mask.defined() && q.size(2) == k.size(2) && plain_causal(args.mask))) {
-      // Inference on the packed GEMM where it runs the products (kernels::gemm_enabled):
-      // ATen's CPU flash attention calls MKL's GEMM.
-      if (use_inference_kernel({}) && kernels::gemm_enabled() &&
-          kernels::causal_attention_applies(q, k, v)) {
+      // Inference: the kernel on whichever GEMM runs the products (GPT-2-small's 4 x 512
+      // tokens on an Intel Xeon: 15 ms a layer against SDPA's 25, bench/kernel_speed).
+      if (use_inference_kernel({}) && kernels::causal_attention_applies(q, k, v)) {
         return kernels::causal_attention(q, k, v, args.scale);
       }
       return at::scaled_dot_product_attention(q, k, v, {}, /*dropout_p=*/0.0,
