@@ -1,6 +1,7 @@
 // MKL's packed-weight products (sdk/src/layers/mkl_packed.h) against fp64 ATen: both weight
-// layouts, with and without a bias, at several row counts; when they apply (inference scopes,
-// enough rows); a weight written in place repacked; freed weights' copies dropped.
+// layouts, with and without a bias, at several row counts, an LM head's width; when they apply
+// (inference scopes, enough rows); a weight written in place repacked; freed weights' copies
+// dropped.
 #include "layers/mkl_packed.h"
 
 #include "shardformer/runtime/inference_scope.h"
@@ -41,6 +42,21 @@ TEST(MklPacked, EqualsFp64ForBothLayoutsBiasesAndRowCounts) {
       }
     }
   }
+}
+
+// An LM head's width (kPackActivationsColumns and more) packs the activations too: still
+// within fp64's, and equal bit for bit to the same product on a narrower slice of the weight,
+// whose activations MKL packs itself.
+TEST(MklPacked, WideOutputsPackTheActivationsToo) {
+  at::manual_seed(1);
+  const runtime::InferenceScope inference;
+  const int64_t k = 64, n = 20000, rows = 40;
+  const at::Tensor w = at::randn({n, k}), x = at::randn({rows, k});
+  const at::Tensor y = mkl_packed_linear(x, w, {}, false);
+  if (!y.defined()) GTEST_SKIP() << "MKL's packed API is not in this LibTorch";
+  EXPECT_LT(worst_relative(y, reference(x, w, {}, false)), 1e-6);
+  const at::Tensor narrow = w.narrow(0, 0, 1000).clone();  // [1000, k]: activations not packed
+  EXPECT_TRUE(at::equal(y.narrow(1, 0, 1000), mkl_packed_linear(x, narrow, {}, false)));
 }
 
 TEST(MklPacked, AppliesOnlyInInferenceScopesAndToEnoughRows) {
