@@ -23,6 +23,14 @@ at::Tensor reference(const at::Tensor& x, const at::Tensor& w, const at::Tensor&
   return b.defined() ? y + b.to(at::kDouble) : y;
 }
 
+// The product through the packed copy: a weight's first product is left to ATen (undefined), its
+// second packs it.
+at::Tensor packed_product(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b,
+                          bool k_major) {
+  EXPECT_FALSE(mkl_packed_linear(x, w, b, k_major).defined());
+  return mkl_packed_linear(x, w, b, k_major);
+}
+
 TEST(MklPacked, EqualsFp64ForBothLayoutsBiasesAndRowCounts) {
   at::manual_seed(0);
   const runtime::InferenceScope inference;
@@ -35,7 +43,9 @@ TEST(MklPacked, EqualsFp64ForBothLayoutsBiasesAndRowCounts) {
         SCOPED_TRACE(testing::Message()
                      << "k_major " << k_major << ", bias " << with_bias << ", rows " << rows);
         const at::Tensor x = at::randn({rows, 1, k});  // [rows, 1, k]
-        const at::Tensor y = mkl_packed_linear(x, w, b, k_major);
+        const at::Tensor y = rows == kMklPackedMinRows
+                                 ? packed_product(x, w, b, k_major)
+                                 : mkl_packed_linear(x, w, b, k_major);  // packed already
         if (!y.defined()) GTEST_SKIP() << "MKL's packed API is not in this LibTorch";
         ASSERT_EQ(y.sizes().vec(), std::vector<int64_t>({rows, 1, n}));
         EXPECT_LT(worst_relative(y, reference(x, w, b, k_major)), 1e-6);
@@ -52,11 +62,11 @@ TEST(MklPacked, WideOutputsPackTheActivationsToo) {
   const runtime::InferenceScope inference;
   const int64_t k = 64, n = 20000, rows = 40;
   const at::Tensor w = at::randn({n, k}), x = at::randn({rows, k});
-  const at::Tensor y = mkl_packed_linear(x, w, {}, false);
+  const at::Tensor y = packed_product(x, w, {}, false);
   if (!y.defined()) GTEST_SKIP() << "MKL's packed API is not in this LibTorch";
   EXPECT_LT(worst_relative(y, reference(x, w, {}, false)), 1e-6);
   const at::Tensor narrow = w.narrow(0, 0, 1000).clone();  // [1000, k]: activations not packed
-  EXPECT_TRUE(at::equal(y.narrow(1, 0, 1000), mkl_packed_linear(x, narrow, {}, false)));
+  EXPECT_TRUE(at::equal(y.narrow(1, 0, 1000), packed_product(x, narrow, {}, false)));
 }
 
 TEST(MklPacked, AppliesOnlyInInferenceScopesAndToEnoughRows) {
@@ -80,11 +90,14 @@ TEST(MklPacked, RepacksAWeightWrittenInPlaceAndDropsFreedWeights) {
   {
     at::Tensor w = at::randn({24, 40});
     const at::Tensor x = at::randn({50, 40});
+    EXPECT_FALSE(mkl_packed_linear(x, w, {}, false).defined());  // the first product: ATen's
+    EXPECT_EQ(mkl_packed_weights(), before);                     // nothing packed yet
     const at::Tensor first = mkl_packed_linear(x, w, {}, false);
     if (!first.defined()) GTEST_SKIP() << "MKL's packed API is not in this LibTorch";
+    EXPECT_TRUE(at::equal(first, at::linear(x, w)));  // the same bits as ATen's (MKL's) product
     EXPECT_EQ(mkl_packed_weights(), before + 1);
-    w.mul_(-2);  // an optimizer's step, say
-    const at::Tensor second = mkl_packed_linear(x, w, {}, false);
+    w.mul_(-2);                                                 // an optimizer's step, say
+    const at::Tensor second = packed_product(x, w, {}, false);  // a new version: first again
     EXPECT_LT(worst_relative(second, reference(x, w, {}, false)), 1e-6);
     EXPECT_TRUE(at::allclose(second, -2 * first, 1e-5, 1e-5));
     EXPECT_EQ(mkl_packed_weights(), before + 1);  // one copy per weight

@@ -11,6 +11,7 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -75,38 +76,47 @@ int64_t budget_bytes() {
   return budget;
 }
 
-// weight's packed copy as B = weight^T ([n, k]) or weight ([k, n], k_major), made now if missing
-// or stale (undefined past the budget); freed weights' copies dropped.
+// weight's packed copy as B = weight^T ([n, k]) or weight ([k, n], k_major), made at the
+// weight's second product (undefined at its first, or past the budget); freed weights' copies
+// dropped. A weight that serves one product (a generation's prompt, whose decoding steps take
+// the skinny kernel; a one-shot forward job) is never packed: packing reads it and writes 2.4
+// times its bytes, which the prompt of SmolLM2-135M at batch 8 paid in its first token.
 at::Tensor packed_of(const MklPackedApi& mkl, const at::Tensor& weight, bool k_major) {
   const std::lock_guard<std::mutex> lock(cache_mutex);
   const c10::TensorImpl* key = weight.unsafeGetTensorImpl();
   const uint32_t version = weight._version();
   auto it = cache.find(key);
-  if (it != cache.end() && !it->second.weight.expired() && it->second.data == weight.data_ptr() &&
-      it->second.version == version && it->second.k_major == k_major) {
-    return it->second.packed;
+  const bool current = it != cache.end() && !it->second.weight.expired() &&
+                       it->second.data == weight.data_ptr() && it->second.version == version &&
+                       it->second.k_major == k_major;
+  if (current && it->second.packed.defined()) return it->second.packed;
+  if (!current) {
+    std::erase_if(cache, [key](const auto& entry) {
+      return entry.first == key || entry.second.weight.expired();
+    });
+    cache.insert_or_assign(
+        key,
+        PackedWeight{.weight = c10::weak_intrusive_ptr<c10::TensorImpl>(weight.getIntrusivePtr()),
+                     .data = weight.data_ptr(),
+                     .version = version,
+                     .k_major = k_major,
+                     .packed = {}});
+    return {};  // its first product: ATen's
   }
-  std::erase_if(cache, [key](const auto& entry) {
-    return entry.first == key || entry.second.weight.expired();
-  });
   const auto n = static_cast<int>(weight.size(k_major ? 1 : 0));
   const auto k = static_cast<int>(weight.size(k_major ? 0 : 1));
   const size_t bytes = mkl.get_size(kBMatrix, kPackRows, n, k);
   int64_t held = 0;
-  for (const auto& entry : cache) held += entry.second.packed.nbytes();
+  for (const auto& entry : cache) {
+    if (entry.second.packed.defined()) held += entry.second.packed.nbytes();
+  }
   if (held + static_cast<int64_t>(bytes) > budget_bytes()) return {};
   at::Tensor packed = at::empty({static_cast<int64_t>(bytes)}, at::kByte);
   // B [k, n]: nn.Linear's weight read transposed, Conv1D's as it is.
   mkl.pack(kRowMajor, kBMatrix, k_major ? kNoTrans : kTrans, kPackRows, n, k, 1.0F,
            weight.const_data_ptr<float>(), k_major ? n : k,
            reinterpret_cast<float*>(packed.data_ptr()));
-  cache.insert_or_assign(
-      key,
-      PackedWeight{.weight = c10::weak_intrusive_ptr<c10::TensorImpl>(weight.getIntrusivePtr()),
-                   .data = weight.data_ptr(),
-                   .version = version,
-                   .k_major = k_major,
-                   .packed = packed});
+  it->second.packed = packed;
   return packed;
 }
 
@@ -158,7 +168,8 @@ at::Tensor mkl_packed_linear(const at::Tensor& x, const at::Tensor& weight, cons
 int64_t mkl_packed_weights() {
   const std::lock_guard<std::mutex> lock(cache_mutex);
   std::erase_if(cache, [](const auto& entry) { return entry.second.weight.expired(); });
-  return static_cast<int64_t>(cache.size());
+  return std::count_if(cache.begin(), cache.end(),
+                       [](const auto& entry) { return entry.second.packed.defined(); });
 }
 
 }  // namespace shardformer::layers

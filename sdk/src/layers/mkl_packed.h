@@ -11,9 +11,11 @@ namespace shardformer::layers {
 // Conv1D), plus bias [n] (may be undefined), through weight's packed copy:
 // undefined when the packed path does not apply (MKL's packed API absent, disabled by
 // SHARDFORMER_MKL_PACKED=0, outside a runtime::InferenceScope, not CPU fp32, a non-contiguous
-// or inference-mode weight, fewer than kMklPackedMinRows rows, or the copies would pass an eighth
-// of the machine's memory), for the caller to take ATen's product instead. A weight written in
-// place gets a new copy (its version counter moves; collectives that write parameters count their
+// or inference-mode weight, fewer than kMklPackedMinRows rows, the weight's first product, or the
+// copies would pass an eighth of the machine's memory), for the caller to take ATen's product
+// instead, whose bits the packed product equals. A weight is packed at its second product, so a
+// weight used once (a prompt, a one-shot forward) costs no packing. A weight written in place
+// gets a new copy (its version counter moves; collectives that write parameters count their
 // writes: ProcessGroup::broadcast_).
 at::Tensor mkl_packed_linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                              bool k_major);
