@@ -8,6 +8,7 @@
 #include "vec_common.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -62,8 +63,8 @@ void scale_row(float* x, int64_t n, float factor) {
 
 // One head's keys and values, laid out once for all its blocks of queries (each block reads a
 // prefix of them): k^T packed whole as the GEMM's tiles read it, and v copied to contiguous rows.
-// Packing k for every block instead, and reading v's rows where they lie (a page apart in a fused
-// QKV projection's output), cost 2-4 ms of a 17 ms GPT-2-small layer at 4 x 512 tokens.
+// (Packing k for every block repacked each key up to seq / kBlock times; v's rows where they lie
+// are a page apart in a fused QKV projection's output.)
 struct HeadOperands {
   float* packed_keys;  // [packed_b_size(dim, seq)]
   float* values;       // [seq, dim]
@@ -81,7 +82,7 @@ void attend_one(const float* q, const float* k, const float* v, float* out, cons
     for (; d + kLanes <= s.dim; d += kLanes) Vec::loadu(from + d).store(to + d);
     for (; d < s.dim; ++d) to[d] = from[d];
   }
-  std::vector<float> sums(static_cast<size_t>(kBlock));
+  std::array<float, kBlock> sums{};
   for (int64_t i0 = 0; i0 < s.seq; i0 += kBlock) {
     const int64_t rows = std::min(kBlock, s.seq - i0), keys = i0 + rows;
     // scores [rows, keys] = q[i0 : i0 + rows] . k[0 : keys]^T, unscaled
