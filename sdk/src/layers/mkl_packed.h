@@ -13,7 +13,9 @@ namespace shardformer::layers {
 // SHARDFORMER_MKL_PACKED=0, outside a runtime::InferenceScope, not CPU fp32, a non-contiguous
 // or inference-mode weight, fewer than kMklPackedMinRows rows, the weight's first product, or the
 // copies would pass an eighth of the machine's memory), for the caller to take ATen's product
-// instead, whose bits the packed product equals. A weight is packed at its second product, so a
+// instead (the same bits on the model shapes checked, with MKL's AVX-512 and AVX2 code; a tiny
+// [50, 40] x [40, 24] differed in the last bit on AVX2 code). A weight is packed at its second
+// product, so a
 // weight used once (a prompt, a one-shot forward) costs no packing. A weight written in place
 // gets a new copy (its version counter moves; collectives that write parameters count their
 // writes: ProcessGroup::broadcast_).
