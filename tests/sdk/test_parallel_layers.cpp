@@ -129,12 +129,16 @@ void check_linear(int tp, ShardStyle style, layers::LinearOptions options, bool 
       static_assert(3 * 11 > kernels::kSkinnyRows, "33 rows must take the packed GEMM");
       const at::Tensor many = seeded(9, {3, 11, in});  // 33 rows
       const at::Tensor mine = input_split ? many.chunk(tp, -1)[rank].contiguous() : many;
+      // Inference throughout, its first product made before: on MKL's path every product below
+      // then reads the weight's packed copy (made at its second product), whose bits can differ
+      // from ATen's unpacked product in the last place (MKL's AVX2 code).
+      const runtime::InferenceScope inference;
+      sharded->forward(mine);
       const at::Tensor y_many = sharded->forward(mine);
       expect_equal(y_many, at::matmul(many, conv1d ? weight : weight.t()) + bias,
                    "output of 33 rows", 1e-5);
       // Added to a residual stream and normed for the next sublayer: through the slots in one
       // pass where the input is split, bit for bit the separate output, add and norm.
-      const runtime::InferenceScope inference;
       const layers::LayerNorm norm(*r.full, out, 1e-5);
       const at::Tensor residual = seeded(10, {3, 11, out});
       const auto [sum, normed] = norm.add_forward(residual, y_many);
