@@ -183,12 +183,12 @@ inline void expect_close_to_hf(const ModelFixture& f, const at::Tensor& actual,
 inline void expect_loss_and_grads_match(const ModelFixture& f, Model& model,
                                         const distributed::ProcessGroup* tp) {
   const at::Tensor loss = model.loss(f.forward_inputs(), f.ref("train_labels"));
-  expect_close(loss.detach().reshape({1}), f.ref("train_loss"), kOutputAtol, 0.0, "loss");
+  expect_close_to_hf(f, loss.detach().reshape({1}), "train_loss", kOutputAtol, 0.0, "loss");
   loss.backward();
   const auto grads = gather_parameters(model, tp, /*grads=*/true);
   EXPECT_EQ(grads.size(), f.grad_names().size());
   for (const auto& [name, grad] : grads) {
-    expect_close(grad, f.ref("grad." + name), kGradAtol, kGradRtol, "grad of " + name);
+    expect_close_to_hf(f, grad, "grad." + name, kGradAtol, kGradRtol, "grad of " + name);
   }
 }
 
