@@ -74,6 +74,12 @@ T5 = dict(vocab_size=1013, d_model=64, d_kv=16, d_ff=96, num_layers=3, num_decod
           relative_attention_num_buckets=8, relative_attention_max_distance=20,
           decoder_start_token_id=0, pad_token_id=0, eos_token_id=1)
 
+# BLIP-2's vision encoder and Q-Former in the tiny checkpoints (tiny-blip2 and tiny-blip2-t5).
+BLIP2_VISION = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                    image_size=30, patch_size=10, initializer_range=0.2)
+BLIP2_QFORMER = dict(hidden_size=32, intermediate_size=48, num_hidden_layers=3, num_attention_heads=4,
+                     encoder_hidden_size=32, cross_attention_frequency=2, initializer_range=0.2)
+
 # Whisper: 8 mel bins over 32 frames (max_source_positions 16 after the stride-2 convolution), 3
 # encoder and 2 decoder layers; no suppressed tokens (a plain greedy reference).
 WHISPER = dict(vocab_size=1013, num_mel_bins=8, d_model=64, encoder_layers=3, decoder_layers=2,
@@ -465,12 +471,7 @@ CHECKPOINTS = {
     # language projection's scaled up so that the image steers the caption.
     "tiny-blip2": dict(
         arch="Blip2ForConditionalGeneration", kind="blip2", config_class="Blip2Config",
-        config=dict(vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                       num_attention_heads=4, image_size=30, patch_size=10,
-                                       initializer_range=0.2),
-                    qformer_config=dict(hidden_size=32, intermediate_size=48, num_hidden_layers=3,
-                                        num_attention_heads=4, encoder_hidden_size=32,
-                                        cross_attention_frequency=2, initializer_range=0.2),
+        config=dict(vision_config=BLIP2_VISION, qformer_config=BLIP2_QFORMER,
                     text_config=dict(model_type="opt", vocab_size=320, hidden_size=32, ffn_dim=64,
                                      num_hidden_layers=2, num_attention_heads=4,
                                      max_position_embeddings=64, word_embed_proj_dim=32,
@@ -479,4 +480,17 @@ CHECKPOINTS = {
                     num_query_tokens=4, image_token_index=319),
         center_rows=OPT_TUNING["center_rows"],
         scale={**OPT_SCALE, "language_projection.weight": 5.0}),
+    # BLIP-2 with a T5 language model (as blip2-flan-t5's): tiny-blip2's vision encoder and
+    # Q-Former, then a 2 + 2-layer encoder-decoder with flan-T5's gated GELU (its head tied to
+    # shared and scaled, as HF 5 writes scale_decoder_outputs) over the same 320 ids. The decoder's
+    # final norm negated as tiny-t5's, so greedy decoding does not repeat the token just read.
+    "tiny-blip2-t5": dict(
+        arch="Blip2ForConditionalGeneration", kind="blip2", config_class="Blip2Config",
+        config=dict(vision_config=BLIP2_VISION, qformer_config=BLIP2_QFORMER,
+                    text_config=dict(T5, model_type="t5", vocab_size=320, d_model=32, d_kv=8,
+                                     d_ff=64, num_heads=4, num_layers=2,
+                                     feed_forward_proj="gated-gelu", initializer_factor=1.0),
+                    num_query_tokens=4, image_token_index=319),
+        scale={"language_model.decoder.final_layer_norm.weight": -1.0,
+               "language_projection.weight": 5.0}),
 }

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""What HF computes for the caption job's test: tiny-blip2's Blip2ForConditionalGeneration (fp32)
+"""What HF computes for the caption job's test: a tiny Blip2ForConditionalGeneration's (fp32)
 on a few of the test images, each loaded with transformers' load_image and prepared with a text
 prompt by Blip2Processor (the folder's tokenizer with BlipImageProcessorPil at the folder's
-settings), then generate() greedily: the new tokens and their text (skip_special_tokens).
+settings), then generate() greedily: the new tokens (with a T5 language model, the decoder's
+tokens after decoder_start_token_id) and their text (skip_special_tokens).
 
 Writes OUT_DIR/<model>.json: {"images": [paths], "max_new_tokens": n, "cases": [{"image",
 "prompt", "ids", "text"}]}.
@@ -40,7 +41,8 @@ def main():
             inputs = processor(images=load_image(path), text=prompt, return_tensors="pt")
             with torch.no_grad():
                 seqs = model.generate(**inputs, do_sample=False, max_new_tokens=MAX_NEW_TOKENS)
-            new = seqs[0, inputs["input_ids"].shape[1]:].tolist()
+            skip = 1 if model.config.is_encoder_decoder else inputs["input_ids"].shape[1]
+            new = seqs[0, skip:].tolist()
             cases.append({"image": index, "prompt": prompt, "ids": new,
                           "text": processor.tokenizer.decode(new, skip_special_tokens=True)})
     (out_dir / f"{model_dir.name}.json").write_text(json.dumps(

@@ -262,9 +262,10 @@ BLIP2_CORPUS = [
 
 def save_blip2_processor(folder, config):
     """Blip2Processor for the tiny checkpoint: BLIP's image processor at the model's image size
-    and an OPT-style byte-level BPE tokenizer (<s> <pad> </s> <unk> first, "</s> $A" as OPT's
-    GPT2Tokenizer adds its bos) trained on BLIP2_CORPUS to fill the vocabulary but its last id,
-    then <image> there, as Blip2Processor adds it."""
+    and a byte-level BPE tokenizer trained on BLIP2_CORPUS to fill the vocabulary but its last
+    id, then <image> there, as Blip2Processor adds it. With OPT, OPT's special tokens (<s> <pad>
+    </s> <unk> first, "</s> $A" as OPT's GPT2Tokenizer adds its bos); with T5, T5's (<pad> </s>
+    <unk> first, "$A </s>" as T5's tokenizer adds its eos)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     from transformers import Blip2Processor, PreTrainedTokenizerFast
     from transformers.models.blip.image_processing_pil_blip import BlipImageProcessorPil
@@ -273,14 +274,18 @@ def save_blip2_processor(folder, config):
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
+    t5 = not config.use_decoder_only_language_model
+    specials = ["<pad>", "</s>", "<unk>"] if t5 else ["<s>", "<pad>", "</s>", "<unk>"]
     trainer = trainers.BpeTrainer(vocab_size=vocab - 1, show_progress=False,
-                                  special_tokens=["<s>", "<pad>", "</s>", "<unk>"],
+                                  special_tokens=specials,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
     tok.train_from_iterator(BLIP2_CORPUS * 4, trainer)
     assert tok.get_vocab_size() == vocab - 1, tok.get_vocab_size()
-    tok.post_processor = processors.TemplateProcessing(single="</s> $A", special_tokens=[("</s>", 2)])
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="</s>", eos_token="</s>",
-                                   pad_token="<pad>", unk_token="<unk>")
+    eos = specials.index("</s>")
+    tok.post_processor = processors.TemplateProcessing(single="$A </s>" if t5 else "</s> $A",
+                                                       special_tokens=[("</s>", eos)])
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="</s>", pad_token="<pad>",
+                                   unk_token="<unk>", **({} if t5 else dict(bos_token="</s>")))
     size = config.vision_config.image_size
     processor = Blip2Processor(image_processor=BlipImageProcessorPil(size={"height": size, "width": size}),
                                tokenizer=fast, num_query_tokens=config.num_query_tokens)
@@ -734,29 +739,45 @@ def sam_references(spec, folder, report):
 
 def blip2_references(spec, folder, report):
     """BLIP-2: two random images (torch.manual_seed(SEED)) with prompts of the image tokens, bos
-    and random text ids: the logits, the causal LM loss of the text tokens (image tokens -100) and
-    every parameter's gradient (eval mode: no dropout), in float64 (exact) and HF fp32 ("hf_fp32.<key>"); HF's greedy
-    generation from image tokens + bos in fp32; HF's bf16 and fp16 logits."""
+    and random text ids (a T5 language model: the image tokens, random text ids and eos, as
+    Blip2Processor puts T5's tokens): the logits, the LM loss of the text tokens (OPT: image tokens
+    -100; T5: random targets, one row padded with -100, their right shift the decoder's input)
+    and every parameter's gradient (eval mode: no dropout), in float64 (exact) and HF fp32
+    ("hf_fp32.<key>"); HF's greedy generation from the prompt's start in fp32 (T5: the decoder's
+    sequences); HF's bf16 and fp16 logits."""
     config = transformers.AutoConfig.from_pretrained(folder)
     vision, text = config.vision_config, config.text_config
+    seq2seq = not config.use_decoder_only_language_model
     torch.manual_seed(SEED)
     pixels = torch.randn(2, 3, vision.image_size, vision.image_size)
     image = [config.image_token_index] * config.num_query_tokens
     words = torch.randint(4, config.image_token_index, (2, 6))
-    ids = torch.cat([torch.tensor([image + [text.bos_token_id]] * 2), words], 1)
-    labels = ids.masked_fill(ids == config.image_token_index, -100)
+    if seq2seq:
+        start = torch.tensor([image + [text.eos_token_id]] * 2)
+        ids = torch.cat([start[:, :-1], words, start[:, -1:]], 1)
+        labels = torch.randint(4, config.image_token_index, (2, 5))
+        labels[1, 3:] = -100
+        decoder_ids = transformers.T5ForConditionalGeneration._shift_right(
+            transformers.T5ForConditionalGeneration(text), labels)
+        inputs = dict(input_ids=ids, decoder_input_ids=decoder_ids)
+    else:
+        start = torch.tensor([image + [text.bos_token_id]] * 2)
+        ids = torch.cat([start, words], 1)
+        labels = ids.masked_fill(ids == config.image_token_index, -100)
+        inputs = dict(input_ids=ids)
     out = {"forward_pixel_values": pixels, "forward_input_ids": ids, "train_labels": labels}
+    if seq2seq:
+        out["forward_decoder_input_ids"] = inputs["decoder_input_ids"]
     for dtype, prefix in ((torch.float64, ""), (torch.float32, "hf_fp32.")):
         model = load(spec["arch"], folder, report, f"load_{dtype}", dtype=dtype)
         with torch.no_grad():
-            out[f"{prefix}forward_logits"] = model(pixel_values=pixels.to(dtype), input_ids=ids).logits
+            out[f"{prefix}forward_logits"] = model(pixel_values=pixels.to(dtype), **inputs).logits
         result = model(pixel_values=pixels.to(dtype), input_ids=ids, labels=labels)
         result.loss.backward()
         out[f"{prefix}train_loss"] = result.loss.detach().reshape(1)
         out.update(grads(model, f"{prefix}grad."))
         if dtype == torch.float32:
             with torch.no_grad():
-                start = torch.tensor([image + [text.bos_token_id]] * 2)
                 seqs = model.generate(pixel_values=pixels, input_ids=start, do_sample=False,
                                       max_new_tokens=MAX_NEW_TOKENS, min_new_tokens=MAX_NEW_TOKENS)
             out["generate_input_ids"], out["generate_sequences"] = start, seqs
@@ -767,7 +788,7 @@ def blip2_references(spec, folder, report):
             low = load(spec["arch"], folder, report, f"load_{name}", dtype=dtype)
             kept = torch.float32 if dtype == torch.float16 else dtype
             assert low.qformer.layernorm.weight.dtype == kept and low.query_tokens.dtype == kept
-            out[f"forward_logits_{name}"] = low(pixel_values=pixels.to(dtype), input_ids=ids).logits
+            out[f"forward_logits_{name}"] = low(pixel_values=pixels.to(dtype), **inputs).logits
     report["train_loss"] = out["train_loss"].item()
     report["generate_sequences"] = out["generate_sequences"].tolist()
     return out

@@ -55,15 +55,33 @@ Blip2QFormerConfig qformer_from(const HFConfig& c) {
 
 Blip2Config Blip2Config::from(const HFConfig& c) {
   c.require(c.model_type() == "blip-2", "model_type '" + c.model_type() + "' is not blip-2");
-  c.require(c.get_bool("use_decoder_only_language_model", true),
-            "use_decoder_only_language_model false (a T5 language model) is not supported yet");
+  Blip2Config b{};
+  b.vision = vision_from(c.sub_config("vision_config"));
+  b.qformer = qformer_from(c.sub_config("qformer_config"));
   const HFConfig text = c.sub_config("text_config");
-  text.require(text.model_type() == "opt",
-               "text_config.model_type '" + text.model_type() +
-                   "' is not supported: BLIP-2 runs here with an OPT language model");
-  Blip2Config b{vision_from(c.sub_config("vision_config")),
-                qformer_from(c.sub_config("qformer_config")), opt::OPTConfig::from(text), 0, 0};
-  text.refuse_unread("text_config keys the OPT language model does not implement");
+  const bool decoder_only = c.get_bool("use_decoder_only_language_model", true);
+  c.require(c.get_bool("is_encoder_decoder", !decoder_only) == !decoder_only,
+            "is_encoder_decoder disagrees with use_decoder_only_language_model");
+  const std::string wanted = decoder_only ? "opt" : "t5";
+  text.require(
+      text.model_type() == wanted,
+      str("text_config.model_type '", text.model_type(), "' is not supported with ",
+          "use_decoder_only_language_model ", decoder_only ? "true" : "false",
+          ": BLIP-2 runs here with ", decoder_only ? "an OPT" : "a T5", " language model"));
+  if (decoder_only) {
+    b.opt = opt::OPTConfig::from(text);
+    text.refuse_unread("text_config keys the OPT language model does not implement");
+    c.require(b.opt->word_embed_proj_dim == b.opt->hidden_size,
+              "text_config.word_embed_proj_dim must equal its hidden_size (the image features "
+              "take the place of token embeddings)");
+    b.text_hidden_size = b.opt->hidden_size;
+    b.text_vocab_size = b.opt->vocab_size;
+  } else {
+    b.t5 = t5::T5Config::from(text);
+    text.refuse_unread("text_config keys the T5 language model does not implement");
+    b.text_hidden_size = b.t5->d_model;
+    b.text_vocab_size = b.t5->vocab_size;
+  }
   b.num_query_tokens = c.get_int("num_query_tokens", 32);
   b.image_token_index =
       c.has("image_token_id") ? c.get_int("image_token_id") : c.get_int("image_token_index");
@@ -72,12 +90,9 @@ Blip2Config Blip2Config::from(const HFConfig& c) {
   c.require(b.qformer.encoder_hidden_size == b.vision.hidden_size,
             str("qformer_config.encoder_hidden_size (", b.qformer.encoder_hidden_size,
                 ") must equal vision_config.hidden_size (", b.vision.hidden_size, ")"));
-  c.require(b.text.word_embed_proj_dim == b.text.hidden_size,
-            "text_config.word_embed_proj_dim must equal its hidden_size (the image features take "
-            "the place of token embeddings)");
-  c.require(b.image_token_index >= 0 && b.image_token_index < b.text.vocab_size,
+  c.require(b.image_token_index >= 0 && b.image_token_index < b.text_vocab_size,
             str("image_token_index ", b.image_token_index, " is outside the vocabulary [0, ",
-                b.text.vocab_size, ")"));
+                b.text_vocab_size, ")"));
   c.require(b.num_query_tokens > 0, "num_query_tokens must be positive");
   return b;
 }

@@ -1,13 +1,15 @@
-// BLIP-2's config (HF Blip2Config): the vision encoder's, the Q-Former's and the OPT language
-// model's nested configs, each key read or refused by name.
+// BLIP-2's config (HF Blip2Config): the vision encoder's, the Q-Former's and the language
+// model's (OPT, or T5 with use_decoder_only_language_model false) nested configs, each key read
+// or refused by name.
 #pragma once
 
 #include "opt_model.h"
 #include "shardformer/checkpoint_io/hf_config.h"
 #include "shardformer/layers/activation.h"
+#include "t5_config.h"
 
-#include <array>
 #include <cstdint>
+#include <optional>
 
 namespace shardformer::blip2 {
 
@@ -35,7 +37,9 @@ struct Blip2QFormerConfig {
 struct Blip2Config {
   Blip2VisionConfig vision;
   Blip2QFormerConfig qformer;
-  opt::OPTConfig text;
+  std::optional<opt::OPTConfig> opt;          // the decoder-only language model
+  std::optional<t5::T5Config> t5;             // or the encoder-decoder one (flan-T5's BLIP-2)
+  int64_t text_hidden_size, text_vocab_size;  // the language model's token embedding
   int64_t num_query_tokens, image_token_index;
 
   static Blip2Config from(const HFConfig& config);

@@ -5,6 +5,7 @@
 #include "shardformer/error.h"
 #include "shardformer/strings.h"
 #include "shardformer/vision/image_tokens.h"
+#include "t5_model.h"
 
 #include <ATen/ATen.h>
 
@@ -26,15 +27,22 @@ Blip2ForConditionalGeneration::Blip2ForConditionalGeneration(const BuildContext&
                              std::make_shared<Blip2QFormerModel>(fp32.child("qformer"), c.qformer));
   language_projection_ = register_module(
       "language_projection", layers::make_linear(ctx.child("language_projection"),
-                                                 c.qformer.hidden_size, c.text.hidden_size));
-  // HF's AutoModelForCausalLM of text_config: OPTForCausalLM under "language_model".
+                                                 c.qformer.hidden_size, c.text_hidden_size));
+  // HF's AutoModelForCausalLM (OPTForCausalLM) or AutoModelForSeq2SeqLM
+  // (T5ForConditionalGeneration) of text_config, under "language_model".
   const BuildContext lm = ctx.child("language_model");
-  const bool tied = c.text.tie_word_embeddings;
-  auto base = std::make_shared<opt::OPTModel>(lm.child("model"), c.text, tied);
+  if (c.t5) {
+    auto t5 = std::make_shared<t5::T5ForConditionalGeneration>(lm, *c.t5);
+    token_embedding_ = t5->shared();
+    language_model_ = register_module("language_model", t5);
+    return;
+  }
+  const bool tied = c.opt->tie_word_embeddings;
+  auto base = std::make_shared<opt::OPTModel>(lm.child("model"), *c.opt, tied);
   token_embedding_ = base->token_embedding();
   language_model_ = register_module(
       "language_model", std::make_shared<CausalLM>(lm, "model", base, token_embedding_, tied,
-                                                   c.text.vocab_size, c.text.word_embed_proj_dim));
+                                                   c.opt->vocab_size, c.opt->word_embed_proj_dim));
 }
 
 at::Tensor Blip2ForConditionalGeneration::image_features(const at::Tensor& pixel_values,
@@ -48,16 +56,19 @@ at::Tensor Blip2ForConditionalGeneration::image_features(const at::Tensor& pixel
 }
 
 ForwardInputs Blip2ForConditionalGeneration::language_inputs(const ForwardInputs& inputs) {
+  // A decoding step: the images are in the KV cache (OPT: it reads the new token ids) or in the
+  // cross-attention cache (T5: the encoder does not run again, no input_ids).
+  if (!inputs.pixel_values.defined() && inputs.cache != nullptr &&
+      (config_.opt || !inputs.input_ids.defined())) {
+    return inputs;
+  }
   if (!inputs.input_ids.defined() || inputs.input_ids.dim() != 2) {
     throw Error("BLIP-2 reads input_ids [batch, seq] (with the image tokens) and pixel_values");
   }
   if (!inputs.pixel_values.defined()) {
-    if (inputs.cache == nullptr) {
-      throw Error(
-          "BLIP-2 reads pixel_values [batch, channels, height, width] with input_ids: images "
-          "come through the caption job or ForwardInputs::pixel_values");
-    }
-    return inputs;  // a decoding step: the images are in the KV cache
+    throw Error(
+        "BLIP-2 reads pixel_values [batch, channels, height, width] with input_ids: images "
+        "come through the caption job or ForwardInputs::pixel_values");
   }
   const at::Tensor& ids = inputs.input_ids;  // [batch, seq]
   vision::check_image_tokens(ids, inputs.pixel_values.size(0), config_.image_token_index,

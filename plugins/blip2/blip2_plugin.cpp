@@ -1,6 +1,7 @@
 // The BLIP-2 plugin: its policy table and factory.
 #include "blip2_config.h"
 #include "blip2_model.h"
+#include "t5_policy.h"
 
 #include "shardformer/checkpoint_io/checkpoint.h"
 #include "shardformer/model_builder.h"
@@ -12,9 +13,9 @@ namespace shardformer::blip2 {
 // (each rank its heads' q, k and v), projection row, fc1 column and fc2 row; in the Q-Former
 // every attention's query / key / value column and output.dense row, intermediate_query column
 // and output_query row; the OPT language model as the OPT family splits it (vocabulary split in
-// the tied embedding and head). The patch embedding, positions, query tokens, norms and the
-// language projection stay replicated.
-Policy blip2_policy(bool tied) {
+// the tied embedding and head), a T5 one by T5's own table. The patch embedding, positions, query
+// tokens, norms and the language projection stay replicated.
+Policy blip2_policy(const Blip2Config& config) {
   using namespace styles;
   const ShardStyle fused_qkv{.kind = ShardKind::kColumn, .fused_blocks = 3};  // [3, heads, dim]
   std::vector<PolicyRule> rules = {
@@ -24,14 +25,6 @@ Policy blip2_policy(bool tied) {
       {"vision_model.encoder.layers.*.mlp.fc2", row},
       {"qformer.encoder.layer.*.intermediate_query.dense", column},
       {"qformer.encoder.layer.*.output_query.dense", row},
-      {"language_model.model.decoder.embed_tokens", vocab},
-      {"language_model.lm_head", vocab},
-      {"language_model.model.decoder.layers.*.self_attn.q_proj", column},
-      {"language_model.model.decoder.layers.*.self_attn.k_proj", column},
-      {"language_model.model.decoder.layers.*.self_attn.v_proj", column},
-      {"language_model.model.decoder.layers.*.self_attn.out_proj", row},
-      {"language_model.model.decoder.layers.*.fc1", column},
-      {"language_model.model.decoder.layers.*.fc2", row},
   };
   for (const char* attention : {"attention", "crossattention"}) {
     const std::string at = std::string("qformer.encoder.layer.*.") + attention;
@@ -40,9 +33,27 @@ Policy blip2_policy(bool tied) {
     rules.push_back({at + ".attention.value", column});
     rules.push_back({at + ".output.dense", row});
   }
+  if (config.t5) {
+    const std::string lm = "language_model.";
+    for (PolicyRule& rule : t5::t5_rules(lm)) rules.push_back(std::move(rule));
+    return Policy(rules, t5::t5_shared_parameters(lm));
+  }
+  for (PolicyRule rule : std::vector<PolicyRule>{
+           {"language_model.model.decoder.embed_tokens", vocab},
+           {"language_model.lm_head", vocab},
+           {"language_model.model.decoder.layers.*.self_attn.q_proj", column},
+           {"language_model.model.decoder.layers.*.self_attn.k_proj", column},
+           {"language_model.model.decoder.layers.*.self_attn.v_proj", column},
+           {"language_model.model.decoder.layers.*.self_attn.out_proj", row},
+           {"language_model.model.decoder.layers.*.fc1", column},
+           {"language_model.model.decoder.layers.*.fc2", row},
+       }) {
+    rules.push_back(std::move(rule));
+  }
   return Policy(rules,
-                tied ? std::vector<std::string>{"language_model.model.decoder.embed_tokens.weight"}
-                     : std::vector<std::string>{});
+                config.opt->tie_word_embeddings
+                    ? std::vector<std::string>{"language_model.model.decoder.embed_tokens.weight"}
+                    : std::vector<std::string>{});
 }
 
 class Blip2Family : public ModelFamily {
@@ -50,7 +61,7 @@ class Blip2Family : public ModelFamily {
   std::string name() const override { return "blip2"; }
   std::string version() const override { return "0.1.0"; }
   std::string description() const override {
-    return "Salesforce BLIP-2 with an OPT language model (HF modeling_blip_2)";
+    return "Salesforce BLIP-2 with an OPT or a T5 language model (HF modeling_blip_2)";
   }
   std::vector<std::string> architectures() const override {
     return {"Blip2ForConditionalGeneration"};
@@ -58,7 +69,7 @@ class Blip2Family : public ModelFamily {
 
   std::shared_ptr<Model> create(const ModelArgs& args) const override {
     const Blip2Config config = Blip2Config::from(args.checkpoint->config());
-    const ModelBuilder builder(args, blip2_policy(config.text.tie_word_embeddings), "");
+    const ModelBuilder builder(args, blip2_policy(config), "");
     return builder.finish(
         std::make_shared<Blip2ForConditionalGeneration>(builder.context(), config));
   }

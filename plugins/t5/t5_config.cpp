@@ -36,6 +36,8 @@ T5Config T5Config::from(const HFConfig& c) {
   // tied head scales, v1.1's untied one does not).
   const bool tied = c.get_bool("tie_word_embeddings", true);
   t.scale_decoder_outputs = c.get_bool("scale_decoder_outputs", tied);
+  t.decoder_start_token_id = c.get_int("decoder_start_token_id", 0);
+  t.pad_token_id = c.get_int("pad_token_id", 0);
   c.require(c.get_bool("is_encoder_decoder", true), "is_encoder_decoder = false");
   c.require(!c.get_bool("is_decoder", false), "is_decoder = true (a decoder-only T5 stack)");
   c.ignore({"initializer_factor"});  // weight initialisation only

@@ -15,6 +15,7 @@ struct T5Config {
   layers::Activation dense_act_fn;
   bool is_gated_act;           // wi_0 / wi_1 (feed_forward_proj "gated-...")
   bool scale_decoder_outputs;  // the decoder's output times d_model^-0.5 before the head
+  int64_t decoder_start_token_id, pad_token_id;  // decoder inputs shifted from the labels
 
   static T5Config from(const HFConfig& config);
 };

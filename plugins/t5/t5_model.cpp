@@ -118,6 +118,13 @@ T5Stack::T5Stack(const BuildContext& ctx, const T5Config& c, bool decoder,
     : decoder_(decoder),
       count_(decoder ? c.num_decoder_layers : c.num_layers),
       shared_(std::move(shared)) {
+  if (ctx.dtype() == at::kHalf) {
+    // HF keeps every feed-forward's wo in fp32 in an fp16 T5 (_keep_in_fp32_modules) and clamps
+    // the hidden states short of fp16's infinity; neither is built here.
+    throw ModelError(str(ctx.config().path().string(),
+                         ": T5 in float16 is not supported (HF keeps its feed-forwards' wo in "
+                         "fp32 and clamps the hidden states); use bfloat16 or float32"));
+  }
   ctx.skip("embed_tokens.weight", "the stack's embedding is shared.weight (tied)");
   range_ = span.total > 0 ? ctx.layer_ranges(span.total, span.first, count_).front()
                           : LayerRange{0, count_};
@@ -143,8 +150,8 @@ T5Stack::T5Stack(const BuildContext& ctx, const T5Config& c, bool decoder,
   }
 }
 
-at::Tensor T5Stack::embed(const at::Tensor& ids) const {
-  return dropout_->forward(shared_->forward(ids));  // [batch, len, d_model]
+at::Tensor T5Stack::embed(const at::Tensor& ids, const at::Tensor& embeds) const {
+  return dropout_->forward(embeds.defined() ? embeds : shared_->forward(ids));  // [b, len, d]
 }
 
 at::Tensor T5Stack::run(const at::Tensor& x, const at::Tensor& padding,
@@ -178,14 +185,13 @@ ModelShape t5_shape(const T5Config& c, int64_t layers, int64_t heads) {
 }  // namespace
 
 T5ForConditionalGeneration::T5ForConditionalGeneration(const BuildContext& ctx, const T5Config& c)
-    : Seq2SeqLM(ctx, ctx.config().get_int("decoder_start_token_id", 0),
-                ctx.config().get_int("pad_token_id", 0)),
+    : Seq2SeqLM(ctx, c.decoder_start_token_id, c.pad_token_id),
       config_(c),
       heads_(stack_heads(ctx.child("decoder"), c).heads),
       stage_(ctx, {.encoder_layers = c.num_layers, .decoder_layers = c.num_decoder_layers}) {
   set_stage(stage_);
   // HF ties lm_head to shared unless the checkpoint holds a head of its own (flan-T5's).
-  const bool tied = !ctx.checkpoint().contains("lm_head.weight");
+  const bool tied = !ctx.checkpoint().contains(ctx.name_of("lm_head.weight"));
   if (stage_.starts_encoder() || stage_.starts_decoder() || (tied && stage_.ends_decoder())) {
     shared_ = register_module("shared",
                               layers::make_embedding(ctx.child("shared"), c.vocab_size, c.d_model));
@@ -210,7 +216,7 @@ T5ForConditionalGeneration::T5ForConditionalGeneration(const BuildContext& ctx, 
 at::Tensor T5ForConditionalGeneration::decoder_output(const ForwardInputs& inputs) {
   const at::Tensor out = stage_.run(  // [batch, tgt or keep, d_model] on the last stage
       inputs,
-      {.encoder_input = [&] { return encoder_->embed(inputs.input_ids); },
+      {.encoder_input = [&] { return encoder_->embed(inputs.input_ids, inputs.inputs_embeds); },
        .encoder = [&](const at::Tensor& x) { return encoder_->run(x, inputs.attention_mask, {}); },
        .encoder_output = [&](const at::Tensor& x) { return encoder_->finish(x); },
        .decoder_input = [&] { return decoder_->embed(inputs.decoder_input_ids); },

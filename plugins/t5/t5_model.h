@@ -46,7 +46,9 @@ class T5Stack : public torch::nn::Module {
   T5Stack(const BuildContext& ctx, const T5Config& config, bool decoder,
           std::shared_ptr<layers::Embedding> shared, layers::StackSpan span);
   bool ends() const { return range_.end == count_; }  // holds the last block
-  at::Tensor embed(const at::Tensor& ids) const;      // [batch, len] -> [batch, len, d_model]
+  // ids [batch, len] embedded, or embeds (HF's inputs_embeds) where defined; then the dropout.
+  // -> [batch, len, d_model]
+  at::Tensor embed(const at::Tensor& ids, const at::Tensor& embeds = {}) const;
   // x through this stage's blocks; padding [batch, past + len] or undefined; the decoder also
   // reads memory, memory_mask and the caches. -> [batch, len, d_model]
   at::Tensor run(const at::Tensor& x, const at::Tensor& padding, const T5Step& context) const;
@@ -65,11 +67,14 @@ class T5Stack : public torch::nn::Module {
 
 // T5ForConditionalGeneration: the encoder, the decoder and the LM head (tied to "shared" unless
 // the checkpoint holds lm_head.weight, as HF unties it then). Under a pipeline the stages split
-// the encoder's blocks and then the decoder's (layers::EncoderDecoderStage).
+// the encoder's blocks and then the decoder's (layers::EncoderDecoderStage). The encoder reads
+// ForwardInputs::inputs_embeds instead of embedding input_ids where they are given (BLIP-2's).
 class T5ForConditionalGeneration : public Seq2SeqLM {
  public:
   T5ForConditionalGeneration(const BuildContext& ctx, const T5Config& config);
   ModelShape shape() const override;
+  // The embedding both stacks share (null where this stage starts neither nor holds the head).
+  const std::shared_ptr<layers::Embedding>& shared() const { return shared_; }
 
  protected:
   // This stage's part of the pass: what it sends on, or, on the last stage, the decoder's

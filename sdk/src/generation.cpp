@@ -134,9 +134,6 @@ GenerationResult generate_with_images(Model& model,
                                       const std::vector<std::vector<int64_t>>& prompts,
                                       const at::Tensor& pixel_values,
                                       const GenerationConfig& config, const DecodeStep& decode) {
-  if (model.is_encoder_decoder()) {
-    throw Error("generate: images with prompts need a decoder-only model");
-  }
   if (!pixel_values.defined() || pixel_values.dim() != 4 ||
       pixel_values.size(0) != static_cast<int64_t>(prompts.size())) {
     throw Error(str("generate: pixel_values must be [", prompts.size(),
@@ -218,6 +215,7 @@ GenerationResult decode_loop(Model& model, const Source& source, const Generatio
       if (step == 0) {
         inputs.input_ids = source.input_ids;
         inputs.input_features = source.input_features;
+        inputs.pixel_values = source.pixel_values;
       }
       inputs.attention_mask = prompt_mask;
       inputs.decoder_input_ids = step_ids;

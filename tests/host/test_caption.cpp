@@ -1,22 +1,23 @@
-// Images in, text out: the host's caption job with tiny-blip2 against HF (load_image,
-// Blip2Processor with the folder's tokenizer and BLIP image processor, greedy generate();
-// tools/gen_caption_reference.py) at tp 1 and tp 2, with no text prompt and with one: every
-// caption's ids and text, printed and written as JSON lines; a model that writes no text is
-// refused.
+// Images in, text out: the host's caption job with tiny-blip2 (OPT) and tiny-blip2-t5 (T5)
+// against HF (load_image, Blip2Processor with the folder's tokenizer and BLIP image processor,
+// greedy generate(); tools/gen_caption_reference.py) at tp 1 and tp 2, with no text prompt and
+// with one: every caption's ids and text, printed and written as JSON lines; a model that writes
+// no text is refused.
 #include "job_run.h"
 
 namespace shardformer::testing {
 namespace {
 
-class CaptionJob : public ::testing::TestWithParam<std::string> {
+class CaptionJob : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {
  protected:
   void TearDown() override { std::filesystem::remove_all(dir_); }
   std::filesystem::path dir_;
 };
 
 TEST_P(CaptionJob, GivesHFsCaptions) {
+  const auto& [model, layout] = GetParam();
   const nlohmann::json reference =
-      nlohmann::json::parse(std::ifstream(test_data_dir() / "caption" / "tiny-blip2.json"));
+      nlohmann::json::parse(std::ifstream(test_data_dir() / "caption" / (model + ".json")));
   dir_ = fresh_test_dir("shardformer_caption_");
   std::string images;
   for (const auto& image : reference["images"]) {
@@ -26,8 +27,8 @@ TEST_P(CaptionJob, GivesHFsCaptions) {
     const std::filesystem::path output = dir_ / "captions.jsonl";
     const JobRun run = run_job(
         dir_,
-        "[model]\npath = " + quoted((models_dir() / "tiny-blip2").string()) +
-            "\n[job]\nmode = \"caption\"\n" + GetParam() +
+        "[model]\npath = " + quoted((models_dir() / model).string()) +
+            "\n[job]\nmode = \"caption\"\n" + layout +
             "\n[caption]\nbatch_size = 2\nmax_new_tokens = " + reference["max_new_tokens"].dump() +
             "\nprompt = " + quoted(prompt) + "\noutput = " + quoted(output.string()) +
             "\nimages = [" + images + "]\n",
@@ -50,8 +51,15 @@ TEST_P(CaptionJob, GivesHFsCaptions) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Layouts, CaptionJob, ::testing::Values("", "[parallel]\ntp_size = 2"),
-                         [](const auto& info) { return info.index == 0 ? "tp1" : "tp2"; });
+INSTANTIATE_TEST_SUITE_P(Layouts, CaptionJob,
+                         ::testing::Combine(::testing::Values("tiny-blip2", "tiny-blip2-t5"),
+                                            ::testing::Values("", "[parallel]\ntp_size = 2")),
+                         [](const auto& info) {
+                           std::string name = std::get<0>(info.param) +
+                                              (std::get<1>(info.param).empty() ? "_tp1" : "_tp2");
+                           for (char& c : name) c = c == '-' ? '_' : c;
+                           return name;
+                         });
 
 // A model that writes no text is refused, naming the job mode and the model.
 TEST(CaptionJobErrors, AModelWithoutTextIsRefused) {

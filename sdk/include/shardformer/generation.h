@@ -76,10 +76,11 @@ GenerationResult generate_from_features(Model& model, const at::Tensor& input_fe
 GenerationResult generate_from_features(Model& model, const at::Tensor& input_features,
                                         const GenerationConfig& config, const DecodeStep& step);
 
-// A decoder-only model that also reads images (BLIP-2): the prompts hold the model's image
-// placeholder tokens, and pixel_values [batch, channels, height, width] (one image per prompt)
-// go with them into the first step only, whose keys and values the cache keeps. Throws Error
-// for an encoder-decoder model or images of another rank or count.
+// A model that also reads images (BLIP-2): the prompts hold the model's image placeholder
+// tokens, and pixel_values [batch, channels, height, width] (one image per prompt) go with them
+// into the first step only, whose keys and values the cache keeps (an encoder-decoder model's
+// encoder reads both; sequences are then the decoder's). Throws Error for images of another
+// rank or count.
 GenerationResult generate_with_images(Model& model,
                                       const std::vector<std::vector<int64_t>>& prompts,
                                       const at::Tensor& pixel_values,

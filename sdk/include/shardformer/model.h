@@ -47,7 +47,8 @@ struct ForwardInputs {
   at::Tensor token_type_ids{};  // [batch, seq] int64 (BERT's segments); undefined = all 0
   // The token embeddings to use instead of embedding input_ids (HF's inputs_embeds: BLIP-2's
   // image features put in place of its image tokens) [batch, seq, embedding size]; input_ids
-  // still give the batch's shape. Read by the families whose docs say so (OPT); undefined: none.
+  // still give the batch's shape. Read by the families whose docs say so (OPT, T5's encoder);
+  // undefined: none.
   at::Tensor inputs_embeds{};
   KVCache* cache = nullptr;    // when given, keys/values are appended and past = cache length
   int64_t logits_to_keep = 0;  // a causal LM's logits for the last N positions only (0: all)

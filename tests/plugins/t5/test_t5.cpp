@@ -57,6 +57,24 @@ TEST(T5Layouts, EncoderModelUnderPipelineIsRefusedByName) {
            });
 }
 
+// fp16 needs what HF builds for it (wo kept in fp32, clamped hidden states): refused by name.
+TEST(T5DataTypes, Float16IsRefusedByName) {
+  on_ranks(
+      "tiny-t5", {1, 1, "tp1"},
+      [](const ModelFixture& f, const distributed::ProcessMesh* mesh, int) {
+        for (const std::string architecture : {"T5ForConditionalGeneration", "T5EncoderModel"}) {
+          try {
+            layout_session(f, mesh, architecture, {}, at::kHalf);
+            ADD_FAILURE() << architecture << " was built in float16";
+          } catch (const ModelError& e) {
+            EXPECT_NE(std::string(e.what()).find("T5 in float16 is not supported"),
+                      std::string::npos)
+                << e.what();
+          }
+        }
+      });
+}
+
 TEST(T5Inputs, ForwardWithoutDecoderInputsNamesThem) {
   const ModelFixture f("tiny-t5", "families");
   const auto session = f.session({.architecture = "T5ForConditionalGeneration"});
