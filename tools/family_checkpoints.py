@@ -493,4 +493,15 @@ CHECKPOINTS = {
                     num_query_tokens=4, image_token_index=319),
         scale={"language_model.decoder.final_layer_norm.weight": -1.0,
                "language_projection.weight": 5.0}),
+    # The same with an untied head as older transformers saved blip2-flan-t5's
+    # (language_model.lm_head.weight, text_config.tie_word_embeddings false: no scaling).
+    "tiny-blip2-t5-untied": dict(
+        arch="Blip2ForConditionalGeneration", kind="blip2", config_class="Blip2Config",
+        untied_head=True,
+        config=dict(vision_config=BLIP2_VISION, qformer_config=BLIP2_QFORMER,
+                    text_config=dict(T5, model_type="t5", vocab_size=320, d_model=32, d_kv=8,
+                                     d_ff=64, num_heads=4, num_layers=2,
+                                     feed_forward_proj="gated-gelu", initializer_factor=1.0),
+                    num_query_tokens=4, image_token_index=319),
+        scale={"language_projection.weight": 5.0}),
 }

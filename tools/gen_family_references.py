@@ -241,7 +241,11 @@ def make_checkpoint(name, spec, folder):
     if spec.get("kind") == "blip2":  # its processor: BLIP's images and a BPE tokenizer
         save_blip2_processor(folder, model.config)
     if spec.get("untied_head"):
-        untie_t5_head(folder, saved, model.config.d_model)
+        if spec.get("kind") == "blip2":  # the T5 under BLIP-2's language_model
+            untie_t5_head(folder, saved["text_config"], model.config.text_config.d_model,
+                          "language_model.")
+        else:
+            untie_t5_head(folder, saved, model.config.d_model)
     if spec.get("kind") == "image_classification":  # HF's ViT processor at the model's size
         from transformers.models.vit.image_processing_pil_vit import ViTImageProcessorPil
         size = model.config.image_size
@@ -293,13 +297,15 @@ def save_blip2_processor(folder, config):
     processor.save_pretrained(folder)
 
 
-def untie_t5_head(folder, saved, d_model):
+def untie_t5_head(folder, saved, d_model, prefix=""):
     """A flan-T5 checkpoint as older transformers saved it: lm_head.weight of its own beside
-    shared.weight and tie_word_embeddings false (no scale_decoder_outputs). transformers 5 always
-    ties T5's head when saving; loading, it keeps a head whose values differ from shared."""
+    shared.weight (each behind `prefix`) and tie_word_embeddings false in `saved`, the T5's config
+    (no scale_decoder_outputs). transformers 5 always ties T5's head when saving; loading, it keeps
+    a head whose values differ from shared."""
     from safetensors.torch import load_file
     weights = load_file(str(folder / "model.safetensors"))
-    weights["lm_head.weight"] = torch.randn_like(weights["shared.weight"]) * d_model ** -0.5
+    weights[prefix + "lm_head.weight"] = (torch.randn_like(weights[prefix + "shared.weight"])
+                                          * d_model ** -0.5)
     save_file(weights, str(folder / "model.safetensors"), metadata={"format": "pt"})
     saved["tie_word_embeddings"] = False
     saved.pop("scale_decoder_outputs", None)
