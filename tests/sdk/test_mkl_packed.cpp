@@ -1,7 +1,7 @@
 // MKL's packed-weight products (sdk/src/layers/mkl_packed.h) against fp64 ATen: both weight
 // layouts, with and without a bias, at several row counts, an LM head's width; when they apply
-// (inference scopes, enough rows); a weight written in place repacked; freed weights' copies
-// dropped.
+// (inference scopes, enough rows) and when a weight is packed (its first product of many rows,
+// else its second); a weight written in place repacked; freed weights' copies dropped.
 #include "layers/mkl_packed.h"
 
 #include "shardformer/runtime/inference_scope.h"
@@ -82,6 +82,29 @@ TEST(MklPacked, AppliesOnlyInInferenceScopesAndToEnoughRows) {
     return at::randn({16, 8});
   }();
   EXPECT_FALSE(mkl_packed_linear(at::randn({64, 8}), inference_weight, {}, false).defined());
+}
+
+// A first product of kMklPackAtFirstRows rows or more packs the weight at once; fewer rows wait
+// for the weight's second product.
+TEST(MklPacked, ManyRowsPackAtTheFirstProduct) {
+  const runtime::InferenceScope inference;
+  const at::Tensor w = at::randn({24, 40});
+  const int64_t before = mkl_packed_weights();
+  const at::Tensor x = at::randn({kMklPackAtFirstRows, 40});
+  const at::Tensor y = mkl_packed_linear(x, w, {}, false);
+  if (!y.defined()) {
+    // The API absent, or the weight left for its second product: a second product tells which.
+    if (!mkl_packed_linear(x, w, {}, false).defined()) {
+      GTEST_SKIP() << "MKL's packed API is not in this LibTorch";
+    }
+    FAIL() << kMklPackAtFirstRows << " rows waited for the second product";
+  }
+  EXPECT_EQ(mkl_packed_weights(), before + 1);
+  EXPECT_LT(worst_relative(y, reference(x, w, {}, false)), 1e-6);
+  const at::Tensor other = at::randn({24, 40});
+  EXPECT_FALSE(
+      mkl_packed_linear(x.narrow(0, 0, kMklPackAtFirstRows - 1), other, {}, false).defined());
+  EXPECT_EQ(mkl_packed_weights(), before + 1);
 }
 
 TEST(MklPacked, RepacksAWeightWrittenInPlaceAndDropsFreedWeights) {

@@ -77,11 +77,12 @@ int64_t budget_bytes() {
 }
 
 // weight's packed copy as B = weight^T ([n, k]) or weight ([k, n], k_major), made at the
-// weight's second product (undefined at its first, or past the budget); freed weights' copies
-// dropped. A weight that serves one product (a generation's prompt, whose decoding steps take
-// the skinny kernel; a one-shot forward job) is never packed: packing reads it and writes 2.4
-// times its bytes, which the prompt of SmolLM2-135M at batch 8 paid in its first token.
-at::Tensor packed_of(const MklPackedApi& mkl, const at::Tensor& weight, bool k_major) {
+// weight's second product or at a first one of kMklPackAtFirstRows rows or more (undefined at a
+// smaller first one, or past the budget); freed weights' copies dropped. A weight that serves one
+// product of few rows (a generation's prompt, whose decoding steps take the skinny kernel) is
+// never packed: packing reads it and writes 2.4 times its bytes, which the prompt of
+// SmolLM2-135M at batch 8 (240 rows) paid in its first token.
+at::Tensor packed_of(const MklPackedApi& mkl, const at::Tensor& weight, bool k_major, int64_t m) {
   const std::lock_guard<std::mutex> lock(cache_mutex);
   const c10::TensorImpl* key = weight.unsafeGetTensorImpl();
   const uint32_t version = weight._version();
@@ -101,7 +102,8 @@ at::Tensor packed_of(const MklPackedApi& mkl, const at::Tensor& weight, bool k_m
                      .version = version,
                      .k_major = k_major,
                      .packed = {}});
-    return {};  // its first product: ATen's
+    if (m < kMklPackAtFirstRows) return {};  // its first product: ATen's
+    it = cache.find(key);
   }
   const auto n = static_cast<int>(weight.size(k_major ? 1 : 0));
   const auto k = static_cast<int>(weight.size(k_major ? 0 : 1));
@@ -140,7 +142,7 @@ at::Tensor mkl_packed_linear(const at::Tensor& x, const at::Tensor& weight, cons
   const int64_t k = weight.size(k_major ? 0 : 1), n = weight.size(k_major ? 1 : 0);
   const int64_t m = x.numel() / std::max<int64_t>(k, 1);
   if (x.size(-1) != k || m < kMklPackedMinRows || m > INT32_MAX || n > INT32_MAX) return {};
-  const at::Tensor packed = packed_of(*mkl, weight, k_major);
+  const at::Tensor packed = packed_of(*mkl, weight, k_major, m);
   if (!packed.defined()) return {};
   const at::Tensor a = x.reshape({m, k}).contiguous();  // [m, k]
   auto out_shape = x.sizes().vec();
