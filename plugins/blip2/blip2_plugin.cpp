@@ -1,6 +1,7 @@
 // The BLIP-2 plugin: its policy table and factory.
 #include "blip2_config.h"
 #include "blip2_model.h"
+#include "opt_policy.h"
 #include "t5_policy.h"
 
 #include "shardformer/checkpoint_io/checkpoint.h"
@@ -33,27 +34,12 @@ Policy blip2_policy(const Blip2Config& config) {
     rules.push_back({at + ".attention.value", column});
     rules.push_back({at + ".output.dense", row});
   }
-  if (config.t5) {
-    const std::string lm = "language_model.";
-    for (PolicyRule& rule : t5::t5_rules(lm)) rules.push_back(std::move(rule));
-    return Policy(rules, t5::t5_shared_parameters(lm));
-  }
-  for (PolicyRule rule : std::vector<PolicyRule>{
-           {"language_model.model.decoder.embed_tokens", vocab},
-           {"language_model.lm_head", vocab},
-           {"language_model.model.decoder.layers.*.self_attn.q_proj", column},
-           {"language_model.model.decoder.layers.*.self_attn.k_proj", column},
-           {"language_model.model.decoder.layers.*.self_attn.v_proj", column},
-           {"language_model.model.decoder.layers.*.self_attn.out_proj", row},
-           {"language_model.model.decoder.layers.*.fc1", column},
-           {"language_model.model.decoder.layers.*.fc2", row},
-       }) {
+  const std::string lm = "language_model.";
+  for (PolicyRule& rule : config.t5 ? t5::t5_rules(lm) : opt::opt_rules(lm)) {
     rules.push_back(std::move(rule));
   }
-  return Policy(rules,
-                config.opt->tie_word_embeddings
-                    ? std::vector<std::string>{"language_model.model.decoder.embed_tokens.weight"}
-                    : std::vector<std::string>{});
+  return Policy(rules, config.t5 ? t5::t5_shared_parameters(lm)
+                                 : opt::opt_shared_parameters(config.opt->tie_word_embeddings, lm));
 }
 
 class Blip2Family : public ModelFamily {

@@ -1,30 +1,12 @@
-// The OPT plugin: its policy table and factory.
+// The OPT plugin: its factory (the policy table: opt_policy.cpp).
 #include "opt_model.h"
+#include "opt_policy.h"
 
 #include "shardformer/checkpoint_io/checkpoint.h"
 #include "shardformer/model_builder.h"
 #include "shardformer/plugin.h"
 
 namespace shardformer::opt {
-
-// Megatron's split: q / k / v and fc1 column-parallel, out_proj and fc2 row-parallel (two
-// all-reduces per layer); the vocabulary split in the (tied) embedding and head. Positions,
-// norms and the projections in and out stay replicated.
-Policy opt_policy(bool tied) {
-  using namespace styles;
-  return Policy(
-      {
-          {"embed_tokens", vocab},
-          {"lm_head", vocab},
-          {"layers.*.self_attn.q_proj", column},
-          {"layers.*.self_attn.k_proj", column},
-          {"layers.*.self_attn.v_proj", column},
-          {"layers.*.self_attn.out_proj", row},
-          {"layers.*.fc1", column},
-          {"layers.*.fc2", row},
-      },
-      tied ? std::vector<std::string>{"embed_tokens.weight"} : std::vector<std::string>{});
-}
 
 class OPTFamily : public ModelFamily {
  public:
@@ -36,7 +18,7 @@ class OPTFamily : public ModelFamily {
   std::shared_ptr<Model> create(const ModelArgs& args) const override {
     const OPTConfig config = OPTConfig::from(args.checkpoint->config());
     const bool tied = config.tie_word_embeddings;
-    const ModelBuilder builder(args, opt_policy(tied), "model");
+    const ModelBuilder builder(args, Policy(opt_rules(), opt_shared_parameters(tied)), "model");
     return builder.decoder<OPTModel>(args.architecture == "OPTForCausalLM", config, tied,
                                      config.vocab_size, config.word_embed_proj_dim);
   }
