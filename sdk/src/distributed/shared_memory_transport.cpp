@@ -14,6 +14,7 @@
 
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -77,6 +78,16 @@ constexpr int kMaxRanks = 512;
 // at a time (the outputs of one call).
 constexpr size_t kMaxPoolBuffers = 32;
 constexpr int kMaxPoolOutputs = 4;
+// How long a waiting rank yields its core before it sleeps, where each rank can have a core.
+constexpr std::chrono::microseconds kYieldWindow{2000};
+
+// Whether `ranks` processes can each run on a core of their own: this process's CPUs.
+bool cores_for(int ranks) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof(set), &set) != 0) return false;
+  return ranks <= CPU_COUNT(&set);
+}
 
 // Whether process `pid` has exited (gone, or a zombie not yet reaped).
 bool process_gone(pid_t pid) {
@@ -145,7 +156,8 @@ SharedMemoryTransport::SharedMemoryTransport(int rank, int size, int64_t chunk_b
       chunk_bytes_(chunk_bytes),
       timeout_(timeout),
       base_(base),
-      length_(length) {}
+      length_(length),
+      yield_before_sleep_(cores_for(size)) {}
 
 SharedMemoryTransport::~SharedMemoryTransport() { ::munmap(base_, length_); }
 
@@ -247,12 +259,24 @@ void SharedMemoryTransport::wait_for_count(std::atomic<uint32_t>& word, uint32_t
                       std::chrono::steady_clock::now() - arrived)
                       .count();
   };
-  // A short spin (the ranks usually arrive together), then futex waits of at most 10 ms, after
-  // each of which the peers' processes and the deadline are checked.
+  // A short spin (the ranks usually arrive together). Then, where every rank can have a core of
+  // its own, yielding for up to kYieldWindow: a rank asleep in the futex wakes tens of
+  // microseconds after its peer arrives (a halted virtual CPU more), and a rank ahead by a
+  // whole layer's share of weights waits 100-1000 us in tp decoding, so sleeping there made
+  // the ranks take turns being late (docs/architecture.md). Then futex waits of at most 10 ms,
+  // after each of which the peers' processes and the deadline are checked.
   for (int spin = 0; spin < 2000; ++spin) {
     cpu_relax();
     seen = word.load(std::memory_order_acquire);
     if (reached()) return count_wait();
+  }
+  if (yield_before_sleep_) {
+    const auto until = arrived + kYieldWindow;
+    while (std::chrono::steady_clock::now() < until) {
+      ::sched_yield();
+      seen = word.load(std::memory_order_acquire);
+      if (reached()) return count_wait();
+    }
   }
   const auto deadline = arrived + timeout_;
   for (;;) {

@@ -137,6 +137,7 @@ class SharedMemoryTransport {
   std::chrono::milliseconds timeout_;
   std::byte* base_;
   size_t length_;
+  bool yield_before_sleep_;        // every rank can have a core: yield a while before sleeping
   int bank_ = 0;                   // the bank of slots this round uses (next_round)
   std::string label_;              // the group's label (the arena's name and messages)
   std::shared_ptr<Arena> arena_;   // held also by rank 0's outputs that live in it
