@@ -15,7 +15,9 @@ Each side generates --new tokens after the same 30-token prompt (a batch repeats
 eos set to an id neither produces, so both decode every step (their tokens are equal, HF greedy
 being the oracle). Reported: decode tokens/s (every row's new tokens over the time of the
 generation call), time to the first token (the prompt's forward and the first step: HF's
-generate() with max_new_tokens = 1; the host's log "first token after"), and decoding's
+generate() with max_new_tokens = 1 after a warm-up, llama.cpp's prompt time after its warm-up;
+the host's log "first token after", its job's first and cold pass over the mapped weights, and
+beside it "warm": bench/speed's prompt + one step after a warm-up in one process), and decoding's
 weight reads as a fraction of the memory read bandwidth measured in the same run. The first
 line names the CPU (bench/machine.py)."""
 import argparse
@@ -74,6 +76,23 @@ def host_run(build, tp, threads, batch, new, output):
             "ids": ids}
 
 
+def host_warm_first(build, tp, threads, batch, prompt):
+    """The host's first token after a warm-up in the same process, as HF and llama.cpp are timed:
+    `bench/speed --decode {batch}x1` (a random prompt of the same length, median of 3)."""
+    port = str(29700 + tp)
+    command = [str(build / "bench" / "speed"), "--model", str(MODEL), "--plugins",
+               str(build / "plugins"), "--decode", f"{batch}x1", "--prompt", str(prompt),
+               "--repeats", "3", "--threads", str(threads // tp), "--tp", str(tp), "--port", port]
+    others = [subprocess.Popen(command + ["--rank", str(r)], stdout=subprocess.DEVNULL)
+              for r in range(1, tp)]
+    done = subprocess.run(command + ["--rank", "0"], capture_output=True, text=True, check=True)
+    for other in others:
+        if other.wait() != 0:
+            sys.exit(f"bench/speed rank of tp {tp} failed")
+    row = next(json.loads(line) for line in done.stdout.splitlines() if '"decode"' in line)
+    return row["seconds"]
+
+
 def llama_cpp_run(tools, threads, batch, prompt, new):
     bench, gguf = tools
     done = subprocess.run(
@@ -126,6 +145,8 @@ def main():
                     run = host_run(args.build, tp, args.threads, batch, args.new, out)
                     if run["ids"] != hf["ids"]:
                         sys.exit(f"tp {tp}: the host's tokens differ from HF's")
+                    run["warm_first"] = host_warm_first(args.build, tp, args.threads, batch,
+                                                        hf["prompt"])
                     results[f"host tp {tp}"].append(run)
                 if llama_cpp:
                     results["llama.cpp"].append(
@@ -139,8 +160,11 @@ def main():
             versus = ""
             if llama_cpp and name.startswith("host"):
                 versus = f", {rate / statistics.median(r['tokens_per_s'] for r in results['llama.cpp']):.2f}x llama.cpp"
+            warm = ""
+            if name.startswith("host"):
+                warm = f" (warm {statistics.median(r['warm_first'] for r in runs) * 1000:.1f} ms)"
             print(f"  {name:10s} {rate:8.1f} tokens/s ({rate / hf_rate:.2f}x HF{versus}), first token "
-                  f"{first * 1000:6.1f} ms, weights read at {steps_per_s * weights / 1e9:5.1f} "
+                  f"{first * 1000:6.1f} ms{warm}, weights read at {steps_per_s * weights / 1e9:5.1f} "
                   f"GB/s = {steps_per_s * weights / 1e9 / bandwidth:.0%} of {bandwidth:.0f} GB/s")
 
 
