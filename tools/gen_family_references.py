@@ -488,16 +488,18 @@ def seq2seq_outputs(spec, folder, report, inputs, labels, dtype, tag):
 
 def seq2seq_forward_references(spec, folder, report, inputs, labels, out):
     """Into `out`: the float64 outputs, loss and gradients (the exact values), HF's fp32 ones as
-    "hf_fp32.<key>", and HF's bf16 logits; returns the fp32 LM model."""
+    "hf_fp32.<key>", and HF's bf16 and fp16 logits (in fp16 HF keeps T5's wo in fp32,
+    _keep_in_fp32_modules); returns the fp32 LM model."""
     exact, _ = seq2seq_outputs(spec, folder, report, inputs, labels, torch.float64, "_float64")
     out.update(exact)
     hf32, lm = seq2seq_outputs(spec, folder, report, inputs, labels, torch.float32, "")
     out.update({f"hf_fp32.{k}": v for k, v in hf32.items()})
     with torch.no_grad():
-        low = load(spec["arch"], folder, report, "load_lm_bfloat16", dtype=torch.bfloat16)
-        out["forward_logits_bfloat16"] = low(**{
-            k: v.to(torch.bfloat16) if v.is_floating_point() else v for k, v in inputs.items()
-        }).logits
+        for dtype, name in ((torch.bfloat16, "bfloat16"), (torch.float16, "float16")):
+            low = load(spec["arch"], folder, report, f"load_lm_{name}", dtype=dtype)
+            out[f"forward_logits_{name}"] = low(**{
+                k: v.to(dtype) if v.is_floating_point() else v for k, v in inputs.items()
+            }).logits
     return lm
 
 

@@ -12,13 +12,43 @@
 #include <ATen/ATen.h>
 
 #include <cmath>
+#include <limits>
 
 namespace shardformer::t5 {
 
 using layers::context_at;
 using layers::register_at;
 
-T5Block::T5Block(const BuildContext& ctx, const T5Config& c, bool decoder, int64_t layer_idx) {
+namespace {
+
+// HF's T5 in fp16 (modeling_t5.py, _keep_in_fp32_modules = ["wo"]): each feed-forward's wo holds
+// and computes in fp32, so the residual stream turns fp32 at the first feed-forward; T5LayerNorm
+// computes in fp32 and hands on its weight's dtype (fp16); a sum still in fp16 is clamped short
+// of fp16's infinity (1000 shorter once it overflowed).
+bool half(const BuildContext& ctx) { return ctx.dtype() == at::kHalf; }
+
+at::Tensor t5_norm(const layers::ResidualNorm& norm, const at::Tensor& h) {
+  const at::Tensor x = h.to(at::kFloat);  // [b, s, d_model]
+  const at::Tensor normed = x * at::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + norm.eps());
+  return norm.weight() * normed.to(norm.weight().scalar_type());
+}
+
+at::Tensor clamp_half(const at::Tensor& h) {
+  if (h.scalar_type() != at::kHalf) return h;
+  const double max = std::numeric_limits<c10::Half>::max();
+  const double bound = h.isinf().any().item<bool>() ? max - 1000 : max;
+  return h.clamp(-bound, bound);
+}
+
+at::Tensor drop(layers::Dropout* dropout, const at::Tensor& x) {
+  return dropout != nullptr ? dropout->forward(x) : x;
+}
+
+}  // namespace
+
+T5Block::T5Block(const BuildContext& ctx, const T5Config& c, bool decoder, int64_t layer_idx)
+    : half_(half(ctx)) {
+  const c10::ScalarType wo_dtype = half_ ? at::kFloat : c10::ScalarType::Undefined;
   const auto norm = [&](const std::string& path) {
     return register_at(*this, path,
                        std::make_shared<layers::RMSNorm>(context_at(ctx, path), c.d_model,
@@ -74,31 +104,45 @@ T5Block::T5Block(const BuildContext& ctx, const T5Config& c, bool decoder, int64
   const std::string dense = ff + ".DenseReluDense";
   if (c.is_gated_act) {
     sublayers_.gated_mlp =
-        register_at(
-            *this, dense,
-            std::make_shared<layers::GatedMLP>(
-                context_at(ctx, dense), c.d_model, c.d_ff, c.dense_act_fn,
-                /*bias=*/false, /*fused_gate_up=*/false,
-                layers::GatedMLPNames{
-                    .gate = "wi_0", .up = "wi_1", .down = "wo", .inner_dropout = c.dropout_rate}))
+        register_at(*this, dense,
+                    std::make_shared<layers::GatedMLP>(
+                        context_at(ctx, dense), c.d_model, c.d_ff, c.dense_act_fn,
+                        /*bias=*/false, /*fused_gate_up=*/false,
+                        layers::GatedMLPNames{.gate = "wi_0",
+                                              .up = "wi_1",
+                                              .down = "wo",
+                                              .inner_dropout = c.dropout_rate,
+                                              .down_dtype = wo_dtype}))
             .get();
   } else {
-    sublayers_.mlp = register_at(*this, dense,
-                                 std::make_shared<layers::MLP>(
-                                     context_at(ctx, dense),
-                                     layers::MLPOptions{.hidden_size = c.d_model,
-                                                        .intermediate_size = c.d_ff,
-                                                        .activation = c.dense_act_fn,
-                                                        .bias = false,
-                                                        .in_name = "wi",
-                                                        .out_name = "wo",
-                                                        .inner_dropout = c.dropout_rate}))
-                         .get();
+    sublayers_.mlp =
+        register_at(*this, dense,
+                    std::make_shared<layers::MLP>(
+                        context_at(ctx, dense), layers::MLPOptions{.hidden_size = c.d_model,
+                                                                   .intermediate_size = c.d_ff,
+                                                                   .activation = c.dense_act_fn,
+                                                                   .bias = false,
+                                                                   .in_name = "wi",
+                                                                   .out_name = "wo",
+                                                                   .inner_dropout = c.dropout_rate,
+                                                                   .out_dtype = wo_dtype}))
+            .get();
   }
 }
 
 at::Tensor T5Block::forward(const at::Tensor& x, const T5Step& step) {
-  return layers::pre_norm_block(sublayers_, x, step);
+  if (!half_) return layers::pre_norm_block(sublayers_, x, step);
+  const layers::PreNormSublayers& s = sublayers_;
+  at::Tensor h = clamp_half(
+      x + drop(s.self_dropout, s.self_attn->forward(t5_norm(*s.self_norm, x), step.self)));
+  if (s.cross_attn != nullptr) {
+    h = clamp_half(
+        h + drop(s.cross_dropout, s.cross_attn->forward(t5_norm(*s.cross_norm, h), step.memory,
+                                                        step.memory_mask, step.cross_cache)));
+  }
+  const at::Tensor normed = t5_norm(*s.ff_norm, h);
+  const at::Tensor ff = s.mlp != nullptr ? s.mlp->forward(normed) : s.gated_mlp->forward(normed);
+  return h + drop(s.ff_dropout, ff);  // [b, s, d_model] in fp32: wo's output
 }
 
 namespace {
@@ -118,12 +162,12 @@ T5Stack::T5Stack(const BuildContext& ctx, const T5Config& c, bool decoder,
     : decoder_(decoder),
       count_(decoder ? c.num_decoder_layers : c.num_layers),
       shared_(std::move(shared)) {
-  if (ctx.dtype() == at::kHalf) {
-    // HF keeps every feed-forward's wo in fp32 in an fp16 T5 (_keep_in_fp32_modules) and clamps
-    // the hidden states short of fp16's infinity; neither is built here.
+  if (half(ctx) && ctx.pipeline() != nullptr) {
+    // In fp16 the residual stream turns fp32 partway (HF's wo in fp32): the stages' transfers
+    // carry the model's dtype.
     throw ModelError(str(ctx.config().path().string(),
-                         ": T5 in float16 is not supported (HF keeps its feed-forwards' wo in "
-                         "fp32 and clamps the hidden states); use bfloat16 or float32"));
+                         ": T5 in float16 does not run under pipeline parallelism (its residual "
+                         "stream turns fp32 partway, as HF's); use pp = 1, bfloat16 or float32"));
   }
   ctx.skip("embed_tokens.weight", "the stack's embedding is shared.weight (tied)");
   range_ = span.total > 0 ? ctx.layer_ranges(span.total, span.first, count_).front()
@@ -167,7 +211,9 @@ at::Tensor T5Stack::run(const at::Tensor& x, const at::Tensor& padding,
 }
 
 at::Tensor T5Stack::finish(const at::Tensor& x) const {
-  return dropout_->forward(final_layer_norm_->forward(x));
+  const bool in_half = final_layer_norm_->weight().scalar_type() == at::kHalf;
+  return dropout_->forward(in_half ? t5_norm(*final_layer_norm_, x)
+                                   : final_layer_norm_->forward(x));
 }
 
 namespace {

@@ -33,6 +33,7 @@ class T5Block : public torch::nn::Module {
  private:
   // RMSNorms; the feed-forward an MLP (ReLU, v1.0) or a GatedMLP (gated GELU, v1.1).
   layers::PreNormSublayers sublayers_;
+  bool half_;  // fp16: HF's T5 in fp16 (wo in fp32, clamped sums), not the fused block
 };
 
 // This stage's part of the encoder or the decoder ("encoder" / "decoder"): the embedding's

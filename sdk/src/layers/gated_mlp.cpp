@@ -10,7 +10,7 @@ namespace shardformer::layers {
 
 GatedMLP::GatedMLP(const BuildContext& ctx, int64_t hidden_size, int64_t intermediate_size,
                    Activation activation, bool bias, bool fused_gate_up, const GatedMLPNames& names)
-    : activation_(activation) {
+    : activation_(activation), down_dtype_(names.down_dtype) {
   const LinearOptions options{.bias = bias};
   if (fused_gate_up) {
     if (split_pair(ctx.child("gate_up_proj"), ctx.child(names.down), 2)) {
@@ -31,8 +31,12 @@ GatedMLP::GatedMLP(const BuildContext& ctx, int64_t hidden_size, int64_t interme
     up_proj_ = register_module(
         names.up, make_linear(ctx.child(names.up), hidden_size, intermediate_size, options));
   }
-  down_proj_ = register_module(
-      names.down, make_linear(ctx.child(names.down), intermediate_size, hidden_size, options));
+  const BuildContext down = ctx.child(names.down);
+  down_proj_ =
+      register_module(names.down, make_linear(names.down_dtype == c10::ScalarType::Undefined
+                                                  ? down
+                                                  : down.with_dtype(names.down_dtype),
+                                              intermediate_size, hidden_size, options));
   if (names.inner_dropout > 0) {
     dropout_ = register_module(
         "dropout", std::make_shared<Dropout>(ctx.child("dropout"), names.inner_dropout));
@@ -49,6 +53,11 @@ ResidualSum GatedMLP::forward_residual(const at::Tensor& x, const at::Tensor& re
 }
 
 at::Tensor GatedMLP::gated(const at::Tensor& x) {
+  const at::Tensor h = product(x);
+  return down_dtype_ == c10::ScalarType::Undefined ? h : h.to(down_dtype_);
+}
+
+at::Tensor GatedMLP::product(const at::Tensor& x) {
   if (at::Tensor h = decoding_silu_gate(x); h.defined()) {
     return dropout_ ? dropout_->forward(h) : h;  // [b, s, i/tp]
   }

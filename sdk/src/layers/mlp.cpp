@@ -5,7 +5,8 @@
 
 namespace shardformer::layers {
 
-MLP::MLP(const BuildContext& ctx, const MLPOptions& o) : activation_(o.activation) {
+MLP::MLP(const BuildContext& ctx, const MLPOptions& o)
+    : activation_(o.activation), out_dtype_(o.out_dtype) {
   if (split_pair(context_at(ctx, o.in_name), context_at(ctx, o.out_name))) {
     ctx.divide_by_tp(o.intermediate_size, "the MLP's intermediate size");
   }
@@ -14,9 +15,11 @@ MLP::MLP(const BuildContext& ctx, const MLPOptions& o) : activation_(o.activatio
   in_ = register_at(
       owner, o.in_name,
       make_linear(context_at(ctx, o.in_name), o.hidden_size, o.intermediate_size, options));
+  const BuildContext out = context_at(ctx, o.out_name);
   out_ = register_at(
       owner, o.out_name,
-      make_linear(context_at(ctx, o.out_name), o.intermediate_size, o.hidden_size, options));
+      make_linear(o.out_dtype == c10::ScalarType::Undefined ? out : out.with_dtype(o.out_dtype),
+                  o.intermediate_size, o.hidden_size, options));
   if (o.inner_dropout > 0) {
     dropout_ = owner.register_module(
         o.dropout_name, std::make_shared<Dropout>(ctx.child(o.dropout_name), o.inner_dropout));
@@ -32,8 +35,9 @@ ResidualSum MLP::forward_residual(const at::Tensor& x, const at::Tensor& residua
 }
 
 at::Tensor MLP::hidden(const at::Tensor& x) {
-  const at::Tensor h = apply_activation(activation_, in_->forward(x));  // [b, s, i/tp]
-  return dropout_ ? dropout_->forward(h) : h;
+  at::Tensor h = apply_activation(activation_, in_->forward(x));  // [b, s, i/tp]
+  if (dropout_) h = dropout_->forward(h);
+  return out_dtype_ == c10::ScalarType::Undefined ? h : h.to(out_dtype_);
 }
 
 }  // namespace shardformer::layers

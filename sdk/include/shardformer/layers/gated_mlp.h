@@ -21,6 +21,9 @@ namespace shardformer::layers {
 struct GatedMLPNames {
   std::string gate = "gate_proj", up = "up_proj", down = "down_proj";
   double inner_dropout = 0;  // > 0: "dropout" before down, in training
+  // down's dtype where it is not the model's (T5 in fp16 keeps wo in fp32, HF's
+  // _keep_in_fp32_modules): its input is cast to it, and its output stays in it.
+  c10::ScalarType down_dtype = c10::ScalarType::Undefined;
 };
 
 class GatedMLP : public torch::nn::Module {
@@ -37,12 +40,15 @@ class GatedMLP : public torch::nn::Module {
                                const ResidualNorm* norm, Dropout* dropout = nullptr);
 
  private:
-  at::Tensor gated(const at::Tensor& x);  // act(gate(x)) * up(x): [batch, seq, intermediate/tp]
+  // act(gate(x)) * up(x) [batch, seq, intermediate/tp], in down's dtype
+  at::Tensor gated(const at::Tensor& x);
+  at::Tensor product(const at::Tensor& x);  // act(gate(x)) * up(x), dropped out in training
   // silu(gate(x)) * up(x) in one pass of the threads (kernels::skinny_silu_gate) in a decoding
   // step whose gate and up are local nn.Linear products; undefined otherwise.
   at::Tensor decoding_silu_gate(const at::Tensor& x) const;
 
   Activation activation_;
+  c10::ScalarType down_dtype_;  // Undefined: the model's
   std::shared_ptr<Linear> gate_proj_, up_proj_, gate_up_proj_, down_proj_;
   std::shared_ptr<Dropout> dropout_;  // T5's, or null
 };

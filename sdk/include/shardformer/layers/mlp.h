@@ -27,6 +27,9 @@ struct MLPOptions {
   // HF modules whose in / out sit directly in the layer (Whisper's fc1 / fc2): the MLP registers
   // its modules on `owner` (its own parameter names then are the owner's), null: on itself.
   torch::nn::Module* owner = nullptr;
+  // The out projection's dtype where it is not the model's (T5 in fp16 keeps wo in fp32, HF's
+  // _keep_in_fp32_modules): its input is cast to it, and its output stays in it.
+  c10::ScalarType out_dtype = c10::ScalarType::Undefined;
 };
 
 class MLP : public torch::nn::Module {
@@ -40,9 +43,11 @@ class MLP : public torch::nn::Module {
                                const SequenceSplit* sequence = nullptr);
 
  private:
-  at::Tensor hidden(const at::Tensor& x);  // act(in(x)): [batch, seq, intermediate/tp]
+  // act(in(x)) [batch, seq, intermediate/tp], in the out projection's dtype
+  at::Tensor hidden(const at::Tensor& x);
 
   Activation activation_;
+  c10::ScalarType out_dtype_;  // Undefined: the model's
   std::shared_ptr<Linear> in_, out_;
   std::shared_ptr<Dropout> dropout_;  // T5's, or null
 };
