@@ -1,7 +1,7 @@
 // The Whisper plugin against HF transformers at tp 1, 2, 4, pp 2 (the stage boundary inside the
 // encoder, at its end, inside the decoder) and pp 2 x tp 2, from log-mel features: logits, loss
 // and every gradient, greedy generation from a decoder prompt (the audio encoder run once),
-// WhisperModel's hidden states and bf16 logits.
+// WhisperModel's hidden states and bf16 and fp16 logits.
 #include "family_checks.h"
 
 namespace shardformer::testing {
@@ -35,9 +35,11 @@ TEST_P(WhisperFamily, MatchesHFAtThisLayout) {
                expect_close_to_hf(f, hidden, "forward_last_hidden_state", kOutputAtol, 0.0,
                                   "decoder hidden states");
              }
-             check_bfloat16_logits(
-                 f,
-                 *stack_session(f, mesh, layout, "WhisperForConditionalGeneration", at::kBFloat16));
+             for (const at::ScalarType dtype : {at::kBFloat16, at::kHalf}) {
+               check_bfloat16_logits(
+                   f, *stack_session(f, mesh, layout, "WhisperForConditionalGeneration", dtype),
+                   dtype);
+             }
            });
 }
 
