@@ -136,8 +136,11 @@ at::Tensor T5Block::forward(const at::Tensor& x, const T5Step& step) {
   at::Tensor h = clamp_half(
       x + drop(s.self_dropout, s.self_attn->forward(t5_norm(*s.self_norm, x), step.self)));
   if (s.cross_attn != nullptr) {
+    // The memory is fp16 (the encoder's final norm); a pipeline stage that received it beside
+    // the fp32 stream holds it widened, exactly.
+    const at::Tensor memory = step.memory.defined() ? step.memory.to(at::kHalf) : step.memory;
     h = clamp_half(
-        h + drop(s.cross_dropout, s.cross_attn->forward(t5_norm(*s.cross_norm, h), step.memory,
+        h + drop(s.cross_dropout, s.cross_attn->forward(t5_norm(*s.cross_norm, h), memory,
                                                         step.memory_mask, step.cross_cache)));
   }
   const at::Tensor normed = t5_norm(*s.ff_norm, h);
@@ -162,13 +165,6 @@ T5Stack::T5Stack(const BuildContext& ctx, const T5Config& c, bool decoder,
     : decoder_(decoder),
       count_(decoder ? c.num_decoder_layers : c.num_layers),
       shared_(std::move(shared)) {
-  if (half(ctx) && ctx.pipeline() != nullptr) {
-    // In fp16 the residual stream turns fp32 partway (HF's wo in fp32): the stages' transfers
-    // carry the model's dtype.
-    throw ModelError(str(ctx.config().path().string(),
-                         ": T5 in float16 does not run under pipeline parallelism (its residual "
-                         "stream turns fp32 partway, as HF's); use pp = 1, bfloat16 or float32"));
-  }
   ctx.skip("embed_tokens.weight", "the stack's embedding is shared.weight (tied)");
   range_ = span.total > 0 ? ctx.layer_ranges(span.total, span.first, count_).front()
                           : LayerRange{0, count_};
