@@ -149,35 +149,46 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tenso
   return y;
 }
 
-bool causal_attention_applies(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+bool block_attention_applies(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
   for (const at::Tensor* t : {&q, &k, &v}) {
     if (!t->device().is_cpu() || t->scalar_type() != at::kFloat || t->dim() != 4 ||
-        t->sizes() != q.sizes() || (t->size(3) > 1 && t->stride(3) != 1)) {
+        (t->size(3) > 1 && t->stride(3) != 1)) {
       return false;
     }
   }
-  return true;
+  return k.sizes() == v.sizes() && k.size(0) == q.size(0) && k.size(1) == q.size(1) &&
+         k.size(3) == q.size(3) && q.size(3) <= kMaxBlockAttentionDim;
 }
 
-at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                            double scale) {
-  TORCH_CHECK(causal_attention_applies(q, k, v), "causal_attention: q ", q.sizes(), ", k ",
-              k.sizes(), " and v ", v.sizes(),
-              " must be fp32 CPU tensors [batch, heads, seq, dim] of one shape, dim contiguous");
-  const int64_t batch = q.size(0), heads = q.size(1), seq = q.size(2), dim = q.size(3);
-  const at::Tensor out = at::empty({batch, seq, heads, dim}, q.options()).transpose(1, 2);
-  if (q.numel() == 0) return out;
+at::Tensor block_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                           double scale, bool causal) {
+  TORCH_CHECK(block_attention_applies(q, k, v), "block_attention: q ", q.sizes(), ", k ", k.sizes(),
+              " and v ", v.sizes(),
+              " must be fp32 CPU tensors [batch, heads, queries or keys, dim] of one batch, heads "
+              "and dim (at most ",
+              kMaxBlockAttentionDim, "), k and v of one shape, dim contiguous");
+  TORCH_CHECK(!causal || q.size(2) == k.size(2), "block_attention: causal attention needs as many ",
+              "queries as keys, not ", q.size(2), " and ", k.size(2));
+  const int64_t batch = q.size(0), heads = q.size(1), queries = q.size(2), keys = k.size(2),
+                dim = q.size(3);
+  const at::Tensor out = at::empty({batch, queries, heads, dim}, q.options()).transpose(1, 2);
+  if (out.numel() == 0) return out;
+  if (keys == 0) return out.zero_();  // no key to see: zeros, as a query that sees none
   const auto strides = [](const at::Tensor& t) {
     return AttentionStrides{t.stride(0), t.stride(1), t.stride(2)};
   };
   const KernelTimeScope timed([&] {
-    return kernel_call("causal_attention",
-                       {{"batch", batch}, {"heads", heads}, {"seq", seq}, {"dim", dim}});
+    return kernel_call("block_attention", {{"batch", batch},
+                                           {"heads", heads},
+                                           {"queries", queries},
+                                           {"keys", keys},
+                                           {"dim", dim},
+                                           {"causal", causal ? 1 : 0}});
   });
-  const AttentionShape shape{batch,      heads,      seq,        dim,
-                             strides(q), strides(k), strides(v), strides(out)};
-  active_table().causal_attention(q.data_ptr<float>(), k.data_ptr<float>(), v.data_ptr<float>(),
-                                  out.data_ptr<float>(), shape, static_cast<float>(scale));
+  const AttentionShape shape{batch,      heads,      queries,    keys,         dim,
+                             strides(q), strides(k), strides(v), strides(out), causal};
+  active_table().block_attention(q.data_ptr<float>(), k.data_ptr<float>(), v.data_ptr<float>(),
+                                 out.data_ptr<float>(), shape, static_cast<float>(scale));
   return out;
 }
 

@@ -25,9 +25,9 @@ void gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t ars, int64_t 
           int64_t brs, int64_t bcs, const float* bias, bool accumulate, float* c, int64_t ldc,
           int64_t threads, float* workspace, const float* packed);
 
-// Causal self-attention for inference (attention_impl.cpp), on the GEMM above.
-void causal_attention(const float* q, const float* k, const float* v, float* out,
-                      const AttentionShape& shape, float scale);
+// Attention for inference, causal or over every key (attention_impl.cpp), on the GEMM above.
+void block_attention(const float* q, const float* k, const float* v, float* out,
+                     const AttentionShape& shape, float scale);
 
 // A few queries over a KV cache (decoding), heads grouped over KV heads (attention_impl.cpp).
 void cached_attention(const float* q, const float* k, const float* v, const bool* mask, float* out,

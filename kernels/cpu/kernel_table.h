@@ -11,10 +11,12 @@ struct AttentionStrides {
   int64_t batch, head, row;
 };
 
-// The operands of causal_attention: q, k, v and out, each [batch, heads, seq, dim].
+// The operands of block_attention: q and out [batch, heads, queries, dim], k and v [batch, heads,
+// keys, dim]; causal (queries == keys): query i sees keys 0 .. i, otherwise every key.
 struct AttentionShape {
-  int64_t batch, heads, seq, dim;
+  int64_t batch, heads, queries, keys, dim;
   AttentionStrides q, k, v, out;
+  bool causal;
 };
 
 // The operands of cached_attention: q and out [batch, heads, queries, dim]; k and v [batch,
@@ -70,9 +72,10 @@ struct KernelTable {
   // with B packed whole or not.
   int64_t (*gemm_workspace)(int64_t m, int64_t n, int64_t k, int64_t bcs, int64_t threads,
                             bool packed);
-  // out = softmax(q k^T * scale, query i seeing keys 0..i) v for every (batch, head).
-  void (*causal_attention)(const float* q, const float* k, const float* v, float* out,
-                           const AttentionShape& shape, float scale);
+  // out = softmax(q k^T * scale) v for every (batch, head), over every key or (causal) query i
+  // seeing keys 0 .. i.
+  void (*block_attention)(const float* q, const float* k, const float* v, float* out,
+                          const AttentionShape& shape, float scale);
   // out = softmax(q k^T * scale) v for every (batch, head), head h reading the keys and values
   // of KV head h / (heads / kv_heads); query i sees key j where mask[b, i, j] is true (every
   // key without a mask) and, when causal, j <= keys - queries + i. A query that sees no key

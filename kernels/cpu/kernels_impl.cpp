@@ -515,7 +515,7 @@ void softmax_xent_grad(const float* x, const float* max, const float* sum, const
 const KernelTable table{
     &skinny_linear,  &bias_gelu_tanh,   &gelu_tanh_backward, &add_layer_norm, &rms_norm,
     &rotary,         &softmax_stats,    &softmax_xent_grad,  &sum_terms,      &sum_add_norm,
-    &gemm_workspace, &causal_attention, &cached_attention,   &gemm,           &packed_b_size,
+    &gemm_workspace, &block_attention,  &cached_attention,   &gemm,           &packed_b_size,
     &pack_b_whole,   &skinny_group,     &skinny_silu_gate};
 
 }  // namespace shardformer::kernels::CPU_CAPABILITY

@@ -244,38 +244,52 @@ TEST_P(Kernels, GemmRoundingStaysFlatOverLongSums) {
   EXPECT_LT(worst(c, at::mm(a64, b64), at::mm(a64.abs(), b64.abs()), 1e-30), 4e-7);
 }
 
-// Causal attention against fp64 softmax(q k^T * scale, masked) v: sequences shorter than, equal
-// to and past its query block (64), head sizes with vector tails, q, k, v as the transposed
-// [batch, seq, heads, dim] views attention layers make, split over 1 and 3 threads.
-TEST_P(Kernels, CausalAttentionMatchesFp64Softmax) {
+// Block attention against fp64 softmax(q k^T * scale, masked where causal) v: queries shorter
+// than, equal to and past its query block (64), causal or over keys fewer and more than the
+// queries (and past a step of the product with the values, 128 keys), head sizes with vector
+// tails, q, k, v as the transposed [batch, seq, heads, dim] views attention layers make, split
+// over 1 and 3 threads.
+TEST_P(Kernels, BlockAttentionMatchesFp64Softmax) {
   const kernels::KernelTable& t = *GetParam().table;
   at::manual_seed(2);
   const int threads = at::get_num_threads();
+  const auto strides = [](const at::Tensor& x) {
+    return kernels::AttentionStrides{x.stride(0), x.stride(1), x.stride(2)};
+  };
   for (const int use_threads : {1, 3}) {
     at::set_num_threads(use_threads);
-    for (const int64_t seq : {1, 5, 64, 65, 130}) {
-      for (const int64_t dim : {8, 64, 80}) {
-        const int64_t batch = 2, heads = 3;
-        const auto make = [&] { return at::randn({batch, seq, heads, dim}).transpose(1, 2); };
-        const at::Tensor q = make() * 2, k = make() * 2, v = make();
-        const double scale = 1.0 / std::sqrt(static_cast<double>(dim));
-        at::Tensor out = at::empty({batch, seq, heads, dim}).transpose(1, 2);
-        const auto strides = [](const at::Tensor& x) {
-          return kernels::AttentionStrides{x.stride(0), x.stride(1), x.stride(2)};
-        };
-        t.causal_attention(
-            q.data_ptr<float>(), k.data_ptr<float>(), v.data_ptr<float>(), out.data_ptr<float>(),
-            {batch, heads, seq, dim, strides(q), strides(k), strides(v), strides(out)},
-            static_cast<float>(scale));
-        const at::Tensor mask = at::ones({seq, seq}, at::kBool).tril();
-        const at::Tensor scores =
-            at::matmul(q.to(at::kDouble), k.to(at::kDouble).transpose(-2, -1)) * scale;
-        const at::Tensor probs = at::softmax(scores.masked_fill(mask.logical_not(), -INFINITY), -1);
-        const at::Tensor want = at::matmul(probs, v.to(at::kDouble));
-        // Rounding grows with the terms: sum_j p_ij |v_j|.
-        const at::Tensor size = at::matmul(probs, v.to(at::kDouble).abs());
-        EXPECT_LT(worst(out, want, size, 1e-30), 1e-5)
-            << "seq " << seq << " dim " << dim << " threads " << use_threads;
+    for (const int64_t queries : {1, 5, 64, 65, 130}) {
+      for (const int64_t keys : {queries, int64_t{3}, int64_t{197}}) {
+        for (const bool causal : {true, false}) {
+          if (causal && keys != queries) continue;
+          for (const int64_t dim : {8, 64, 80}) {
+            const int64_t batch = 2, heads = 3;
+            const auto make = [&](int64_t rows) {
+              return at::randn({batch, rows, heads, dim}).transpose(1, 2);
+            };
+            const at::Tensor q = make(queries) * 2, k = make(keys) * 2, v = make(keys);
+            const double scale = 1.0 / std::sqrt(static_cast<double>(dim));
+            at::Tensor out = at::empty({batch, queries, heads, dim}).transpose(1, 2);
+            t.block_attention(q.data_ptr<float>(), k.data_ptr<float>(), v.data_ptr<float>(),
+                              out.data_ptr<float>(),
+                              {batch, heads, queries, keys, dim, strides(q), strides(k), strides(v),
+                               strides(out), causal},
+                              static_cast<float>(scale));
+            at::Tensor scores =
+                at::matmul(q.to(at::kDouble), k.to(at::kDouble).transpose(-2, -1)) * scale;
+            if (causal) {
+              const at::Tensor mask = at::ones({queries, keys}, at::kBool).tril();
+              scores = scores.masked_fill(mask.logical_not(), -INFINITY);
+            }
+            const at::Tensor probs = at::softmax(scores, -1);
+            const at::Tensor want = at::matmul(probs, v.to(at::kDouble));
+            // Rounding grows with the terms: sum_j p_ij |v_j|.
+            const at::Tensor size = at::matmul(probs, v.to(at::kDouble).abs());
+            EXPECT_LT(worst(out, want, size, 1e-30), 1e-5)
+                << "queries " << queries << " keys " << keys << " causal " << causal << " dim "
+                << dim << " threads " << use_threads;
+          }
+        }
       }
     }
   }
@@ -670,19 +684,35 @@ TEST(KernelEntryPoints, GemmPackedEqualsGemmAndRefusesAPackingOfAnotherShape) {
   EXPECT_THROW(kernels::pack_gemm_b(b.to(at::kDouble)), c10::Error);
 }
 
-TEST(KernelEntryPoints, CausalAttentionMatchesSdpaAndRefusesWhatItCannotServe) {
+TEST(KernelEntryPoints, BlockAttentionMatchesSdpaAndRefusesWhatItCannotServe) {
   const at::Tensor q = at::randn({2, 4, 70, 16}), k = at::randn({2, 4, 70, 16}),
                    v = at::randn({2, 4, 70, 16});
-  const at::Tensor out = kernels::causal_attention(q, k, v, 0.25);
-  EXPECT_EQ(out.sizes(), q.sizes());
-  EXPECT_TRUE(out.transpose(1, 2).is_contiguous());  // heads merge as a view
-  EXPECT_TRUE(at::allclose(
-      out, at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true, 0.25), 1e-5,
-      1e-5));
-  EXPECT_FALSE(kernels::causal_attention_applies(q, k.narrow(2, 0, 69), v));  // lengths differ
-  EXPECT_FALSE(kernels::causal_attention_applies(q.transpose(2, 3), k, v));   // dim strided
-  EXPECT_FALSE(kernels::causal_attention_applies(q.to(at::kDouble), k, v));   // fp64
-  EXPECT_THROW(kernels::causal_attention(q, k, v.narrow(1, 0, 3), 0.25), c10::Error);
+  for (const bool causal : {true, false}) {
+    const at::Tensor out = kernels::block_attention(q, k, v, 0.25, causal);
+    EXPECT_EQ(out.sizes(), q.sizes());
+    EXPECT_TRUE(out.transpose(1, 2).is_contiguous());  // heads merge as a view
+    EXPECT_TRUE(at::allclose(out, at::scaled_dot_product_attention(q, k, v, {}, 0.0, causal, 0.25),
+                             1e-5, 1e-5));
+  }
+  // Fewer keys than queries, every key seen; no key at all: zeros.
+  const at::Tensor few = kernels::block_attention(q, k.narrow(2, 0, 9), v.narrow(2, 0, 9), 0.25,
+                                                  /*causal=*/false);
+  EXPECT_TRUE(at::allclose(few,
+                           at::scaled_dot_product_attention(q, k.narrow(2, 0, 9), v.narrow(2, 0, 9),
+                                                            {}, 0.0, false, 0.25),
+                           1e-5, 1e-5));
+  EXPECT_TRUE(at::equal(
+      kernels::block_attention(q, k.narrow(2, 0, 0), v.narrow(2, 0, 0), 0.25, /*causal=*/false),
+      at::zeros_like(q)));
+  EXPECT_THROW(kernels::block_attention(q, k.narrow(2, 0, 69), v.narrow(2, 0, 69), 0.25, true),
+               c10::Error);  // causal needs as many keys as queries
+  EXPECT_FALSE(kernels::block_attention_applies(q, k, v.narrow(2, 0, 69)));  // k, v differ
+  EXPECT_FALSE(kernels::block_attention_applies(q, k.narrow(1, 0, 2), v.narrow(1, 0, 2)));
+  EXPECT_FALSE(kernels::block_attention_applies(q.transpose(2, 3), k, v));  // dim strided
+  EXPECT_FALSE(kernels::block_attention_applies(q.to(at::kDouble), k, v));  // fp64
+  const at::Tensor wide = at::randn({1, 1, 4, kernels::kMaxBlockAttentionDim + 1});
+  EXPECT_FALSE(kernels::block_attention_applies(wide, wide, wide));  // head past the limit
+  EXPECT_THROW(kernels::block_attention(q, k, v.narrow(1, 0, 3), 0.25, false), c10::Error);
 }
 
 TEST(KernelEntryPoints, CachedAttentionMatchesSdpaAndRefusesWhatItCannotServe) {

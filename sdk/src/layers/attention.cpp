@@ -90,6 +90,10 @@ bool plain_causal(const at::Tensor& mask) {
   return last_causal;
 }
 
+// Queries of a decoding step at most (a prompt of a few tokens counts as one): over a KV cache
+// they take cached_attention, which reads the keys in place.
+constexpr int64_t kDecodingQueries = 8;
+
 // first_head: the first of this rank's heads that q holds (Ulysses holds a share of them).
 at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                   const AttentionArgs& args, int64_t first_head = 0) {
@@ -98,12 +102,18 @@ at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
   if (!explicit_scores && !args.bias.defined()) {
     if (causal || (args.mask.defined() && q.size(2) == k.size(2) && plain_causal(args.mask))) {
       // Inference: the kernel on whichever GEMM runs the products (GPT-2-small's 4 x 512
-      // tokens on an Intel Xeon: 15 ms a layer against SDPA's 25, bench/kernel_speed).
-      if (use_inference_kernel({}) && kernels::causal_attention_applies(q, k, v)) {
-        return kernels::causal_attention(q, k, v, args.scale);
+      // tokens on an Intel Xeon: 12.5 ms a layer against SDPA's 25, bench/kernel_speed).
+      if (use_inference_kernel({}) && kernels::block_attention_applies(q, k, v)) {
+        return kernels::block_attention(q, k, v, args.scale, /*causal=*/true);
       }
       return at::scaled_dot_product_attention(q, k, v, {}, /*dropout_p=*/0.0,
                                               /*is_causal=*/true, args.scale);
+    }
+    // Every key seen (an encoder without padding, ViT): the same kernel for more queries than a
+    // decoding step's, which would pay for packing every key for a few dot products each.
+    if (!args.mask.defined() && q.size(2) > kDecodingQueries && use_inference_kernel({}) &&
+        kernels::block_attention_applies(q, k, v)) {
+      return kernels::block_attention(q, k, v, args.scale, /*causal=*/false);
     }
     // No mask (a decoding step of unpadded prompts) goes as none: SDPA refuses an undefined one.
     const std::optional<at::Tensor> mask =
@@ -147,7 +157,6 @@ at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
 // attention without ALiBi or dropout.
 bool decoding_kernel(const at::Tensor& q, const at::Tensor& keys, const at::Tensor& values,
                      const AttentionArgs& args) {
-  constexpr int64_t kDecodingQueries = 8;
   return args.cache != nullptr && q.size(2) <= kDecodingQueries && !args.bias.defined() &&
          (args.dropout == nullptr || !args.dropout->active()) && use_inference_kernel({}) &&
          kernels::cached_attention_applies(q, keys, values, args.mask);

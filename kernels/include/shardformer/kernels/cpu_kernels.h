@@ -69,15 +69,20 @@ void gemm_packed(const at::Tensor& a, const PackedB& b, const at::Tensor& bias, 
 at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                   bool k_major);
 
-// Whether causal_attention serves q, k, v: CPU fp32 tensors [batch, heads, seq, dim] of one
-// shape, each with its last dimension contiguous.
-bool causal_attention_applies(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
+// Head sizes block_attention serves (its per-thread buffers grow with them; larger ones are
+// left to SDPA).
+constexpr int64_t kMaxBlockAttentionDim = 256;
 
-// softmax(q k^T * scale) v with query i seeing keys 0 .. i (SDPA's is_causal), for every
-// (batch, head), on the packed GEMM: [batch, heads, seq, dim], laid out in memory as [batch,
-// seq, heads, dim] so that merging the heads is a view. No autograd.
-at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                            double scale);
+// Whether block_attention serves q [batch, heads, queries, dim], k and v [batch, heads, keys,
+// dim]: CPU fp32 tensors, k and v of one shape, dim at most kMaxBlockAttentionDim and contiguous.
+bool block_attention_applies(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
+
+// softmax(q k^T * scale) v for every (batch, head), query i seeing every key or, causal (as many
+// queries as keys: SDPA's is_causal), keys 0 .. i; on the packed GEMM in blocks of queries.
+// Returns [batch, heads, queries, dim], laid out in memory as [batch, queries, heads, dim] so
+// that merging the heads is a view. No autograd.
+at::Tensor block_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                           double scale, bool causal);
 
 // Whether cached_attention serves q [batch, heads, queries, dim], k and v [batch, kv_heads, keys,
 // dim] and the mask: fp32 CPU tensors, each dim contiguous, heads a multiple of kv_heads, and
