@@ -40,10 +40,6 @@ at::Tensor clamp_half(const at::Tensor& h) {
   return h.clamp(-bound, bound);
 }
 
-at::Tensor drop(layers::Dropout* dropout, const at::Tensor& x) {
-  return dropout != nullptr ? dropout->forward(x) : x;
-}
-
 }  // namespace
 
 T5Block::T5Block(const BuildContext& ctx, const T5Config& c, bool decoder, int64_t layer_idx)
@@ -134,18 +130,20 @@ at::Tensor T5Block::forward(const at::Tensor& x, const T5Step& step) {
   if (!half_) return layers::pre_norm_block(sublayers_, x, step);
   const layers::PreNormSublayers& s = sublayers_;
   at::Tensor h = clamp_half(
-      x + drop(s.self_dropout, s.self_attn->forward(t5_norm(*s.self_norm, x), step.self)));
+      x + layers::sublayer_dropout(s.self_dropout,
+                                   s.self_attn->forward(t5_norm(*s.self_norm, x), step.self)));
   if (s.cross_attn != nullptr) {
     // The memory is fp16 (the encoder's final norm); a pipeline stage that received it beside
     // the fp32 stream holds it widened, exactly.
     const at::Tensor memory = step.memory.defined() ? step.memory.to(at::kHalf) : step.memory;
-    h = clamp_half(
-        h + drop(s.cross_dropout, s.cross_attn->forward(t5_norm(*s.cross_norm, h), memory,
-                                                        step.memory_mask, step.cross_cache)));
+    h = clamp_half(h +
+                   layers::sublayer_dropout(
+                       s.cross_dropout, s.cross_attn->forward(t5_norm(*s.cross_norm, h), memory,
+                                                              step.memory_mask, step.cross_cache)));
   }
   const at::Tensor normed = t5_norm(*s.ff_norm, h);
   const at::Tensor ff = s.mlp != nullptr ? s.mlp->forward(normed) : s.gated_mlp->forward(normed);
-  return h + drop(s.ff_dropout, ff);  // [b, s, d_model] in fp32: wo's output
+  return h + layers::sublayer_dropout(s.ff_dropout, ff);  // [b, s, d_model] in fp32: wo's output
 }
 
 namespace {

@@ -58,17 +58,15 @@ at::Tensor GatedMLP::gated(const at::Tensor& x) {
 }
 
 at::Tensor GatedMLP::product(const at::Tensor& x) {
-  if (at::Tensor h = decoding_silu_gate(x); h.defined()) {
-    return dropout_ ? dropout_->forward(h) : h;  // [b, s, i/tp]
+  at::Tensor h = decoding_silu_gate(x);  // [b, s, i/tp]
+  if (!h.defined()) {
+    // A fused [gate; up] layer, or gate and up reading one input, communicated once (they are
+    // split alike).
+    const std::vector<at::Tensor> gate_up =
+        gate_up_proj_ ? gate_up_proj_->forward(x).chunk(2, -1)
+                      : forward_shared_input({gate_proj_.get(), up_proj_.get()}, x);
+    h = apply_activation(activation_, gate_up[0]) * gate_up[1];  // [b, s, i/tp]
   }
-  if (gate_up_proj_) {
-    const std::vector<at::Tensor> gate_up = gate_up_proj_->forward(x).chunk(2, -1);  // [b, s, i/tp]
-    return apply_activation(activation_, gate_up[0]) * gate_up[1];
-  }
-  // gate and up read one input, communicated once (they are split alike).
-  const std::vector<at::Tensor> gate_up =
-      forward_shared_input({gate_proj_.get(), up_proj_.get()}, x);
-  const at::Tensor h = apply_activation(activation_, gate_up[0]) * gate_up[1];  // [b, s, i/tp]
   return dropout_ ? dropout_->forward(h) : h;
 }
 

@@ -21,10 +21,6 @@ at::Tensor apply_norm(const ResidualNorm& norm, const at::Tensor& x) {
   throw ModelError("pre_norm_block: a norm of unknown kind");
 }
 
-at::Tensor drop(Dropout* dropout, const at::Tensor& x) {
-  return dropout != nullptr ? dropout->forward(x) : x;
-}
-
 void check(const PreNormSublayers& s) {
   if (s.self_norm == nullptr || s.self_attn == nullptr || s.ff_norm == nullptr ||
       (s.mlp == nullptr) == (s.gated_mlp == nullptr) ||
@@ -39,6 +35,10 @@ void check(const PreNormSublayers& s) {
 
 }  // namespace
 
+at::Tensor sublayer_dropout(Dropout* dropout, const at::Tensor& x) {
+  return dropout != nullptr ? dropout->forward(x) : x;
+}
+
 at::Tensor pre_norm_block(const PreNormSublayers& s, const at::Tensor& x,
                           const EncoderDecoderStep& step) {
   check(s);
@@ -48,8 +48,9 @@ at::Tensor pre_norm_block(const PreNormSublayers& s, const at::Tensor& x,
   if (s.self_scale.defined()) {  // BEiT: the scale sits between each branch and its residual
     const at::Tensor h =
         x + s.self_scale *
-                drop(s.self_dropout, s.self_attn->forward(apply_norm(*s.self_norm, x), step.self));
-    return h + s.ff_scale * drop(s.ff_dropout, feed_forward(apply_norm(*s.ff_norm, h)));
+                sublayer_dropout(s.self_dropout,
+                                 s.self_attn->forward(apply_norm(*s.self_norm, x), step.self));
+    return h + s.ff_scale * sublayer_dropout(s.ff_dropout, feed_forward(apply_norm(*s.ff_norm, h)));
   }
   const ResidualNorm* after_self = s.cross_attn != nullptr ? s.cross_norm : s.ff_norm;
   ResidualSum h = s.self_attn->forward_residual(apply_norm(*s.self_norm, x), step.self, x,

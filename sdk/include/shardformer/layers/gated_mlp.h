@@ -42,7 +42,8 @@ class GatedMLP : public torch::nn::Module {
  private:
   // act(gate(x)) * up(x) [batch, seq, intermediate/tp], in down's dtype
   at::Tensor gated(const at::Tensor& x);
-  at::Tensor product(const at::Tensor& x);  // act(gate(x)) * up(x), dropped out in training
+  // act(gate(x)) * up(x), through the inner dropout where there is one (T5's, in training)
+  at::Tensor product(const at::Tensor& x);
   // silu(gate(x)) * up(x) in one pass of the threads (kernels::skinny_silu_gate) in a decoding
   // step whose gate and up are local nn.Linear products; undefined otherwise.
   at::Tensor decoding_silu_gate(const at::Tensor& x) const;

@@ -39,4 +39,8 @@ struct PreNormSublayers {
 at::Tensor pre_norm_block(const PreNormSublayers& sublayers, const at::Tensor& x,
                           const EncoderDecoderStep& step);
 
+// A sublayer's output through its dropout, or unchanged where it has none (null): for a block
+// that composes the sublayers itself (T5 in fp16).
+at::Tensor sublayer_dropout(Dropout* dropout, const at::Tensor& x);
+
 }  // namespace shardformer::layers
