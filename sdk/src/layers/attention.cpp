@@ -73,21 +73,28 @@ at::Tensor repeat_kv(const at::Tensor& x, int64_t groups) {
   return groups == 1 ? x : x.repeat_interleave(groups, 1);
 }
 
-// Whether `mask` [batch, 1, n, n] is the plain causal mask (key j seen by query i iff j <= i,
-// no padding). SDPA given a boolean mask converts it to an fp32 one in every call and keeps
-// that for backward (16 MiB per layer at 2048 tokens, found by the sequence-parallel memory
-// benchmark); is_causal keeps nothing. Every layer of a forward pass shares one mask tensor,
-// so the answer is kept for the last mask seen, by a weak reference (the mask is not kept alive).
-bool plain_causal(const at::Tensor& mask) {
+// What a boolean mask [batch, 1, q, kv] allows: the plain causal pattern (key j seen by query i
+// iff j <= i, no padding), or every key (padding that pads nothing). SDPA given a boolean mask
+// converts it to an fp32 one in every call and keeps that for backward (16 MiB per layer at 2048
+// tokens, found by the sequence-parallel memory benchmark); is_causal keeps nothing, and both
+// patterns can take block_attention. Every layer of a forward pass shares one mask tensor, so
+// the answer is kept for the last mask seen, by a weak reference (the mask is not kept alive).
+struct MaskPattern {
+  bool causal = false, all_visible = false;
+};
+
+MaskPattern mask_pattern(const at::Tensor& mask) {
   using WeakImpl = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
   thread_local WeakImpl last{c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>()};
-  thread_local bool last_causal = false;
-  if (last.lock().get() == mask.unsafeGetTensorImpl()) return last_causal;
+  thread_local MaskPattern pattern;
+  if (last.lock().get() == mask.unsafeGetTensorImpl()) return pattern;
   const int64_t n = mask.size(-1);
-  last_causal = mask.dim() == 4 && mask.size(-2) == n && mask.scalar_type() == at::kBool &&
-                at::equal(mask, at::ones({n, n}, mask.options()).tril().expand_as(mask));
+  const bool boolean = mask.dim() == 4 && mask.scalar_type() == at::kBool;
+  pattern.causal = boolean && mask.size(-2) == n &&
+                   at::equal(mask, at::ones({n, n}, mask.options()).tril().expand_as(mask));
+  pattern.all_visible = boolean && !pattern.causal && mask.all().item<bool>();
   last = WeakImpl(mask.getIntrusivePtr());
-  return last_causal;
+  return pattern;
 }
 
 // Queries of a decoding step at most (a prompt of a few tokens counts as one): over a KV cache
@@ -100,7 +107,8 @@ at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
   const bool explicit_scores = args.dropout != nullptr && args.dropout->active();
   const bool causal = !args.mask.defined() && args.causal && q.size(2) == k.size(2);
   if (!explicit_scores && !args.bias.defined()) {
-    if (causal || (args.mask.defined() && q.size(2) == k.size(2) && plain_causal(args.mask))) {
+    const MaskPattern pattern = args.mask.defined() ? mask_pattern(args.mask) : MaskPattern{};
+    if (causal || (q.size(2) == k.size(2) && pattern.causal)) {
       // Inference: the kernel on whichever GEMM runs the products (GPT-2-small's 4 x 512
       // tokens on an Intel Xeon: 12.5 ms a layer against SDPA's 25, bench/kernel_speed).
       if (use_inference_kernel({}) && kernels::block_attention_applies(q, k, v)) {
@@ -109,10 +117,11 @@ at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
       return at::scaled_dot_product_attention(q, k, v, {}, /*dropout_p=*/0.0,
                                               /*is_causal=*/true, args.scale);
     }
-    // Every key seen (an encoder without padding, ViT): the same kernel for more queries than a
-    // decoding step's, which would pay for packing every key for a few dot products each.
-    if (!args.mask.defined() && q.size(2) > kDecodingQueries && use_inference_kernel({}) &&
-        kernels::block_attention_applies(q, k, v)) {
+    // Every key seen (ViT, an encoder without padding or with padding that pads nothing): the
+    // same kernel for more queries than a decoding step's, which would pay for packing every key
+    // for a few dot products each.
+    if ((!args.mask.defined() || pattern.all_visible) && q.size(2) > kDecodingQueries &&
+        use_inference_kernel({}) && kernels::block_attention_applies(q, k, v)) {
       return kernels::block_attention(q, k, v, args.scale, /*causal=*/false);
     }
     // No mask (a decoding step of unpadded prompts) goes as none: SDPA refuses an undefined one.
