@@ -194,9 +194,16 @@ void block_attention(const float* q, const float* k, const float* v, float* out,
     const HeadOperands head{packed_keys.data(), values.data(), queries.data()};
     for (int64_t t = begin; t < end; ++t) {
       const int64_t b = t / s.heads, h = t % s.heads;
+      float* head_out = out + b * s.out.batch + h * s.out.head;
+      AttentionShape seen = s;  // this batch's keys: all, or its unpadded prefix
+      if (s.key_counts != nullptr) seen.keys = s.key_counts[b];
+      if (seen.keys == 0) {  // nothing to see: zeros, as a query whose keys are all masked
+        for (int64_t i = 0; i < s.queries; ++i) std::fill_n(head_out + i * s.out.row, s.dim, 0.f);
+        continue;
+      }
       attend_one(q + b * s.q.batch + h * s.q.head, k + b * s.k.batch + h * s.k.head,
-                 v + b * s.v.batch + h * s.v.head, out + b * s.out.batch + h * s.out.head, s, scale,
-                 head, scores.data(), work.data());
+                 v + b * s.v.batch + h * s.v.head, head_out, seen, scale, head, scores.data(),
+                 work.data());
     }
   });
 }

@@ -161,7 +161,7 @@ bool block_attention_applies(const at::Tensor& q, const at::Tensor& k, const at:
 }
 
 at::Tensor block_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                           double scale, bool causal) {
+                           double scale, bool causal, const at::Tensor& key_counts) {
   TORCH_CHECK(block_attention_applies(q, k, v), "block_attention: q ", q.sizes(), ", k ", k.sizes(),
               " and v ", v.sizes(),
               " must be fp32 CPU tensors [batch, heads, queries or keys, dim] of one batch, heads "
@@ -171,6 +171,17 @@ at::Tensor block_attention(const at::Tensor& q, const at::Tensor& k, const at::T
               "queries as keys, not ", q.size(2), " and ", k.size(2));
   const int64_t batch = q.size(0), heads = q.size(1), queries = q.size(2), keys = k.size(2),
                 dim = q.size(3);
+  if (key_counts.defined()) {
+    TORCH_CHECK(!causal, "block_attention: key counts are for attention over every key");
+    TORCH_CHECK(key_counts.device().is_cpu() && key_counts.scalar_type() == at::kLong &&
+                    key_counts.dim() == 1 && key_counts.size(0) == batch &&
+                    key_counts.is_contiguous(),
+                "block_attention: key counts must be a contiguous int64 CPU tensor [", batch,
+                "], not ", key_counts.sizes());
+    TORCH_CHECK(batch == 0 || (key_counts.min().item<int64_t>() >= 0 &&
+                               key_counts.max().item<int64_t>() <= keys),
+                "block_attention: key counts must lie in [0, ", keys, "]");
+  }
   const at::Tensor out = at::empty({batch, queries, heads, dim}, q.options()).transpose(1, 2);
   if (out.numel() == 0) return out;
   if (keys == 0) return out.zero_();  // no key to see: zeros, as a query that sees none
@@ -185,8 +196,9 @@ at::Tensor block_attention(const at::Tensor& q, const at::Tensor& k, const at::T
                                            {"dim", dim},
                                            {"causal", causal ? 1 : 0}});
   });
-  const AttentionShape shape{batch,      heads,      queries,    keys,         dim,
-                             strides(q), strides(k), strides(v), strides(out), causal};
+  const int64_t* counts = key_counts.defined() ? key_counts.data_ptr<int64_t>() : nullptr;
+  const AttentionShape shape{batch,      heads,      queries,      keys,   dim,   strides(q),
+                             strides(k), strides(v), strides(out), causal, counts};
   active_table().block_attention(q.data_ptr<float>(), k.data_ptr<float>(), v.data_ptr<float>(),
                                  out.data_ptr<float>(), shape, static_cast<float>(scale));
   return out;

@@ -12,11 +12,13 @@ struct AttentionStrides {
 };
 
 // The operands of block_attention: q and out [batch, heads, queries, dim], k and v [batch, heads,
-// keys, dim]; causal (queries == keys): query i sees keys 0 .. i, otherwise every key.
+// keys, dim]; causal (queries == keys): query i sees keys 0 .. i, otherwise every key, or where
+// key_counts is given (not causal), keys 0 .. key_counts[b] - 1 of batch b (right padding).
 struct AttentionShape {
   int64_t batch, heads, queries, keys, dim;
   AttentionStrides q, k, v, out;
   bool causal;
+  const int64_t* key_counts = nullptr;  // [batch], each in [0, keys]
 };
 
 // The operands of cached_attention: q and out [batch, heads, queries, dim]; k and v [batch,

@@ -260,10 +260,14 @@ TEST_P(Kernels, BlockAttentionMatchesFp64Softmax) {
     at::set_num_threads(use_threads);
     for (const int64_t queries : {1, 5, 64, 65, 130}) {
       for (const int64_t keys : {queries, int64_t{3}, int64_t{197}}) {
-        for (const bool causal : {true, false}) {
+        for (const int mode : {0, 1, 2}) {  // causal, every key, right padding
+          const bool causal = mode == 0, padded = mode == 2;
           if (causal && keys != queries) continue;
           for (const int64_t dim : {8, 64, 80}) {
             const int64_t batch = 2, heads = 3;
+            // Right padding: the first batch sees every key, the second a third of them (none
+            // where there is one key).
+            const at::Tensor counts = at::tensor({keys, keys / 3}, at::kLong);
             const auto make = [&](int64_t rows) {
               return at::randn({batch, rows, heads, dim}).transpose(1, 2);
             };
@@ -273,7 +277,7 @@ TEST_P(Kernels, BlockAttentionMatchesFp64Softmax) {
             t.block_attention(q.data_ptr<float>(), k.data_ptr<float>(), v.data_ptr<float>(),
                               out.data_ptr<float>(),
                               {batch, heads, queries, keys, dim, strides(q), strides(k), strides(v),
-                               strides(out), causal},
+                               strides(out), causal, padded ? counts.data_ptr<int64_t>() : nullptr},
                               static_cast<float>(scale));
             at::Tensor scores =
                 at::matmul(q.to(at::kDouble), k.to(at::kDouble).transpose(-2, -1)) * scale;
@@ -281,13 +285,19 @@ TEST_P(Kernels, BlockAttentionMatchesFp64Softmax) {
               const at::Tensor mask = at::ones({queries, keys}, at::kBool).tril();
               scores = scores.masked_fill(mask.logical_not(), -INFINITY);
             }
-            const at::Tensor probs = at::softmax(scores, -1);
+            if (padded) {
+              const at::Tensor seen = at::arange(keys).view({1, 1, 1, keys}) <
+                                      counts.view({batch, 1, 1, 1});  // [batch, 1, 1, keys]
+              scores = scores.masked_fill(seen.logical_not(), -INFINITY);
+            }
+            // A batch that sees no key gets zeros (softmax over nothing is NaN in fp64).
+            const at::Tensor probs = at::softmax(scores, -1).nan_to_num(0.0);
             const at::Tensor want = at::matmul(probs, v.to(at::kDouble));
             // Rounding grows with the terms: sum_j p_ij |v_j|.
             const at::Tensor size = at::matmul(probs, v.to(at::kDouble).abs());
             EXPECT_LT(worst(out, want, size, 1e-30), 1e-5)
-                << "queries " << queries << " keys " << keys << " causal " << causal << " dim "
-                << dim << " threads " << use_threads;
+                << "queries " << queries << " keys " << keys << " mode " << mode << " dim " << dim
+                << " threads " << use_threads;
           }
         }
       }
@@ -706,6 +716,20 @@ TEST(KernelEntryPoints, BlockAttentionMatchesSdpaAndRefusesWhatItCannotServe) {
       at::zeros_like(q)));
   EXPECT_THROW(kernels::block_attention(q, k.narrow(2, 0, 69), v.narrow(2, 0, 69), 0.25, true),
                c10::Error);  // causal needs as many keys as queries
+  // Right padding: batch 0 sees 70 keys, batch 1 the first 30, as a boolean mask tells SDPA.
+  const at::Tensor counts = at::tensor({int64_t{70}, int64_t{30}});
+  const at::Tensor mask = (at::arange(70).view({1, 70}) < counts.view({2, 1})).view({2, 1, 1, 70});
+  EXPECT_TRUE(at::allclose(kernels::block_attention(q, k, v, 0.25, false, counts),
+                           at::scaled_dot_product_attention(q, k, v, mask, 0.0, false, 0.25), 1e-5,
+                           1e-5));
+  EXPECT_THROW(kernels::block_attention(q, k, v, 0.25, true, counts), c10::Error);  // causal
+  EXPECT_THROW(kernels::block_attention(q, k, v, 0.25, false, counts.narrow(0, 0, 1)),
+               c10::Error);  // one count for two batches
+  EXPECT_THROW(
+      kernels::block_attention(q, k, v, 0.25, false, at::tensor({int64_t{71}, int64_t{1}})),
+      c10::Error);  // more keys than there are
+  EXPECT_THROW(kernels::block_attention(q, k, v, 0.25, false, counts.to(at::kInt)),
+               c10::Error);                                                  // not int64
   EXPECT_FALSE(kernels::block_attention_applies(q, k, v.narrow(2, 0, 69)));  // k, v differ
   EXPECT_FALSE(kernels::block_attention_applies(q, k.narrow(1, 0, 2), v.narrow(1, 0, 2)));
   EXPECT_FALSE(kernels::block_attention_applies(q.transpose(2, 3), k, v));  // dim strided

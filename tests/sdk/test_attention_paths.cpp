@@ -1,7 +1,8 @@
 // layers::attention's inference paths against fp64 softmax attention: no mask, a padding mask
-// that pads nothing (both taken by block_attention over every key), a padding mask that pads
-// (SDPA), a plain causal mask (block_attention, causal), and masks alternating between calls so
-// that the pattern kept for the last mask is never reused for another.
+// that pads nothing (both taken by block_attention over every key), right padding
+// (block_attention with each batch's key count), left padding and causal padding (SDPA), a plain
+// causal mask (block_attention, causal), and masks alternating between calls so that the pattern
+// kept for the last mask is never reused for another.
 #include "shardformer/layers/attention.h"
 #include "shardformer/runtime/inference_scope.h"
 
@@ -36,11 +37,16 @@ TEST(AttentionPaths, InferencePathsEqualFp64Attention) {
   const at::Tensor no_padding = at::ones({kBatch, kSeq}, at::kLong);
   at::Tensor padding = no_padding.clone();
   padding[1].narrow(0, kSeq - 5, 5).zero_();  // the second row's last 5 keys are padding
+  at::Tensor left_padding = no_padding.clone();
+  left_padding[0].narrow(0, 0, 3).zero_();  // the first row's first 3 keys are padding
   const at::Tensor all_visible =
       attention_mask({.causal = false}, no_padding, kBatch, kSeq, 0, cpu);
   const at::Tensor padded = attention_mask({.causal = false}, padding, kBatch, kSeq, 0, cpu);
   const at::Tensor causal = attention_mask({.causal = true}, no_padding, kBatch, kSeq, 0, cpu);
-  ASSERT_TRUE(all_visible.defined() && padded.defined() && causal.defined());
+  const at::Tensor left = attention_mask({.causal = false}, left_padding, kBatch, kSeq, 0, cpu);
+  const at::Tensor causal_padded = attention_mask({.causal = true}, padding, kBatch, kSeq, 0, cpu);
+  ASSERT_TRUE(all_visible.defined() && padded.defined() && causal.defined() && left.defined() &&
+              causal_padded.defined());
   const auto check = [&](const at::Tensor& mask, const char* what) {
     const at::Tensor got = attention(q, k, v, {.mask = mask, .scale = scale});
     const at::Tensor want = reference(q, k, v, mask, scale);
@@ -53,6 +59,9 @@ TEST(AttentionPaths, InferencePathsEqualFp64Attention) {
     check(all_visible, "the first mask again");
     check(causal, "the causal mask");
     check(padded, "the padding mask after the causal one");
+    check(left, "left padding");
+    check(causal_padded, "a causal mask with right padding");
+    check(padded, "right padding after left padding");
   }
 }
 

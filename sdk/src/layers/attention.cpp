@@ -74,14 +74,27 @@ at::Tensor repeat_kv(const at::Tensor& x, int64_t groups) {
 }
 
 // What a boolean mask [batch, 1, q, kv] allows: the plain causal pattern (key j seen by query i
-// iff j <= i, no padding), or every key (padding that pads nothing). SDPA given a boolean mask
-// converts it to an fp32 one in every call and keeps that for backward (16 MiB per layer at 2048
-// tokens, found by the sequence-parallel memory benchmark); is_causal keeps nothing, and both
-// patterns can take block_attention. Every layer of a forward pass shares one mask tensor, so
-// the answer is kept for the last mask seen, by a weak reference (the mask is not kept alive).
+// iff j <= i, no padding), every key (padding that pads nothing), or for every query of batch b
+// the keys 0 .. key_counts[b] - 1 (right padding of an encoder's batch). SDPA given a boolean
+// mask converts it to an fp32 one in every call and keeps that for backward (16 MiB per layer at
+// 2048 tokens, found by the sequence-parallel memory benchmark); is_causal keeps nothing, and
+// each pattern can take block_attention. Every layer of a forward pass shares one mask tensor,
+// so the answer is kept for the last mask seen, by a weak reference (the mask is not kept alive).
 struct MaskPattern {
   bool causal = false, all_visible = false;
+  at::Tensor key_counts;  // int64 [batch] for right padding; undefined otherwise
 };
+
+// Batch b's visible keys per query, where every query of b sees the same keys 0 .. n_b - 1;
+// undefined for any other mask.
+at::Tensor right_padding_counts(const at::Tensor& mask) {
+  const at::Tensor first = mask.select(2, 0);  // [batch, 1, kv]: the first query's keys
+  if (!at::equal(mask, first.unsqueeze(2).expand_as(mask))) return {};
+  const at::Tensor counts = first.sum(-1, /*keepdim=*/false, at::kLong).view({-1});  // [batch]
+  const at::Tensor prefix =
+      at::arange(mask.size(-1), counts.options()).unsqueeze(0) < counts.unsqueeze(1);
+  return at::equal(first.squeeze(1), prefix) ? counts.contiguous() : at::Tensor();
+}
 
 MaskPattern mask_pattern(const at::Tensor& mask) {
   using WeakImpl = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
@@ -93,6 +106,10 @@ MaskPattern mask_pattern(const at::Tensor& mask) {
   pattern.causal = boolean && mask.size(-2) == n &&
                    at::equal(mask, at::ones({n, n}, mask.options()).tril().expand_as(mask));
   pattern.all_visible = boolean && !pattern.causal && mask.all().item<bool>();
+  pattern.key_counts = boolean && mask.size(1) == 1 && !pattern.causal && !pattern.all_visible &&
+                               mask.device().is_cpu() && mask.size(-2) > 0
+                           ? right_padding_counts(mask)
+                           : at::Tensor();
   last = WeakImpl(mask.getIntrusivePtr());
   return pattern;
 }
@@ -123,6 +140,12 @@ at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
     if ((!args.mask.defined() || pattern.all_visible) && q.size(2) > kDecodingQueries &&
         use_inference_kernel({}) && kernels::block_attention_applies(q, k, v)) {
       return kernels::block_attention(q, k, v, args.scale, /*causal=*/false);
+    }
+    // Right padding (an encoder's batch of texts): each batch's unpadded keys.
+    if (pattern.key_counts.defined() && pattern.key_counts.size(0) == q.size(0) &&
+        q.size(2) > kDecodingQueries && use_inference_kernel({}) &&
+        kernels::block_attention_applies(q, k, v)) {
+      return kernels::block_attention(q, k, v, args.scale, /*causal=*/false, pattern.key_counts);
     }
     // No mask (a decoding step of unpadded prompts) goes as none: SDPA refuses an undefined one.
     const std::optional<at::Tensor> mask =

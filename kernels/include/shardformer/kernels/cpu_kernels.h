@@ -78,11 +78,12 @@ constexpr int64_t kMaxBlockAttentionDim = 256;
 bool block_attention_applies(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
 
 // softmax(q k^T * scale) v for every (batch, head), query i seeing every key or, causal (as many
-// queries as keys: SDPA's is_causal), keys 0 .. i; on the packed GEMM in blocks of queries.
-// Returns [batch, heads, queries, dim], laid out in memory as [batch, queries, heads, dim] so
-// that merging the heads is a view. No autograd.
+// queries as keys: SDPA's is_causal), keys 0 .. i, or, given key_counts (int64 [batch], not
+// causal), keys 0 .. key_counts[b] - 1 of batch b (right padding; none: zeros); on the packed
+// GEMM in blocks of queries. Returns [batch, heads, queries, dim], laid out in memory as [batch,
+// queries, heads, dim] so that merging the heads is a view. No autograd.
 at::Tensor block_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                           double scale, bool causal);
+                           double scale, bool causal, const at::Tensor& key_counts = {});
 
 // Whether cached_attention serves q [batch, heads, queries, dim], k and v [batch, kv_heads, keys,
 // dim] and the mask: fp32 CPU tensors, each dim contiguous, heads a multiple of kv_heads, and
