@@ -21,6 +21,7 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <malloc.h>
+#include <sched.h>
 #include <sys/resource.h>
 #include <torch/cuda.h>
 
@@ -222,6 +223,17 @@ void inject_test_failure(int64_t step) {
                              : str("after training step ", step));
 }
 
+// The CPUs this process may run on (taskset, a cgroup's cpuset), not every CPU of the machine:
+// ranks sized by the machine's count would oversubscribe the ones they were given.
+int usable_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof(set), &set) != 0) {
+    return static_cast<int>(std::thread::hardware_concurrency());
+  }
+  return CPU_COUNT(&set);
+}
+
 int64_t job_world_size(const JobConfig& config) {
   const ParallelSection& p = config.parallel;
   return p.tp_size * p.pp_size * p.sp_size * p.dp_size;
@@ -238,9 +250,8 @@ void run_job(const JobConfig& config, const PluginRegistry& registry,
                           config.parallel.tp_size, ") but ", rank_env ? rank_env->world_size : 1,
                           " were started"));
   }
-  if (rank_env) {  // ranks of one machine share its cores
-    const int cores = static_cast<int>(std::thread::hardware_concurrency());
-    at::set_num_threads(std::max(1, cores / std::max(1, rank_env->local_world_size)));
+  if (rank_env) {  // ranks of one machine share the CPUs the job may run on
+    at::set_num_threads(std::max(1, usable_cpus() / std::max(1, rank_env->local_world_size)));
   }
   if (rank_env) publish_rank_activity(rank);
   // The mesh outlives the error handler below: a failing rank records its error before its
