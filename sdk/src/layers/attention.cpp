@@ -105,9 +105,12 @@ MaskPattern mask_pattern(const at::Tensor& mask) {
   const bool boolean = mask.dim() == 4 && mask.scalar_type() == at::kBool;
   pattern.causal = boolean && mask.size(-2) == n &&
                    at::equal(mask, at::ones({n, n}, mask.options()).tril().expand_as(mask));
-  pattern.all_visible = boolean && !pattern.causal && mask.all().item<bool>();
-  pattern.key_counts = boolean && mask.size(1) == 1 && !pattern.causal && !pattern.all_visible &&
-                               mask.device().is_cpu() && mask.size(-2) > 0
+  // The kernel-only patterns are looked for on CPU masks alone: on a GPU each check would wait
+  // for the device.
+  const bool cpu = mask.device().is_cpu();
+  pattern.all_visible = boolean && cpu && !pattern.causal && mask.all().item<bool>();
+  pattern.key_counts = boolean && cpu && mask.size(1) == 1 && !pattern.causal &&
+                               !pattern.all_visible && mask.size(-2) > 0
                            ? right_padding_counts(mask)
                            : at::Tensor();
   last = WeakImpl(mask.getIntrusivePtr());
