@@ -77,16 +77,19 @@ inline std::unique_ptr<Session> layout_session(const ModelFixture& f,
 }
 
 // forward() gives `logits_key`; a training step on `labels_key` gives `loss_key` and every
-// gradient "<grad_prefix><name>" (gathered over tp; a stage holds some of them).
+// gradient "<grad_prefix><name>" (gathered over tp; a stage holds some of them). The step runs
+// in eval mode, as HF's references do, or in training mode (`train_mode`: stochastic depth).
 inline void check_output_loss_and_grads(const ModelFixture& f, Session& session,
                                         const distributed::ProcessMesh* mesh,
                                         const std::string& logits_key,
                                         const std::string& labels_key, const std::string& loss_key,
-                                        const std::string& grad_prefix) {
+                                        const std::string& grad_prefix, bool train_mode = false) {
   const bool output_here = session.holds_output();
   const at::Tensor logits = session.forward(f.forward_inputs());
   if (output_here) expect_close_to_hf(f, logits, logits_key, kOutputAtol, 0.0, logits_key);
+  session.model().train(train_mode);
   const at::Tensor loss = session.train_step(f.forward_inputs(), f.ref(labels_key));
+  session.model().eval();
   training::sync_sequence_gradients(session.model());
   if (output_here) expect_close_to_hf(f, loss.reshape({1}), loss_key, kOutputAtol, 0.0, loss_key);
   const auto grads =
@@ -126,13 +129,14 @@ inline void check_bfloat16_logits(const ModelFixture& f, Session& session,
 // An image classifier (`classifier`, e.g. ViTForImageClassification) and its base model
 // (`base`) from the checkpoint of `f` at this rank's layout: logits, loss and every gradient, the
 // base model's last hidden state, its pooler output (without a pipeline: both outputs of one
-// forward) and the classifier's bf16 logits, against HF.
+// forward) and the classifier's bf16 logits, against HF; the training step in training mode
+// where `train_mode` says.
 inline void check_image_classifier_and_base(const ModelFixture& f,
                                             const distributed::ProcessMesh* mesh,
-                                            const std::string& classifier,
-                                            const std::string& base) {
+                                            const std::string& classifier, const std::string& base,
+                                            bool train_mode = false) {
   check_output_loss_and_grads(f, *layout_session(f, mesh, classifier), mesh, "forward_logits",
-                              "train_labels", "train_loss", "grad.");
+                              "train_labels", "train_loss", "grad.", train_mode);
   const auto session = layout_session(f, mesh, base);
   const at::Tensor hidden = session->forward(f.forward_inputs());
   if (session->holds_output()) {

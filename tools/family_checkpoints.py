@@ -398,6 +398,15 @@ CHECKPOINTS = {
                                   intermediate_size=96, image_size=32, patch_size=8,
                                   use_relative_position_bias=True, drop_path_rate=0.0,
                                   initializer_range=0.1, num_labels=3)),
+    # tiny-beit with stochastic depth (rising to 0.6 over its 5 layers): its training loss and
+    # gradients with the host's draws (gen_family_references.py draw_drop_paths_as_the_host).
+    "tiny-beit-drop-path": dict(arch="BeitForImageClassification", base="BeitModel",
+                                kind="image_classification", config_class="BeitConfig",
+                                config=dict(hidden_size=64, num_hidden_layers=5,
+                                            num_attention_heads=8, intermediate_size=96,
+                                            image_size=32, patch_size=8,
+                                            use_relative_position_bias=True, drop_path_rate=0.6,
+                                            initializer_range=0.1, num_labels=3)),
     # BEiT's other layout: one bias table shared by every layer (held by each pipeline stage),
     # absolute positions, no layer scale, the class token's final state (final layernorm).
     "tiny-beit-shared": dict(arch="BeitForImageClassification", base="BeitModel",
@@ -417,6 +426,14 @@ CHECKPOINTS = {
                       config=dict(image_size=32, patch_size=2, embed_dim=32, depths=[2, 2, 2],
                                   num_heads=[4, 4, 8], window_size=4, drop_path_rate=0.0,
                                   initializer_range=0.1, num_labels=3)),
+    # tiny-swin with stochastic depth (rising to 0.6 over its 6 blocks, on the attention branch
+    # only, as HF's SwinLayer has it).
+    "tiny-swin-drop-path": dict(arch="SwinForImageClassification", base="SwinModel",
+                                kind="image_classification", config_class="SwinConfig",
+                                config=dict(image_size=32, patch_size=2, embed_dim=32,
+                                            depths=[2, 2, 2], num_heads=[4, 4, 8], window_size=4,
+                                            drop_path_rate=0.6, initializer_range=0.1,
+                                            num_labels=3)),
     # Swin's other settings: a non-square image (20 x 28: a 5 x 7 grid of 4 x 4 patches) padded to
     # whole windows of 3 (shifted by 1) and merged from odd sizes (to 3 x 4), 2 + 3 blocks, one
     # channel, absolute positions, no q / k / v biases, gelu_new, mlp_ratio 2.5, eps 1e-6.

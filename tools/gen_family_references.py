@@ -618,9 +618,48 @@ def bert_references(spec, folder, report):
     return out
 
 
+def host_stream_seed(path, seed=1234, dp_rank=0, stream=0):
+    """The seed of the host's random stream of module `path` (layers::Dropout's, in
+    sdk/src/layers/dropout.cpp): FNV-1a of the path, mixed with ShardConfig's seed, the
+    data-parallel rank and the slice by splitmix64's finaliser."""
+    m = (1 << 64) - 1
+    h = 0xcbf29ce484222325
+    for byte in path.encode():
+        h = ((h ^ byte) * 0x100000001b3) & m
+
+    def mix(a, b):
+        z = (a + 0x9e3779b97f4a7c15 * (b + 1)) & m
+        z = ((z ^ (z >> 30)) * 0xbf58476d1ce4e5b9) & m
+        z = ((z ^ (z >> 27)) * 0x94d049bb133111eb) & m
+        return z ^ (z >> 31)
+
+    return mix(mix(mix(seed, h), dp_rank), stream)
+
+
+def draw_drop_paths_as_the_host(model, saved_name):
+    """HF's stochastic depth (BeitDropPath, SwinDropPath: per sample floor(1 - p + u), the branch
+    divided by 1 - p times that) with each module's uniforms drawn in fp32 from a generator seeded
+    as the host seeds that module's stream, so that both drop the same samples of the same
+    branches; what is compared is HF's placement of the modules, their rates and their math.
+    `saved_name` maps HF's module names to the checkpoint's, which the host's paths follow."""
+    for name, module in model.named_modules():
+        if not type(module).__name__.endswith("DropPath") or module.drop_prob == 0:
+            continue
+        generator = torch.Generator().manual_seed(host_stream_seed(saved_name(name)))
+        keep = 1.0 - module.drop_prob
+
+        def forward(x, generator=generator, keep=keep):
+            shape = (x.shape[0],) + (1,) * (x.ndim - 1)
+            kept = torch.floor(torch.rand(shape, generator=generator, dtype=torch.float32) + keep)
+            return x.div(keep) * kept.to(x.dtype)
+
+        module.forward = forward
+
+
 def image_classification_outputs(spec, folder, report, pixels, labels, dtype, tag):
     """The base model's last hidden state and pooler output, the classifier's logits, loss and
-    every gradient (under the checkpoint's names) in `dtype`."""
+    every gradient (under the checkpoint's names) in `dtype`. With stochastic depth
+    (drop_path_rate > 0) the loss and gradients are training mode's, the host's draws."""
     base = load(spec["base"], folder, report, f"load_base{tag}", dtype=dtype)
     clf = load(spec["arch"], folder, report, f"load_classification{tag}", dtype=dtype)
     pixels = pixels.to(dtype)
@@ -630,6 +669,9 @@ def image_classification_outputs(spec, folder, report, pixels, labels, dtype, ta
         out["forward_last_hidden_state"] = base_out.last_hidden_state
         out["forward_pooler_output"] = base_out.pooler_output
         out["forward_logits"] = clf(pixel_values=pixels).logits
+    if getattr(clf.config, "drop_path_rate", 0) > 0:
+        draw_drop_paths_as_the_host(clf, vision_saved_name(spec))
+        clf.train()
     loss = clf(pixel_values=pixels, labels=labels).loss
     loss.backward()
     out["train_loss"] = loss.detach().reshape(1)

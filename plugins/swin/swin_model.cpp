@@ -18,17 +18,10 @@ namespace {
 
 constexpr const char* kSelf = "attention.self";
 
-// HF's stochastic depth rate of block `index` of `total`: rising linearly from 0 to the config's.
-double drop_path_of(const SwinConfig& c, int64_t index) {
-  const int64_t total = c.num_blocks();
-  return c.drop_path_rate * static_cast<double>(index) /
-         static_cast<double>(std::max<int64_t>(total - 1, 1));
-}
-
 }  // namespace
 
 SwinLayer::SwinLayer(const BuildContext& ctx, const SwinConfig& c, int64_t stage, int64_t block)
-    : shifted_(block % 2 == 1), drop_path_rate_(drop_path_of(c, c.first_block(stage) + block)) {
+    : shifted_(block % 2 == 1) {
   const int64_t dim = c.dim(stage), heads = c.num_heads[static_cast<size_t>(stage)];
   const auto norm = [&](const char* name) {
     return register_module(
@@ -73,14 +66,16 @@ SwinLayer::SwinLayer(const BuildContext& ctx, const SwinConfig& c, int64_t stage
   // One dropout after both branches, as in HF.
   dropout_ = register_module(
       "dropout", std::make_shared<layers::Dropout>(ctx.child("dropout"), c.hidden_dropout));
+  // Stochastic depth on the attention branch only (HF's SwinLayer), where its rate is above 0.
+  if (const double rate =
+          layers::drop_path_rate(c.drop_path_rate, c.first_block(stage) + block, c.num_blocks());
+      rate > 0) {
+    drop_path_ = register_module("drop_path",
+                                 std::make_shared<layers::DropPath>(ctx.child("drop_path"), rate));
+  }
 }
 
 at::Tensor SwinLayer::forward(const at::Tensor& x, const SwinStep& step) {
-  if (drop_path_rate_ > 0 && is_training()) {
-    throw ModelError(
-        str("Swin's stochastic depth (drop_path_rate) is not implemented for "
-            "training; set drop_path_rate to 0"));
-  }
   const int64_t batch = x.size(0), channels = x.size(2);
   const int64_t shift = shifted_ ? step.shift : 0;
   const auto attend = [&](const at::Tensor& windows, int64_t, int64_t) {
@@ -96,8 +91,10 @@ at::Tensor SwinLayer::forward(const at::Tensor& x, const SwinStep& step) {
   };
   const at::Tensor out = layers::attend_in_windows(
       layernorm_before_->forward(x).view({batch, step.height, step.width, channels}), step.window,
-      shift, attend);                                           // [batch, height, width, dim]
-  const at::Tensor h = x + out.reshape({batch, -1, channels});  // [batch, tokens, dim]
+      shift, attend);                                      // [batch, height, width, dim]
+  at::Tensor branch = out.reshape({batch, -1, channels});  // [batch, tokens, dim]
+  if (drop_path_) branch = drop_path_->forward(branch);
+  const at::Tensor h = x + branch;
   return mlp_->forward_residual(layernorm_after_->forward(h), h, nullptr, dropout_.get()).sum;
 }
 

@@ -8,6 +8,7 @@
 #include "swin_config.h"
 
 #include "shardformer/build_context.h"
+#include "shardformer/layers/drop_path.h"
 #include "shardformer/layers/dropout.h"
 #include "shardformer/layers/layer_norm.h"
 #include "shardformer/layers/layer_stack.h"
@@ -44,13 +45,13 @@ class SwinLayer : public torch::nn::Module {
   at::Tensor forward(const at::Tensor& x, const SwinStep& step);
 
  private:
-  bool shifted_;           // an odd block: its windows shifted
-  double drop_path_rate_;  // stochastic depth in training (refused there when > 0)
+  bool shifted_;  // an odd block: its windows shifted
   std::shared_ptr<layers::LayerNorm> layernorm_before_, layernorm_after_;
   std::shared_ptr<layers::SelfAttention> attention_;
   std::shared_ptr<layers::RelativePositionTable> relative_position_bias_;
   std::shared_ptr<layers::MLP> mlp_;  // intermediate.dense, output.dense (registered here)
   std::shared_ptr<layers::Dropout> dropout_;
+  std::shared_ptr<layers::DropPath> drop_path_;  // the attention branch's, as HF's; or null
 };
 
 // HF SwinModel: its outputs are the last hidden state (after the final layernorm) and the pooler

@@ -25,7 +25,7 @@ struct ViTConfig {
   bool shared_relative_position_bias = false;  // one table for every layer
   double layer_scale = 0;                      // > 0: lambda_1 / lambda_2 per layer
   bool mean_pooling = false;  // pooled = pooler.layernorm(mean of the patch tokens)
-  double drop_path_rate = 0;  // stochastic depth in training (not implemented: refused there)
+  double drop_path_rate = 0;  // BEiT's stochastic depth in training, rising to this by layer
 
   // Throws CheckpointError / ModelError naming the file and key for a value this plugin does
   // not support (an image smaller than a patch, a problem_type other than single-label

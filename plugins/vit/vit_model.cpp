@@ -30,8 +30,7 @@ layers::RelativePositionTableOptions relative_table_options(const ViTConfig& c) 
           .class_token = true};
 }
 
-ViTLayer::ViTLayer(const BuildContext& ctx, const ViTConfig& c, int64_t layer_idx)
-    : drop_path_rate_(c.drop_path_rate) {
+ViTLayer::ViTLayer(const BuildContext& ctx, const ViTConfig& c, int64_t layer_idx) {
   const auto norm = [&](const char* name) {
     return register_module(name, std::make_shared<layers::LayerNorm>(ctx.child(name), c.hidden_size,
                                                                      c.layer_norm_eps));
@@ -79,6 +78,13 @@ ViTLayer::ViTLayer(const BuildContext& ctx, const ViTConfig& c, int64_t layer_id
         std::make_shared<layers::RelativePositionTable>(
             layers::context_at(ctx, path), relative_table_options(c), splits_heads(ctx)));
   }
+  // BEiT's stochastic depth, where its rate is above 0 (HF's Identity otherwise).
+  if (const double rate = layers::drop_path_rate(c.drop_path_rate, layer_idx, c.num_hidden_layers);
+      rate > 0) {
+    sublayers_.drop_path = register_module("drop_path", std::make_shared<layers::DropPath>(
+                                                            ctx.child("drop_path"), rate))
+                               .get();
+  }
   if (c.layer_scale > 0) {
     sublayers_.self_scale = register_parameter("lambda_1", ctx.load("lambda_1", {c.hidden_size}));
     sublayers_.ff_scale = register_parameter("lambda_2", ctx.load("lambda_2", {c.hidden_size}));
@@ -86,10 +92,6 @@ ViTLayer::ViTLayer(const BuildContext& ctx, const ViTConfig& c, int64_t layer_id
 }
 
 at::Tensor ViTLayer::forward(const at::Tensor& x, const layers::AttentionStep& shared) {
-  if (drop_path_rate_ > 0 && is_training()) {
-    throw ModelError(str("BEiT's stochastic depth (drop_path_rate = ", drop_path_rate_,
-                         ") is not implemented for training; set drop_path_rate to 0"));
-  }
   layers::EncoderDecoderStep step{.self = shared};  // the shared table's bias, plus this layer's
   if (relative_position_bias_) {
     const at::Tensor own = relative_position_bias_->bias();

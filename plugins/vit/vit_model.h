@@ -48,7 +48,6 @@ class ViTLayer : public torch::nn::Module {
   std::shared_ptr<layers::MLP> mlp_;  // intermediate.dense, output.dense (registered here)
   std::shared_ptr<layers::RelativePositionTable>
       relative_position_bias_;  // BEiT's own table, or null
-  double drop_path_rate_;
 };
 
 // HF ViTModel: its outputs are the last hidden state (after the final layernorm) and, with the

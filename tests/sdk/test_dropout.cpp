@@ -4,6 +4,7 @@
 #include "shardformer/build_context.h"
 #include "shardformer/checkpoint_io/checkpoint.h"
 #include "shardformer/checkpoint_io/safetensors.h"
+#include "shardformer/layers/drop_path.h"
 #include "shardformer/layers/dropout.h"
 #include "test_util.h"
 
@@ -89,4 +90,35 @@ TEST_F(DropoutTest, SavedStreamStatesReplayTheSameMasks) {
   EXPECT_TRUE(at::equal(b->forward(x), first_b));
   EXPECT_THROW(layers::set_dropout_rng_states(*root, {{"a", saved.at("a")}}), Error);
   EXPECT_THROW(a->set_rng_state(saved.at("b")), Error);
+}
+
+// Stochastic depth drops whole samples: each sample's branch is zero or divided by 1 - p (HF's
+// x.div(keep) bit for bit), at a rate within statistical bounds; the identity in eval; the same
+// samples for a module of the same path (every tensor-parallel rank), its stream saved and
+// restored with the dropouts'; HF's rates rising linearly from the first layer's 0.
+TEST_F(DropoutTest, DropPathDropsWholeSamples) {
+  constexpr int64_t n = 1 << 14;
+  constexpr double p = 0.3;
+  layers::DropPath drop_path(ctx().child("drop_path"), p);
+  drop_path.train();
+  const at::Tensor x = at::rand({n, 3, 5}) + 0.5;  // no zero in it
+  const at::Tensor y = drop_path.forward(x);
+  const at::Tensor dropped = (y == 0).all(-1).all(-1);  // [n]
+  const at::Tensor kept = (y != 0).all(-1).all(-1);
+  EXPECT_TRUE(at::logical_or(dropped, kept).all().item<bool>()) << "a sample dropped in part";
+  EXPECT_NEAR(dropped.to(at::kDouble).mean().item<double>(), p, 5 * std::sqrt(p * (1 - p) / n));
+  EXPECT_TRUE(at::equal(y.index({kept}), x.div(1 - p).index({kept})));
+  // Another module of the same path draws the same samples; a saved stream replays them.
+  const auto same = std::make_shared<layers::DropPath>(ctx().child("drop_path"), p);
+  same->train();
+  const auto states = layers::dropout_rng_states(*same);
+  EXPECT_TRUE(at::equal(same->forward(x), y));
+  layers::set_dropout_rng_states(*same, states);
+  EXPECT_TRUE(at::equal(same->forward(x), y));
+  drop_path.eval();
+  EXPECT_TRUE(at::equal(drop_path.forward(x), x));
+  EXPECT_EQ(layers::drop_path_rate(0.6, 0, 5), 0.0);
+  EXPECT_DOUBLE_EQ(layers::drop_path_rate(0.6, 2, 5), 0.3);
+  EXPECT_DOUBLE_EQ(layers::drop_path_rate(0.6, 4, 5), 0.6);
+  EXPECT_EQ(layers::drop_path_rate(0.6, 0, 1), 0.0);
 }

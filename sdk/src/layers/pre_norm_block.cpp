@@ -26,10 +26,11 @@ void check(const PreNormSublayers& s) {
       (s.mlp == nullptr) == (s.gated_mlp == nullptr) ||
       (s.cross_attn == nullptr) != (s.cross_norm == nullptr) ||
       s.self_scale.defined() != s.ff_scale.defined() ||
-      (s.self_scale.defined() && s.cross_attn != nullptr)) {
+      ((s.self_scale.defined() || s.drop_path != nullptr) && s.cross_attn != nullptr)) {
     throw ModelError(
         "pre_norm_block: a block needs self_norm, self_attn, ff_norm and one of mlp and "
-        "gated_mlp; cross_norm with cross_attn; layer scale on both branches of an encoder block");
+        "gated_mlp; cross_norm with cross_attn; layer scale on both branches and stochastic "
+        "depth of an encoder block only");
   }
 }
 
@@ -45,12 +46,16 @@ at::Tensor pre_norm_block(const PreNormSublayers& s, const at::Tensor& x,
   const auto feed_forward = [&](const at::Tensor& normed) {
     return s.mlp != nullptr ? s.mlp->forward(normed) : s.gated_mlp->forward(normed);
   };
-  if (s.self_scale.defined()) {  // BEiT: the scale sits between each branch and its residual
-    const at::Tensor h =
-        x + s.self_scale *
-                sublayer_dropout(s.self_dropout,
-                                 s.self_attn->forward(apply_norm(*s.self_norm, x), step.self));
-    return h + s.ff_scale * sublayer_dropout(s.ff_dropout, feed_forward(apply_norm(*s.ff_norm, h)));
+  if (s.self_scale.defined() || (s.drop_path != nullptr && s.drop_path->active())) {
+    // BEiT: the layer scale and the stochastic depth sit between each branch and its residual.
+    const auto branch = [&](const at::Tensor& scale, Dropout* dropout, const at::Tensor& out) {
+      const at::Tensor dropped = sublayer_dropout(dropout, out);
+      const at::Tensor scaled = scale.defined() ? scale * dropped : dropped;
+      return s.drop_path != nullptr ? s.drop_path->forward(scaled) : scaled;
+    };
+    const at::Tensor h = x + branch(s.self_scale, s.self_dropout,
+                                    s.self_attn->forward(apply_norm(*s.self_norm, x), step.self));
+    return h + branch(s.ff_scale, s.ff_dropout, feed_forward(apply_norm(*s.ff_norm, h)));
   }
   const ResidualNorm* after_self = s.cross_attn != nullptr ? s.cross_norm : s.ff_norm;
   ResidualSum h = s.self_attn->forward_residual(apply_norm(*s.self_norm, x), step.self, x,

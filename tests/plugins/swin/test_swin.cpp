@@ -14,7 +14,8 @@ class SwinFamily : public ::testing::TestWithParam<std::tuple<std::string, Layou
 TEST_P(SwinFamily, ClassifierAndBaseMatchHF) {
   const auto& [model, layout] = GetParam();
   on_ranks(model, layout, [&](const ModelFixture& f, const distributed::ProcessMesh* mesh, int) {
-    check_image_classifier_and_base(f, mesh, "SwinForImageClassification", "SwinModel");
+    check_image_classifier_and_base(f, mesh, "SwinForImageClassification", "SwinModel",
+                                    /*train_mode=*/std::string(model).ends_with("-drop-path"));
   });
 }
 
@@ -24,6 +25,14 @@ INSTANTIATE_TEST_SUITE_P(Checkpoints, SwinFamily,
                          [](const auto& info) {
                            return case_name(std::get<0>(info.param), std::get<1>(info.param));
                          });
+
+// Stochastic depth in training (the attention branches'), at tp 1, tp 2 and pp 2.
+INSTANTIATE_TEST_SUITE_P(
+    DropPath, SwinFamily,
+    ::testing::Combine(::testing::Values("tiny-swin-drop-path"),
+                       ::testing::Values(Layout{1, 1, "tp1"}, Layout{2, 1, "tp2"},
+                                         Layout{1, 2, "pp2"})),
+    [](const auto& info) { return case_name(std::get<0>(info.param), std::get<1>(info.param)); });
 
 // Images of another size (27 x 45: padded to whole patches, windows and merges) equal HF's at
 // tp 2; with absolute positions another size is refused naming both sizes, and so is

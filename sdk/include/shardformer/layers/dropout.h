@@ -51,6 +51,11 @@ class Dropout : public torch::nn::Module {
   // Restores states from rng_state(); throws Error naming the module for another shape.
   void set_rng_state(const at::Tensor& state);
 
+ protected:
+  at::Generator& replicated_stream() {
+    return streams_.front();
+  }  // the one stream of a replicated activation
+
  private:
   std::string path_;
   double p_;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "shardformer/layers/cross_attention.h"
+#include "shardformer/layers/drop_path.h"
 #include "shardformer/layers/dropout.h"
 #include "shardformer/layers/encoder_decoder.h"
 #include "shardformer/layers/gated_mlp.h"
@@ -31,6 +32,9 @@ struct PreNormSublayers {
   // BEiT's layer scale [hidden]: each branch's output scaled before its residual add (then the
   // add and the next norm are separate ops). Undefined: no scale.
   at::Tensor self_scale, ff_scale;
+  // BEiT's stochastic depth: each branch of an encoder block, after its layer scale, dropped per
+  // sample in training (one module for both branches, as in HF). Null: none.
+  DropPath* drop_path = nullptr;
 };
 
 // [batch, seq, hidden] -> same. Without layer scale each sum is normed by the next sublayer's
