@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <vector>
 
 namespace shardformer::layers {
 
