@@ -2,7 +2,8 @@
 // machine's FMA peak and ATen's GEMM, each fused kernel's GB/s against the memory read bandwidth,
 // all measured in the same run. Prints markdown tables (docs/benchmarks.md); --limits prints the
 // GEMM and FMA rates as one JSON line for bench/bench_speed.py; --gemm M,K,N[,t] ... times the
-// packed GEMM alone on those shapes, one JSON line each, for bench/gemm_libraries.py.
+// packed GEMM alone on those shapes, one JSON line each, for bench/gemm_libraries.py;
+// --attention prints the attention kernels' table alone.
 #include "fma_peak.h"
 #include "shardformer/kernels/cpu_kernels.h"
 
@@ -93,16 +94,76 @@ void row(const char* name, double bytes, double ours, double aten, double bandwi
               bytes / ours / 1e9, 100.0 * bytes / ours / bandwidth, aten / ours);
 }
 
+// The attention kernels against ATen's: a decoding step's cached attention, a forward's causal
+// attention and an encoder's attention over every key; a markdown table.
+void attention_rows() {
+  // A decoding step's attention in SmolLM2-135M (30 layers, 9 query heads over 3 KV heads of 64)
+  // over a 512-token cache, against repeated KV heads and SDPA.
+  std::printf(
+      "\n| a decoding step's piece, SmolLM2-135M x 30 layers | ours ms | before ms | before / ours"
+      " |\n|---|---|---|---|\n");
+  const at::Tensor q1 = at::randn({1, 1, 9, 64}).transpose(1, 2);  // [1, 9, 1, 64]
+  const at::Tensor cache_k = at::randn({1, 3, 1024, 64}).narrow(2, 0, 512);
+  const at::Tensor cache_v = at::randn({1, 3, 1024, 64}).narrow(2, 0, 512);
+  const double cached = best_seconds([&] {
+    for (int i = 0; i < 30; ++i) kernels::cached_attention(q1, cache_k, cache_v, {}, 0.125);
+  });
+  const double sdpa = best_seconds([&] {
+    for (int i = 0; i < 30; ++i) {
+      at::scaled_dot_product_attention(q1, cache_k.repeat_interleave(3, 1),
+                                       cache_v.repeat_interleave(3, 1), {}, 0.0, false, 0.125)
+          .transpose(1, 2)
+          .reshape({1, 1, -1});
+    }
+  });
+  std::printf(
+      "| attention, 1 query over 512 cached keys: cached_attention against repeat_interleave +"
+      " SDPA | %.3f | %.3f | %.2f |\n",
+      cached * 1e3, sdpa * 1e3, sdpa / cached);
+
+  // A forward's causal attention in GPT-2 small (4 x 512 tokens, 12 heads of 64), q / k / v
+  // strided views of the fused projection as the model hands them over, against SDPA (ATen's
+  // CPU flash attention).
+  const at::Tensor qkv = at::randn({4, 512, 3, 12, 64});
+  const at::Tensor qs = qkv.select(2, 0).transpose(1, 2);  // [4, 12, 512, 64]
+  const at::Tensor ks = qkv.select(2, 1).transpose(1, 2);
+  const at::Tensor vs = qkv.select(2, 2).transpose(1, 2);
+  const double ours_attention =
+      best_seconds([&] { kernels::block_attention(qs, ks, vs, 0.125, /*causal=*/true); }, 5);
+  const double sdpa_attention =
+      best_seconds([&] { at::scaled_dot_product_attention(qs, ks, vs, {}, 0.0, true, 0.125); }, 5);
+  std::printf(
+      "| a forward's causal attention, 4 x 12 heads x 512 tokens x 64: block_attention against"
+      " SDPA | %.3f | %.3f | %.2f |\n",
+      ours_attention * 1e3, sdpa_attention * 1e3, sdpa_attention / ours_attention);
+
+  // An encoder's attention over every key: ViT-base at batch 32 (197 tokens, 12 heads of 64).
+  const at::Tensor image_qkv = at::randn({32, 197, 3, 12, 64});
+  const at::Tensor qi = image_qkv.select(2, 0).transpose(1, 2);  // [32, 12, 197, 64]
+  const at::Tensor ki = image_qkv.select(2, 1).transpose(1, 2);
+  const at::Tensor vi = image_qkv.select(2, 2).transpose(1, 2);
+  const double ours_full =
+      best_seconds([&] { kernels::block_attention(qi, ki, vi, 0.125, /*causal=*/false); }, 5);
+  const double sdpa_full =
+      best_seconds([&] { at::scaled_dot_product_attention(qi, ki, vi, {}, 0.0, false, 0.125); }, 5);
+  std::printf(
+      "| an encoder's attention, 32 x 12 heads x 197 tokens x 64 (ViT-base): block_attention"
+      " against SDPA | %.3f | %.3f | %.2f |\n",
+      ours_full * 1e3, sdpa_full * 1e3, sdpa_full / ours_full);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int threads = 2;
-  bool limits = false, gemm_only = false;
+  bool limits = false, gemm_only = false, attention_only = false;
   std::vector<GemmShape> gemm_shapes;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--limits") {
       limits = true;
+    } else if (arg == "--attention") {
+      attention_only = true;
     } else if (arg == "--gemm") {
       gemm_only = true;
     } else if (const auto shape = gemm_only ? parse_gemm_shape(arg) : std::nullopt) {
@@ -111,9 +172,11 @@ int main(int argc, char** argv) {
                arg.find_first_not_of("0123456789") == std::string::npos && std::stoi(arg) > 0) {
       threads = std::stoi(arg);
     } else {
-      std::fprintf(stderr,
-                   "usage: kernel_speed [threads] [--limits | --gemm M,K,N[,t] ...] (got '%s')\n",
-                   argv[i]);
+      std::fprintf(
+          stderr,
+          "usage: kernel_speed [threads] [--limits | --attention | --gemm M,K,N[,t] ...] (got "
+          "'%s')\n",
+          argv[i]);
       return 2;
     }
   }
@@ -121,6 +184,10 @@ int main(int argc, char** argv) {
   at::manual_seed(0);
   const at::AutoGradMode no_grad(false);
 
+  if (attention_only) {
+    attention_rows();
+    return 0;
+  }
   if (gemm_only) {
     // The packed GEMM alone, into an output made once: best of 5 after 0.3 s of warm-up (after
     // one call, a process's first product still ran some 10% slow), then the FMA peak.
@@ -229,59 +296,7 @@ int main(int argc, char** argv) {
         read);
   }
 
-  // A decoding step's attention in SmolLM2-135M (30 layers, 9 query heads over 3 KV heads of 64)
-  // over a 512-token cache, against repeated KV heads and SDPA.
-  std::printf(
-      "\n| a decoding step's piece, SmolLM2-135M x 30 layers | ours ms | before ms | before / ours"
-      " |\n|---|---|---|---|\n");
-  const at::Tensor q1 = at::randn({1, 1, 9, 64}).transpose(1, 2);  // [1, 9, 1, 64]
-  const at::Tensor cache_k = at::randn({1, 3, 1024, 64}).narrow(2, 0, 512);
-  const at::Tensor cache_v = at::randn({1, 3, 1024, 64}).narrow(2, 0, 512);
-  const double cached = best_seconds([&] {
-    for (int i = 0; i < 30; ++i) kernels::cached_attention(q1, cache_k, cache_v, {}, 0.125);
-  });
-  const double sdpa = best_seconds([&] {
-    for (int i = 0; i < 30; ++i) {
-      at::scaled_dot_product_attention(q1, cache_k.repeat_interleave(3, 1),
-                                       cache_v.repeat_interleave(3, 1), {}, 0.0, false, 0.125)
-          .transpose(1, 2)
-          .reshape({1, 1, -1});
-    }
-  });
-  std::printf(
-      "| attention, 1 query over 512 cached keys: cached_attention against repeat_interleave +"
-      " SDPA | %.3f | %.3f | %.2f |\n",
-      cached * 1e3, sdpa * 1e3, sdpa / cached);
-
-  // A forward's causal attention in GPT-2 small (4 x 512 tokens, 12 heads of 64), q / k / v
-  // strided views of the fused projection as the model hands them over, against SDPA (ATen's
-  // CPU flash attention).
-  const at::Tensor qkv = at::randn({4, 512, 3, 12, 64});
-  const at::Tensor qs = qkv.select(2, 0).transpose(1, 2);  // [4, 12, 512, 64]
-  const at::Tensor ks = qkv.select(2, 1).transpose(1, 2);
-  const at::Tensor vs = qkv.select(2, 2).transpose(1, 2);
-  const double ours_attention =
-      best_seconds([&] { kernels::block_attention(qs, ks, vs, 0.125, /*causal=*/true); }, 5);
-  const double sdpa_attention =
-      best_seconds([&] { at::scaled_dot_product_attention(qs, ks, vs, {}, 0.0, true, 0.125); }, 5);
-  std::printf(
-      "| a forward's causal attention, 4 x 12 heads x 512 tokens x 64: block_attention against"
-      " SDPA | %.3f | %.3f | %.2f |\n",
-      ours_attention * 1e3, sdpa_attention * 1e3, sdpa_attention / ours_attention);
-
-  // An encoder's attention over every key: ViT-base at batch 32 (197 tokens, 12 heads of 64).
-  const at::Tensor image_qkv = at::randn({32, 197, 3, 12, 64});
-  const at::Tensor qi = image_qkv.select(2, 0).transpose(1, 2);  // [32, 12, 197, 64]
-  const at::Tensor ki = image_qkv.select(2, 1).transpose(1, 2);
-  const at::Tensor vi = image_qkv.select(2, 2).transpose(1, 2);
-  const double ours_full =
-      best_seconds([&] { kernels::block_attention(qi, ki, vi, 0.125, /*causal=*/false); }, 5);
-  const double sdpa_full =
-      best_seconds([&] { at::scaled_dot_product_attention(qi, ki, vi, {}, 0.0, false, 0.125); }, 5);
-  std::printf(
-      "| an encoder's attention, 32 x 12 heads x 197 tokens x 64 (ViT-base): block_attention"
-      " against SDPA | %.3f | %.3f | %.2f |\n",
-      ours_full * 1e3, sdpa_full * 1e3, sdpa_full / ours_full);
+  attention_rows();
 
   // A short prompt's products (prefill): up to kSkinnyRows rows take the skinny product, which
   // reads the weight once per 8 rows; the packed GEMM reads it once but packs it first. Weights

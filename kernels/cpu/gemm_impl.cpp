@@ -41,6 +41,14 @@ Vec load_lanes(const float* p, int64_t lanes) {
 // kernels use: on this project's machines the products equal ATen's bit for bit (the HF
 // references too), and one chain of 768 steps ended 2-7x further from the fp64 product.
 constexpr int64_t kSum = 192;
+// AVX2's loop over p runs four steps an iteration: at one step its 12 multiply-adds shared the
+// core with the loop's own instructions (2 threads on a Zen 3: 2-3% more GFLOP/s on GPT-2's
+// products, bench/gemm_libraries.py). AVX-512's 24 a step need no unrolling.
+#if defined(CPU_CAPABILITY_AVX2)
+#define SHARDFORMER_TILE_UNROLL _Pragma("GCC unroll 4")
+#else
+#define SHARDFORMER_TILE_UNROLL
+#endif
 // kPacked: ap is a packed micro-panel (element (i, p) at ap[p * kMr + i]); otherwise kMr rows of
 // A itself, lda apart, each contiguous along p.
 template <bool kPacked>
@@ -54,6 +62,7 @@ void tile(int64_t kc, const float* ap, int64_t lda, const float* bp, int64_t ldb
       for (int v = 0; v < kVecs; ++v) acc[i][v] = Vec(0.f);
     }
     const int64_t p1 = std::min(kc, p0 + kSum);
+    SHARDFORMER_TILE_UNROLL
     for (int64_t p = p0; p < p1; ++p) {
       Vec b[kVecs];
       SHARDFORMER_UNROLL
