@@ -2,16 +2,10 @@
 // FMA units' latency x throughput, so the units never wait; each function compiled for its ISA.
 #include "fma_peak.h"
 
-#include <pthread.h>
-#include <sched.h>
-
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
-#include <ctime>
-#include <fstream>
-#include <set>
 #include <thread>
-#include <utility>
 #include <vector>
 
 #if defined(__x86_64__)
@@ -83,67 +77,23 @@ Probe probe() {
   return {"scalar", 1, chains_scalar};
 }
 
-// One CPU per core this process may run on (SMT siblings left out), in CPU order: the probe's
-// threads each take one, so that no two share a core.
-std::vector<int> one_cpu_per_core() {
-  cpu_set_t allowed;
-  CPU_ZERO(&allowed);
-  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return {};
-  std::vector<int> cpus;
-  std::set<std::pair<int, int>> cores;  // (package, core)
-  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-    if (!CPU_ISSET(cpu, &allowed)) continue;
-    const std::string topology = "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/";
-    int package = -1, core = cpu;  // without sysfs every CPU counts as a core of its own
-    std::ifstream(topology + "physical_package_id") >> package;
-    std::ifstream(topology + "core_id") >> core;
-    if (cores.insert({package, core}).second) cpus.push_back(cpu);
-  }
-  return cpus;
-}
-
-void pin_to(std::thread& thread, int cpu) {
-  cpu_set_t one;
-  CPU_ZERO(&one);
-  CPU_SET(cpu, &one);
-  pthread_setaffinity_np(thread.native_handle(), sizeof(one), &one);
-}
-
-// This thread's CPU time: the cores' rate while they run, without the time a VM's CPU spends
-// descheduled by its host (unpinned wall-clock rounds on a 2-core Zen 3 VM read half the peak in
-// about one of eight runs; pinned, still one in eight).
-double thread_cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
-
 }  // namespace
 
 const char* fma_peak_isa() { return probe().isa; }
 
 double fma_peak_gflops(int threads) {
   const Probe p = probe();
-  const std::vector<int> cpus = one_cpu_per_core();
-  const double flops_per_thread = 2.0 * kChains * p.lanes * static_cast<double>(kSteps);
   double best = 0;
   for (int round = 0; round < 3; ++round) {
     std::vector<std::thread> workers;
     std::vector<float> sink(threads);
-    std::vector<double> gflops(threads);
-    for (int t = 0; t < threads; ++t) {
-      workers.emplace_back([&, t] {
-        const double cpu_start = thread_cpu_seconds();
-        sink[t] = p.run();
-        gflops[t] = flops_per_thread / (thread_cpu_seconds() - cpu_start) / 1e9;
-      });
-      // More threads than cores: the rest float.
-      if (static_cast<size_t>(t) < cpus.size()) pin_to(workers.back(), cpus[t]);
-    }
+    const auto start = std::chrono::steady_clock::now();
+    for (int t = 0; t < threads; ++t) workers.emplace_back([&, t] { sink[t] = p.run(); });
     for (std::thread& w : workers) w.join();
-    double sum = 0;
-    for (double g : gflops) sum += g;
-    if (sink[0] != -1.f) best = std::max(best, sum);  // keeps the chains live
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double flops = 2.0 * kChains * p.lanes * static_cast<double>(kSteps) * threads;
+    if (sink[0] != -1.f) best = std::max(best, flops / seconds / 1e9);  // keeps the chains live
   }
   return best;
 }
