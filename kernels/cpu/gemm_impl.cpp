@@ -42,8 +42,9 @@ Vec load_lanes(const float* p, int64_t lanes) {
 // references too), and one chain of 768 steps ended 2-7x further from the fp64 product.
 constexpr int64_t kSum = 192;
 // AVX2's loop over p runs four steps an iteration: at one step its 12 multiply-adds shared the
-// core with the loop's own instructions (2 threads on a Zen 3: 2-3% more GFLOP/s on GPT-2's
-// products, bench/gemm_libraries.py). AVX-512's 24 a step need no unrolling.
+// core with the loop's own instructions (2 threads on a Zen 3: 2-4% more GFLOP/s on GPT-2's
+// products, two builds of bench/kernel_speed --gemm alternating). AVX-512's 24 a step are left
+// as they were.
 #if defined(CPU_CAPABILITY_AVX2)
 #define SHARDFORMER_TILE_UNROLL _Pragma("GCC unroll 4")
 #else
