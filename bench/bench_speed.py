@@ -27,7 +27,7 @@ The checkpoint is evicted from the page cache once at the start (--page-cache ke
 the host's first load reads it from disk, as after a download or a reboot, and its mapping gets
 2 MiB pages (a file just written sits in the cache in 4 KiB pages). Rounds alternate the host
 and HF; the machine's limits are measured in every round (fp32 GEMM GFLOP/s on 2048^2 with the
-same threads, ATen's and the host's packed GEMM's (bench/kernel_speed --limits); the fp32 FMA
+same threads, ATen's and the host's own GEMM's (bench/kernel_speed --limits); the fp32 FMA
 peak; memory read bandwidth by summing 1 GiB) and each result is printed as a ratio to HF
 (median over rounds) and as a fraction of the machine's limit: the forward's matrix-product FLOPs
 at the FMA peak, decoding's bytes at the read bandwidth. The first line names the CPU
@@ -153,7 +153,7 @@ def worker(args, kind, **extra):
 
 
 def host_limits(args):
-    """The host's packed GEMM on 2048^2 and the FMA peak, on args.threads threads."""
+    """The host's GEMM on 2048^2 and the FMA peak, on args.threads threads."""
     return run_lines([str(args.build / "bench" / "kernel_speed"), str(args.threads), "--limits"])
 
 
@@ -278,12 +278,13 @@ def main():
                             (forwards if r["kind"] == "forward" else decodes).append(r["seconds"])
     med = statistics.median
     aten_gemm = med(r["gemm_gflops"] for r in limits)
-    packed_gemm = med(r["packed_gemm_gflops"] for r in limits)
+    host_gemm = med(r["host_gemm_gflops"] for r in limits)
     fma = med(r["fma_gflops"] for r in limits)
     read = med(r["read_gbs"] for r in limits)
-    packed_on = limits[0]["packed_gemm_enabled"]
-    print(f"limits: fp32 GEMM on 2048^2 {aten_gemm:.0f} GFLOP/s with ATen (MKL), {packed_gemm:.0f} "
-          f"with the host's packed GEMM ({'on' if packed_on else 'off'} by default here); fp32 "
+    host_on = limits[0]["host_gemm_enabled"]
+    print(f"limits: fp32 GEMM on 2048^2 {aten_gemm:.0f} GFLOP/s with ATen (MKL), {host_gemm:.0f} "
+          f"with the host's {limits[0]['host_gemm']} ({'on' if host_on else 'off'} by default "
+          f"here); fp32 "
           f"FMA peak {fma:.0f} GFLOP/s; memory read {read:.1f} GB/s (medians of {len(limits)} "
           f"rounds)\n")
     if forward:

@@ -11,7 +11,7 @@
     same threads, in a subprocess. Each side runs --steps steps; the first is a warm-up and the
     median of the rest is its step time; repeats alternate host and HF. The machine's own
     limit is measured in the same run: the faster of fp32 torch.matmul on the model's shapes
-    (the best call) and the host's packed GEMM on 2048^2 (bench/kernel_speed --limits); the
+    (the best call) and the host's GEMM on 2048^2 (bench/kernel_speed --limits); the
     roofline is that rate over the step's matrix-product FLOPs (3 x forward: the linear layers,
     the tied LM head and attention's two batched products). The fp32 FMA peak is printed too.
   * recompute: the peak resident memory of one rank training 2 steps at batch 4 x 512 tokens
@@ -139,7 +139,7 @@ def gemm_best(tokens, reps=3):
 
 
 def host_limits(build, threads):
-    """The host's packed GEMM GFLOP/s on 2048^2 and the FMA peak (bench/kernel_speed)."""
+    """The host's GEMM GFLOP/s on 2048^2 and the FMA peak (bench/kernel_speed)."""
     out = subprocess.run([str(build / "bench" / "kernel_speed"), str(threads), "--limits"],
                          capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -191,7 +191,7 @@ def main():
                 hf_s.append(hf["step"])
                 hf_peak.append(hf["peak_mib"])
                 limits = host_limits(args.build, args.threads)
-                gemm.append(max(gemm_best(batch * seq), limits["packed_gemm_gflops"]))
+                gemm.append(max(gemm_best(batch * seq), limits["host_gemm_gflops"]))
                 fma.append(limits["fma_gflops"])
             roof = step_flops(batch, seq) / (max(gemm) * 1e9)
             tok = batch * seq

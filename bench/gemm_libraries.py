@@ -183,6 +183,8 @@ def environment(lib: str, threads: int, isa: str) -> dict:
     # lists instead of fresh pages: a 412 MB LM-head output faulted in per call would be timed.
     tunables = "glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=1099511627776"
     env["GLIBC_TUNABLES"] = ":".join(filter(None, [env.get("GLIBC_TUNABLES"), tunables]))
+    if lib == "ours":
+        env["SHARDFORMER_CPU_GEMM"] = "own"  # the packed GEMM, whatever this CPU's default is
     if isa == "avx2":
         env.update(ATEN_CPU_CAPABILITY="avx2", MKL_ENABLE_INSTRUCTIONS="AVX2",
                    ONEDNN_MAX_CPU_ISA="AVX2", DNNL_MAX_CPU_ISA="AVX2")

@@ -1,4 +1,5 @@
-// Micro-benchmark of the CPU kernels (kernels/): the packed GEMM's GFLOP/s against this
+// Micro-benchmark of the CPU kernels (kernels/): the kernels' GEMM's GFLOP/s (the packed one or
+// OpenBLAS, as the machine picks it or SHARDFORMER_CPU_GEMM names it) against this
 // machine's FMA peak and ATen's GEMM, each fused kernel's GB/s against the memory read bandwidth,
 // all measured in the same run. Prints markdown tables (docs/benchmarks.md); --limits prints the
 // GEMM and FMA rates as one JSON line for bench/bench_speed.py; --gemm M,K,N[,t] ... times the
@@ -218,18 +219,18 @@ int main(int argc, char** argv) {
     const at::Tensor big = at::ones({int64_t{1} << 28});  // 1 GiB of fp32, summed: memory read
     const double read_gbs = big.nbytes() / best_seconds([&] { (void)big.sum(); }, 5) / 1e9;
     std::printf(
-        "{\"kind\": \"limits_host\", \"packed_gemm_gflops\": %.1f, \"fma_gflops\": %.1f, "
+        "{\"kind\": \"limits_host\", \"host_gemm_gflops\": %.1f, \"fma_gflops\": %.1f, "
         "\"fma_isa\": \"%s\", \"read_gbs\": %.1f, \"kernels\": \"%s\", "
-        "\"packed_gemm_enabled\": %s}\n",
+        "\"host_gemm\": \"%s\", \"host_gemm_enabled\": %s}\n",
         flops / best_seconds([&] { kernels::gemm(sq, sq, {}, false, out); }, 5) / 1e9, peak,
-        fma_peak_isa(), read_gbs, kernels::capability().c_str(),
+        fma_peak_isa(), read_gbs, kernels::capability().c_str(), kernels::gemm_name().c_str(),
         kernels::gemm_enabled() ? "true" : "false");
     return 0;
   }
   std::printf(
-      "threads %d, kernels %s, fp32 FMA peak %.0f GFLOP/s (%s), packed GEMM %s by "
-      "default here\n\n",
-      threads, kernels::capability().c_str(), peak, fma_peak_isa(),
+      "threads %d, kernels %s, fp32 FMA peak %.0f GFLOP/s (%s), ours: %s (%s by default "
+      "here)\n\n",
+      threads, kernels::capability().c_str(), peak, fma_peak_isa(), kernels::gemm_name().c_str(),
       kernels::gemm_enabled() ? "on" : "off");
   std::printf(
       "| product | ours ms | ATen ms | ours GFLOP/s | of FMA peak | ATen GFLOP/s | "

@@ -32,7 +32,7 @@ _best: dict = {}
 
 def limits(build: pathlib.Path, threads: int) -> dict:
     """fp32 FMA peak (GFLOP/s), memory read (GB/s), the host's kernels' ISA and whether its
-    packed GEMM is on here, measured now on `threads` threads; the peak and the read are the
+    own GEMM (packed or OpenBLAS) is on here, measured now on `threads` threads; the peak and the read are the
     best of this measurement and the earlier ones of this process."""
     done = subprocess.run([str(build / "bench" / "kernel_speed"), str(threads), "--limits"],
                           capture_output=True, text=True, check=True)
@@ -46,7 +46,7 @@ def limits(build: pathlib.Path, threads: int) -> dict:
 def describe(build: pathlib.Path, threads: int) -> str:
     """One line naming the CPU, the product path and the limits measured now."""
     c, lim = cpu(), limits(build, threads)
-    gemm = ("the packed GEMM" if lim["packed_gemm_enabled"] else "ATen's GEMM (MKL)")
+    gemm = lim["host_gemm"] if lim["host_gemm_enabled"] else "ATen's GEMM (MKL)"
     return (f"cpu: {c['model_name']} ({c['vendor']}, family {c['family']} model {c['model']}, "
             f"{c['isa']}); host products: {gemm}, {lim['kernels']} kernels; limits on {threads} "
             f"threads: fp32 FMA peak {lim['fma_gflops']:.0f} GFLOP/s ({lim['fma_isa']}), "

@@ -43,7 +43,17 @@ endif()
 # Link only LibTorch itself. TORCH_LIBRARIES would add the system CUDA toolkit's libraries,
 # whose versions differ from the CUDA libraries the wheel was built against (pip nvidia-*).
 file(GLOB _nvidia_lib_dirs LIST_DIRECTORIES true "${SHARDFORMER_SITE_PACKAGES}/nvidia/*/lib")
-set(SHARDFORMER_TORCH_RUNTIME_DIRS "${_torch_root}/lib" ${_nvidia_lib_dirs})
+# OpenBLAS from the same venv (scipy-openblas32: every symbol prefixed scipy_, so it cannot
+# take the place of the sgemm_ that LibTorch exports, nor the reverse): the kernels' GEMM on
+# AVX2-only CPUs (kernels/cpu/blas_gemm.cpp). Its folder joins the runtime search path below.
+set(_openblas_root "${SHARDFORMER_SITE_PACKAGES}/scipy_openblas32")
+if(NOT EXISTS "${_openblas_root}/lib/libscipy_openblas.so")
+  message(FATAL_ERROR "scipy-openblas32 is not installed in ${SHARDFORMER_SITE_PACKAGES}: run tools/setup.sh")
+endif()
+add_library(shardformer_openblas INTERFACE)
+target_include_directories(shardformer_openblas SYSTEM INTERFACE "${_openblas_root}/include")
+target_link_libraries(shardformer_openblas INTERFACE "${_openblas_root}/lib/libscipy_openblas.so")
+set(SHARDFORMER_TORCH_RUNTIME_DIRS "${_torch_root}/lib" ${_nvidia_lib_dirs} "${_openblas_root}/lib")
 list(JOIN SHARDFORMER_TORCH_RUNTIME_DIRS ":" _rpath)
 
 add_library(shardformer_torch INTERFACE)

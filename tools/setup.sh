@@ -52,6 +52,14 @@ fi
 if ! "$venv/bin/python" -c "import importlib.util as u, sys; sys.exit(u.find_spec('timm') is None)"; then
   "$venv/bin/python" -m pip install -q --no-deps timm==1.0.29
 fi
+# OpenBLAS, the kernels' GEMM on AVX2-only CPUs (kernels/cpu/blas_gemm.cpp), built against at
+# configure time (cmake/VenvTorch.cmake). Installed into a venv that lacks it (or another
+# version) rather than through requirements.txt, whose hash names the venv: a new hash would
+# rebuild the venv, its converted models and, with new include paths, the whole project.
+openblas_version=0.3.34.481.3
+if ! "$venv/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('scipy-openblas32') != '$openblas_version')" 2>/dev/null; then
+  "$venv/bin/python" -m pip install -q --no-deps "scipy-openblas32==$openblas_version"
+fi
 # The real chat model, converted once to a HF folder inside the venv (tools/convert_smollm2.py).
 smollm2="$venv/share/shardformer/models/SmolLM2-135M-Instruct"
 if [ ! -f "$smollm2/.complete" ]; then

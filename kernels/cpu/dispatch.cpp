@@ -1,5 +1,6 @@
 // The kernels' tensor entry points (cpu_kernels.h): shape checks, output allocation, and the
 // instruction-set table chosen once from LibTorch's CPU capability.
+#include "blas_gemm.h"
 #include "kernel_table.h"
 #include "kernel_time_scope.h"
 #include "shardformer/kernels/cpu_kernels.h"
@@ -9,6 +10,7 @@
 #include <ATen/Version.h>
 #include <c10/util/Exception.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <string>
 
@@ -53,28 +55,52 @@ std::string capability() {
   return "DEFAULT";
 }
 
-bool gemm_enabled() {
-  static const bool enabled = [] {
-    const char* env = std::getenv("SHARDFORMER_CPU_GEMM");
-    const std::string choice = env != nullptr ? env : "";
-    TORCH_CHECK(choice.empty() || choice == "own" || choice == "aten", "SHARDFORMER_CPU_GEMM is '",
-                choice, "': use 'own' or 'aten'");
-    if (!choice.empty()) return choice == "own";
+namespace {
+
+// The choice from the environment and the CPU, made at the first product.
+GemmBackend chosen_backend() {
+  const char* env = std::getenv("SHARDFORMER_CPU_GEMM");
+  const std::string choice = env != nullptr ? env : "";
+  TORCH_CHECK(choice.empty() || choice == "own" || choice == "openblas" || choice == "aten",
+              "SHARDFORMER_CPU_GEMM is '", choice, "': use 'own', 'openblas' or 'aten'");
+  if (choice == "own") return GemmBackend::kOwn;
+  if (choice == "openblas") return GemmBackend::kOpenBlas;
+  if (choice == "aten") return GemmBackend::kAten;
 #if defined(__x86_64__)
-    // Only where this GEMM beats MKL by a clear margin (bench/gemm_libraries.py,
-    // docs/benchmarks.md): AVX-512 CPUs not made by Intel, where MKL runs its AVX2 code at
-    // 37-46% of the FMA peak and this GEMM 1.85-2.5x faster (a Zen 5). On an AVX2-only CPU
-    // MKL's AVX2 code is as fast or faster (a Zen 3: 85-88% of the peak on GPT-2's layer
-    // products against this GEMM's 76-81%, 83-88% once its AVX2 tile was unrolled; the forward
-    // within 2% end to end, training slower on this GEMM), and on Intel's
-    // CPUs MKL runs its own AVX-512 code, 0.97-1.54x this GEMM (an Emerald Rapids Xeon).
-    __builtin_cpu_init();
-    return capability() == "AVX512" && !__builtin_cpu_is("intel");
+  // Measured per kind of CPU (bench/gemm_libraries.py, docs/benchmarks.md). Intel's: MKL runs
+  // its own AVX-512 code there, 0.97-1.54x the packed GEMM (an Emerald Rapids Xeon). AVX-512
+  // CPUs of other makers: the packed GEMM, 1.85-2.5x MKL's AVX2 code there (a Zen 5). AVX2-only
+  // CPUs of other makers: OpenBLAS, level with MKL on GPT-2's layer products and 1.36x it on
+  // the LM head, where MKL drops to 64% of the FMA peak (a Zen 3: 91-93% of the peak on every
+  // shape, the packed GEMM's AVX2 tiles 83-88%).
+  __builtin_cpu_init();
+  if (__builtin_cpu_is("intel")) return GemmBackend::kAten;
+  return capability() == "AVX512" ? GemmBackend::kOwn : GemmBackend::kOpenBlas;
 #else
-    return false;
+  return GemmBackend::kAten;
 #endif
-  }();
-  return enabled;
+}
+
+std::atomic<GemmBackend>& backend_slot() {
+  static std::atomic<GemmBackend> slot{chosen_backend()};
+  return slot;
+}
+
+}  // namespace
+
+GemmBackend gemm_backend() { return backend_slot().load(std::memory_order_relaxed); }
+
+GemmBackend set_gemm_backend(GemmBackend backend) { return backend_slot().exchange(backend); }
+
+bool gemm_enabled() { return gemm_backend() != GemmBackend::kAten; }
+
+std::string gemm_name() {
+  switch (gemm_backend()) {
+    case GemmBackend::kOwn: return "packed GEMM (" + capability() + " kernels)";
+    case GemmBackend::kOpenBlas: return blas_name();
+    case GemmBackend::kAten: break;
+  }
+  return "ATen's GEMM (" + capability() + " kernels)";
 }
 
 namespace {
@@ -92,8 +118,12 @@ void run_gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& packed
     return kernel_call(k > 1 && a.stride(1) != 1 ? "gemm_a_transposed" : "gemm",
                        {{"m", m}, {"k", k}, {"n", n}});
   });
-  const KernelTable& t = active_table();
   const int64_t threads = at::get_num_threads();
+  if (gemm_backend() == GemmBackend::kOpenBlas) {
+    blas_gemm(a, b.defined() ? b : packed, bias, accumulate, out, threads);
+    return;
+  }
+  const KernelTable& t = active_table();
   const int64_t bcs = b.defined() ? b.stride(1) : 1;
   const at::Tensor work =
       at::empty({t.gemm_workspace(m, n, k, bcs, threads, packed.defined())}, a.options());
@@ -118,6 +148,8 @@ PackedB pack_gemm_b(const at::Tensor& b) {
   TORCH_CHECK(cpu_float(b) && b.dim() == 2, "pack_gemm_b: b ", b.sizes(),
               " must be an fp32 CPU matrix [k, n]");
   const int64_t k = b.size(0), n = b.size(1);
+  // OpenBLAS packs B within each call: its "packing" is B as it is.
+  if (gemm_backend() == GemmBackend::kOpenBlas) return PackedB{b, k, n};
   const KernelTable& t = active_table();
   PackedB packed{at::empty({t.packed_b_size(k, n)}, b.options()), k, n};
   if (packed.data.numel() == 0) return packed;
@@ -131,8 +163,11 @@ void gemm_packed(const at::Tensor& a, const PackedB& b, const at::Tensor& bias, 
                  const at::Tensor& out) {
   TORCH_CHECK(cpu_float(a) && cpu_float(out) && a.dim() == 2 && out.dim() == 2 &&
                   out.size(0) == a.size(0) && a.size(1) == b.k && out.size(1) == b.n &&
-                  cpu_float_contiguous(b.data) &&
-                  b.data.numel() == active_table().packed_b_size(b.k, b.n),
+                  (gemm_backend() == GemmBackend::kOpenBlas
+                       ? cpu_float(b.data) && b.data.dim() == 2 && b.data.size(0) == b.k &&
+                             b.data.size(1) == b.n
+                       : cpu_float_contiguous(b.data) &&
+                             b.data.numel() == active_table().packed_b_size(b.k, b.n)),
               "gemm_packed: a ", a.sizes(), " . B [", b.k, ", ", b.n, "] (packed) into out ",
               out.sizes(), " must be fp32 CPU matrices [m, k] . [k, n] -> [m, n]");
   run_gemm(a, {}, b.data, bias, accumulate, out);

@@ -1,6 +1,7 @@
-// The SDK's products through the kernels' packed GEMM (sdk/src/layers/packed_gemm.h): values and
-// the input, weight and bias gradients of its autograd node against fp64 ATen, for both weight
-// layouts, with and without a bias, and with only some inputs needing gradients.
+// The SDK's products through the kernels' GEMMs, the packed one and OpenBLAS
+// (sdk/src/layers/packed_gemm.h): values and the input, weight and bias gradients of its autograd
+// node against fp64 ATen, for both weight layouts, with and without a bias, and with only some
+// inputs needing gradients.
 #include "layers/packed_gemm.h"
 
 #include "shardformer/kernels/cpu_kernels.h"
@@ -9,26 +10,30 @@
 #include <gtest/gtest.h>
 #include <torch/autograd.h>
 
-#include <cstdlib>
+#include <string>
 
 namespace shardformer::layers {
 namespace {
 
-// CTest runs each case in a process of its own: the packed GEMM is chosen here on any CPU (its
-// choice is made once, at the first product).
-class PackedGemm : public ::testing::Test {
+// The kernels' GEMM, the packed one or OpenBLAS, is chosen here on any CPU, and the process's
+// choice restored after the case.
+class PackedGemm : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    setenv("SHARDFORMER_CPU_GEMM", "own", 1);
-    ASSERT_TRUE(kernels::gemm_enabled()) << "run this case in a process of its own";
+    previous_ = kernels::set_gemm_backend(GetParam() == "own" ? kernels::GemmBackend::kOwn
+                                                              : kernels::GemmBackend::kOpenBlas);
   }
+  void TearDown() override { kernels::set_gemm_backend(previous_); }
+
+ private:
+  kernels::GemmBackend previous_ = kernels::GemmBackend::kAten;
 };
 
 double worst_relative(const at::Tensor& got, const at::Tensor& want) {
   return ((got.to(at::kDouble) - want).abs() / (want.abs().max() + 1e-30)).max().item<double>();
 }
 
-TEST_F(PackedGemm, LinearProductValuesAndGradientsEqualFp64) {
+TEST_P(PackedGemm, LinearProductValuesAndGradientsEqualFp64) {
   at::manual_seed(0);
   for (const bool k_major : {false, true}) {
     for (const bool with_bias : {false, true}) {
@@ -57,8 +62,12 @@ TEST_F(PackedGemm, LinearProductValuesAndGradientsEqualFp64) {
         EXPECT_LT(worst_relative(y, y64), 1e-6) << what;
         EXPECT_LT(worst_relative(x.grad(), x64.grad()), 1e-6) << what;
         EXPECT_EQ(w.grad().defined(), weight_grad) << what;
-        if (weight_grad) EXPECT_LT(worst_relative(w.grad(), w64.grad()), 1e-6) << what;
-        if (with_bias) EXPECT_LT(worst_relative(b.grad(), b64.grad()), 1e-6) << what;
+        if (weight_grad) {
+          EXPECT_LT(worst_relative(w.grad(), w64.grad()), 1e-6) << what;
+        }
+        if (with_bias) {
+          EXPECT_LT(worst_relative(b.grad(), b64.grad()), 1e-6) << what;
+        }
         // The node is the packed GEMM's, not ATen's.
         EXPECT_NE(y.grad_fn()->name().find("PackedLinear"), std::string::npos)
             << what << ": " << y.grad_fn()->name();
@@ -67,7 +76,7 @@ TEST_F(PackedGemm, LinearProductValuesAndGradientsEqualFp64) {
   }
 }
 
-TEST_F(PackedGemm, PackedMmTakesTransposedViewsAndRecordsNoGradientItself) {
+TEST_P(PackedGemm, PackedMmTakesTransposedViewsAndRecordsNoGradientItself) {
   at::manual_seed(1);
   const at::Tensor a = at::randn({40, 30}), b = at::randn({50, 40});
   const at::Tensor y = packed_mm(a.t(), b.t());  // [30, 40] . [40, 50]
@@ -76,6 +85,9 @@ TEST_F(PackedGemm, PackedMmTakesTransposedViewsAndRecordsNoGradientItself) {
   const at::Tensor g = a.detach().requires_grad_(true);
   EXPECT_TRUE(packed_mm(g.t(), b.t()).requires_grad());
 }
+
+INSTANTIATE_TEST_SUITE_P(Gemms, PackedGemm, ::testing::Values("own", "openblas"),
+                         [](const auto& info) { return info.param; });
 
 }  // namespace
 }  // namespace shardformer::layers

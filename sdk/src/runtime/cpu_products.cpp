@@ -10,13 +10,11 @@
 namespace shardformer::runtime {
 
 std::string cpu_products() {
-  bool packed = false;
   try {
-    packed = kernels::gemm_enabled();
+    return kernels::gemm_name();
   } catch (const c10::Error& e) {
     throw ConfigError(e.what_without_backtrace());
   }
-  return (packed ? "packed GEMM (" : "ATen's GEMM (") + kernels::capability() + " kernels)";
 }
 
 }  // namespace shardformer::runtime

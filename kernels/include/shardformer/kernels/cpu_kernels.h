@@ -39,10 +39,20 @@ std::vector<at::Tensor> skinny_products(const at::Tensor& x, const std::vector<a
 at::Tensor skinny_silu_gate(const at::Tensor& x, const at::Tensor& w_gate, const at::Tensor& b_gate,
                             const at::Tensor& w_up, const at::Tensor& b_up);
 
-// Whether the packed GEMM below serves CPU fp32 products in place of ATen's (MKL's): with the
-// AVX-512 kernels on a CPU not made by Intel, where MKL runs its AVX2 code (docs/benchmarks.md).
-// The environment variable SHARDFORMER_CPU_GEMM = own | aten overrides the choice.
-bool gemm_enabled();
+// What runs `gemm` below and whether it serves CPU fp32 products in place of ATen's (MKL's),
+// chosen once per process from the CPU (docs/benchmarks.md): the packed GEMM of these kernels
+// on AVX-512 CPUs not made by Intel, where MKL runs its AVX2 code; OpenBLAS on AVX2-only CPUs
+// not made by Intel; ATen's on Intel's. The environment variable SHARDFORMER_CPU_GEMM = own |
+// openblas | aten overrides the choice. Under kAten, `gemm` itself runs the packed GEMM.
+enum class GemmBackend { kAten, kOwn, kOpenBlas };
+GemmBackend gemm_backend();
+// Replaces the choice and returns the one it replaces: for tests and benchmarks, between
+// products (a job's layers may keep what the earlier choice packed for them).
+GemmBackend set_gemm_backend(GemmBackend backend);
+bool gemm_enabled();  // gemm_backend() != kAten
+
+// A line for the log: "packed GEMM (AVX512 kernels)", "OpenBLAS 0.3.34 (Haswell kernels)".
+std::string gemm_name();
 
 // out [m, n] (=|+=) a [m, k] . b [k, n] (+ bias [n]): a and b of any strides (a transpose is a
 // view, no copy), out with contiguous rows of any stride (a column slice of a wider matrix
@@ -50,9 +60,10 @@ bool gemm_enabled();
 void gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias, bool accumulate,
           const at::Tensor& out);
 
-// A matrix B [k, n] packed whole as `gemm` reads it (in the layout of this CPU's kernels).
+// A matrix B [k, n] packed whole as `gemm` reads it (in the layout of this CPU's kernels), or,
+// under OpenBLAS, which packs within each call, B itself.
 struct PackedB {
-  at::Tensor data;  // [floats], 1-D
+  at::Tensor data;  // [floats], 1-D; under OpenBLAS b [k, n] as given
   int64_t k = 0, n = 0;
 };
 
@@ -60,7 +71,8 @@ struct PackedB {
 // packs it again otherwise (a row-parallel layer's rounds).
 PackedB pack_gemm_b(const at::Tensor& b);
 
-// `gemm` with B packed by pack_gemm_b: the same bits.
+// `gemm` with B packed by pack_gemm_b: the same bits on the packed GEMM; within rounding of them
+// on OpenBLAS, whose bits depend on where a row falls among the row blocks of its call.
 void gemm_packed(const at::Tensor& a, const PackedB& b, const at::Tensor& bias, bool accumulate,
                  const at::Tensor& out);
 
