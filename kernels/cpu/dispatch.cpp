@@ -1,5 +1,5 @@
-// The kernels' tensor entry points (cpu_kernels.h): shape checks, output allocation, and the
-// instruction-set table chosen once from LibTorch's CPU capability.
+// The kernels' tensor entry points (cpu_kernels.h): shape checks, output allocation, the
+// instruction-set table chosen once from LibTorch's CPU capability, and the GEMM backend.
 #include "blas_gemm.h"
 #include "kernel_table.h"
 #include "kernel_time_scope.h"
