@@ -4,9 +4,11 @@
 // all measured in the same run. Prints markdown tables (docs/benchmarks.md); --limits prints the
 // GEMM and FMA rates as one JSON line for bench/bench_speed.py; --gemm M,K,N[,t] ... times the
 // packed GEMM alone on those shapes, one JSON line each, for bench/gemm_libraries.py;
-// --attention prints the attention kernels' table alone.
+// --attention prints the attention kernels' table alone; --decode-step times a decoding step's
+// products alone at SmolLM2-135M's shapes against the memory read rate.
 #include "fma_peak.h"
 #include "shardformer/kernels/cpu_kernels.h"
+#include "shardformer/kernels/skinny_prefetch.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -149,11 +151,52 @@ void attention_rows() {
                       at::randn({32, 197, 3, 12, 64}), /*causal=*/false);
 }
 
+// A decoding step's products alone, at SmolLM2-135M's shapes (30 layers of q / k / v in one
+// pass, o, the gated MLP in one pass, down; the tied 49152-row head): random weights, 538 MB,
+// read once per step as the model reads them, against the memory's read rate in the same run.
+// One JSON line: how near the products alone come to the bandwidth, without the rest of a step.
+void decode_step_row(int threads) {
+  struct Layer {
+    at::Tensor q, k, v, o, gate, up, down;
+  };
+  std::vector<Layer> layers;
+  double bytes = 0;
+  for (int i = 0; i < 30; ++i) {
+    layers.push_back({at::randn({576, 576}), at::randn({192, 576}), at::randn({192, 576}),
+                      at::randn({576, 576}), at::randn({1536, 576}), at::randn({1536, 576}),
+                      at::randn({576, 1536})});
+    for (const at::Tensor& w : {layers.back().q, layers.back().k, layers.back().v, layers.back().o,
+                                layers.back().gate, layers.back().up, layers.back().down})
+      bytes += static_cast<double>(w.nbytes());
+  }
+  const at::Tensor head = at::randn({49152, 576});
+  bytes += static_cast<double>(head.nbytes());
+  const at::Tensor x = at::randn({1, 576});
+  const double step = best_seconds(
+      [&] {
+        for (const Layer& l : layers) {
+          (void)kernels::skinny_products(x, {l.q, l.k, l.v}, {{}, {}, {}});
+          (void)kernels::skinny_linear(x, l.o, {}, false);
+          const at::Tensor h = kernels::skinny_silu_gate(x, l.gate, {}, l.up, {});
+          (void)kernels::skinny_linear(h, l.down, {}, false);
+        }
+        (void)kernels::skinny_linear(x, head, {}, false);
+      },
+      9);
+  const at::Tensor big = at::ones({int64_t{1} << 28});  // 1 GiB of fp32, summed: memory read
+  const double read_gbs = big.nbytes() / best_seconds([&] { (void)big.sum(); }, 5) / 1e9;
+  std::printf(
+      "{\"kind\": \"decode_step\", \"threads\": %d, \"kernels\": \"%s\", \"bytes\": %.0f, "
+      "\"seconds\": %.6g, \"gbs\": %.1f, \"read_gbs\": %.1f, \"prefetch\": \"%s\"}\n",
+      threads, kernels::capability().c_str(), bytes, step, bytes / step / 1e9, read_gbs,
+      kernels::skinny_prefetch_summary().c_str());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int threads = 2;
-  bool limits = false, gemm_only = false, attention_only = false;
+  bool limits = false, gemm_only = false, attention_only = false, decode_step = false;
   std::vector<GemmShape> gemm_shapes;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -161,6 +204,8 @@ int main(int argc, char** argv) {
       limits = true;
     } else if (arg == "--attention") {
       attention_only = true;
+    } else if (arg == "--decode-step") {
+      decode_step = true;
     } else if (arg == "--gemm") {
       gemm_only = true;
     } else if (const auto shape = gemm_only ? parse_gemm_shape(arg) : std::nullopt) {
@@ -169,11 +214,11 @@ int main(int argc, char** argv) {
                arg.find_first_not_of("0123456789") == std::string::npos && std::stoi(arg) > 0) {
       threads = std::stoi(arg);
     } else {
-      std::fprintf(
-          stderr,
-          "usage: kernel_speed [threads] [--limits | --attention | --gemm M,K,N[,t] ...] (got "
-          "'%s')\n",
-          argv[i]);
+      std::fprintf(stderr,
+                   "usage: kernel_speed [threads] [--limits | --attention | --decode-step | --gemm "
+                   "M,K,N[,t] ...] (got "
+                   "'%s')\n",
+                   argv[i]);
       return 2;
     }
   }
@@ -183,6 +228,10 @@ int main(int argc, char** argv) {
 
   if (attention_only) {
     attention_rows();
+    return 0;
+  }
+  if (decode_step) {
+    decode_step_row(threads);
     return 0;
   }
   if (gemm_only) {

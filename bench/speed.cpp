@@ -11,6 +11,7 @@
 #include "shardformer/distributed/process_mesh.h"
 #include "shardformer/dtype.h"
 #include "shardformer/kernels/kernel_timing.h"
+#include "shardformer/kernels/skinny_prefetch.h"
 #include "shardformer/runtime/cuda_support.h"
 #include "shardformer/runtime/session.h"
 
@@ -292,6 +293,10 @@ int main(int argc, char** argv) {
             "\"calls\": %ld, \"seconds\": %.6f}\n",
             batch, new_tokens, name.c_str(), op.calls, op.seconds);
       }
+    }
+    if (rank == 0 && !decode.empty()) {
+      std::printf("{\"kind\": \"skinny_prefetch\", \"summary\": \"%s\"}\n",
+                  kernels::skinny_prefetch_summary().c_str());
     }
     std::fflush(stdout);
     return 0;

@@ -6,6 +6,7 @@
 
 #include "shardformer/error.h"
 #include "shardformer/log.h"
+#include "shardformer/runtime/cpu_products.h"
 #include "shardformer/strings.h"
 #include "shardformer/tokenizer/chat_template.h"
 #include "shardformer/tokenizer/tokenizer.h"
@@ -193,6 +194,7 @@ void run_generate(const JobConfig& config, Session& session, bool writer, std::o
   log::info(str("generate: ", produced, " tokens for ", prompts.size(), " prompts in ", elapsed,
                 " s (", produced / std::max(elapsed, 1e-9), " tokens/s; first token after ",
                 first_token, " s)"));
+  log::debug(str("few-row products' weight prefetch: ", runtime::skinny_products_prefetch()));
 }
 
 }  // namespace shardformer::host

@@ -264,8 +264,9 @@ void run_job(const JobConfig& config, const PluginRegistry& registry,
     const c10::ScalarType dtype =
         parse_model_dtype(config.model.dtype, config.source.string() + ": model.dtype");
     if (device.is_cpu()) {
-      log::info(
-          str("CPU products: ", runtime::cpu_products(), ", ", at::get_num_threads(), " threads"));
+      log::info(str(
+          "CPU products: ", runtime::cpu_products(), ", ", at::get_num_threads(),
+          " threads; few-row products' weight prefetch: ", runtime::skinny_products_prefetch()));
     }
     if (world > 1) {
       const runtime::PhaseScope phase("joining the job's ranks");

@@ -3,6 +3,7 @@
 // tanh-GELU, residual add + LayerNorm, RMSNorm, rotary embedding, softmax cross-entropy and sums.
 #include "gemm_impl.h"
 #include "kernel_table.h"
+#include "prefetch_choice.h"
 #include "vec_common.h"
 
 #include <algorithm>
@@ -18,18 +19,22 @@ float sum_lanes(const Vec& v) {
   return at::vec::vec_reduce_all<float>([](Vec& a, Vec& b) { return a + b; }, v);
 }
 
-// How far ahead of its loads a product asks for weights, into L2 (prefetcht1): with several rows
-// every weight line costs several FMAs, and with the hardware prefetcher alone the 8-row products
-// read at half the 1-row rate; 4-16 KiB ahead measured alike (docs/benchmarks.md). One request
-// per vector load (two per line with 8 lanes): GCC drops a prefetch behind a runtime condition.
+// How far ahead of its loads a product asks for weights, into L2 (prefetcht1), where it does
+// (prefetch_choice.h: measured per CPU and row count): with several rows every weight line costs
+// several FMAs, and with the hardware prefetcher alone the 8-row products read at half the 1-row
+// rate; 4-16 KiB ahead measured alike (docs/benchmarks.md). One request per vector load (two per
+// line with 8 lanes), chosen at compile time: GCC drops a prefetch behind a runtime condition.
 constexpr int64_t kPrefetchFloats = 2048;
 
-inline void prefetch_ahead(const float* p) { __builtin_prefetch(p + kPrefetchFloats, 0, 2); }
+template <bool Prefetch>
+inline void prefetch_ahead(const float* p) {
+  if constexpr (Prefetch) __builtin_prefetch(p + kPrefetchFloats, 0, 2);
+}
 
 // W [n, k] (nn.Linear): y[m, j] = x[m] . W[j] for M rows at once, so every loaded weight
 // vector feeds M fused multiply-adds. Below four rows each row keeps 4 / M partial sums, so
 // that at least four FMA chains are in flight (one chain is bound by the FMA latency).
-template <int M>
+template <int M, bool Prefetch>
 void dot_row(const float* x, int64_t k, const float* w, int64_t n, int64_t j, const float* bias,
              float* y) {
   constexpr int A = M >= 4 ? 1 : 4 / M;  // partial sums per row
@@ -42,7 +47,7 @@ void dot_row(const float* x, int64_t k, const float* w, int64_t n, int64_t j, co
   for (; i + A * kLanes <= k; i += A * kLanes) {
     SHARDFORMER_UNROLL
     for (int a = 0; a < A; ++a) {
-      prefetch_ahead(wj + i + a * kLanes);
+      prefetch_ahead<Prefetch>(wj + i + a * kLanes);
       const Vec wv = Vec::loadu(wj + i + a * kLanes);
       SHARDFORMER_UNROLL
       for (int m = 0; m < M; ++m)
@@ -68,7 +73,7 @@ void dot_row(const float* x, int64_t k, const float* w, int64_t n, int64_t j, co
 // W [k, n] (Conv1D): y[m, :] = bias + sum over i in [i0, i1) of x[m, i] W[i, :], four weight
 // rows at a time. The rows [i0, i1) are one contiguous block of W, read in order; the output
 // rows stay in L1/L2 between the weight rows.
-template <int M>
+template <int M, bool Prefetch>
 void axpy_rows(const float* x, int64_t k, const float* w, int64_t n, int64_t i0, int64_t i1,
                const float* bias, float* y) {
   const int64_t c0 = 0, c1 = n;
@@ -89,7 +94,7 @@ void axpy_rows(const float* x, int64_t k, const float* w, int64_t n, int64_t i0,
       Vec wv[Q];
       SHARDFORMER_UNROLL
       for (int q = 0; q < Q; ++q) {
-        prefetch_ahead(wi + q * n + j);
+        prefetch_ahead<Prefetch>(wi + q * n + j);
         wv[q] = Vec::loadu(wi + q * n + j);
       }
       SHARDFORMER_UNROLL
@@ -142,14 +147,22 @@ void row_groups(int64_t m, const F& f) {
 // model's k_proj of 192 rows) still use every thread.
 int64_t row_grain(int64_t k) { return std::max<int64_t>(8, 32768 / std::max<int64_t>(k, 1)); }
 
-template <int M>
+// Bytes of fp32 weights in `count` matrices of rows x cols that a product's pass for the row
+// group starting at x's row `row` reads from where the weights stay between steps: the first
+// group's. Later groups find them in the caches the first filled, which would tell the prefetch
+// choice nothing about the steps; they count as 0 bytes, never timed.
+int64_t weight_bytes(int64_t row, int64_t rows, int64_t cols, int64_t count = 1) {
+  return row == 0 ? count * rows * cols * static_cast<int64_t>(sizeof(float)) : 0;
+}
+
+template <int M, bool Prefetch>
 void skinny_rows(const float* x, int64_t k, const float* w, int64_t n, bool k_major,
                  const float* bias, float* y) {
   if (!k_major) {
     // One weight row at a time: interleaving several rows' streams measured 30-40% slower
     // (the prefetchers follow one sequential stream best).
     at::parallel_for(0, n, row_grain(k), [&](int64_t begin, int64_t end) {
-      for (int64_t j = begin; j < end; ++j) dot_row<M>(x, k, w, n, j, bias, y);
+      for (int64_t j = begin; j < end; ++j) dot_row<M, Prefetch>(x, k, w, n, j, bias, y);
     });
     return;
   }
@@ -160,7 +173,8 @@ void skinny_rows(const float* x, int64_t k, const float* w, int64_t n, bool k_ma
   at::parallel_for(0, parts, 1, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       float* out = t == 0 ? y : partial.data() + (t - 1) * M * n;
-      axpy_rows<M>(x, k, w, n, t * k / parts, (t + 1) * k / parts, t == 0 ? bias : nullptr, out);
+      axpy_rows<M, Prefetch>(x, k, w, n, t * k / parts, (t + 1) * k / parts,
+                             t == 0 ? bias : nullptr, out);
     }
   });
   for (int64_t t = 1; t < parts; ++t) {
@@ -172,7 +186,10 @@ void skinny_rows(const float* x, int64_t k, const float* w, int64_t n, bool k_ma
 void skinny_linear(const float* x, int64_t m, int64_t k, const float* w, int64_t n, bool k_major,
                    const float* bias, float* y) {
   row_groups(m, [&](auto rows, int64_t row) {
-    skinny_rows<decltype(rows)::value>(x + row * k, k, w, n, k_major, bias, y + row * n);
+    constexpr int M = decltype(rows)::value;
+    with_prefetch_way(M, k_major, weight_bytes(row, n, k), [&](auto prefetch) {
+      skinny_rows<M, decltype(prefetch)::value>(x + row * k, k, w, n, k_major, bias, y + row * n);
+    });
   });
 }
 
@@ -185,13 +202,16 @@ void skinny_group(const float* x, int64_t m, int64_t k, int64_t count, const flo
   for (int64_t i = 0; i < count; ++i) first[i + 1] = first[i] + n[i];
   row_groups(m, [&](auto rows, int64_t row) {
     constexpr int M = decltype(rows)::value;
-    at::parallel_for(0, first[count], row_grain(k), [&](int64_t begin, int64_t end) {
-      for (int64_t i = 0; i < count; ++i) {
-        const int64_t lo = std::max(begin, first[i]), hi = std::min(end, first[i + 1]);
-        for (int64_t j = lo; j < hi; ++j) {
-          dot_row<M>(x + row * k, k, w[i], n[i], j - first[i], bias[i], y[i] + row * n[i]);
+    with_prefetch_way(M, false, weight_bytes(row, first[count], k), [&](auto prefetch) {
+      at::parallel_for(0, first[count], row_grain(k), [&](int64_t begin, int64_t end) {
+        for (int64_t i = 0; i < count; ++i) {
+          const int64_t lo = std::max(begin, first[i]), hi = std::min(end, first[i + 1]);
+          for (int64_t j = lo; j < hi; ++j) {
+            dot_row<M, decltype(prefetch)::value>(x + row * k, k, w[i], n[i], j - first[i], bias[i],
+                                                  y[i] + row * n[i]);
+          }
         }
-      }
+      });
     });
   });
 }
@@ -206,20 +226,23 @@ void skinny_silu_gate(const float* x, int64_t m, int64_t k, const float* wg, con
     const float* xr = x + row * k;
     float* hr = h + row * n;
     float* ur = up + row * n;
-    at::parallel_for(0, n, row_grain(k), [&](int64_t begin, int64_t end) {
-      for (int64_t j = begin; j < end; ++j) dot_row<M>(xr, k, wg, n, j, bg, hr);
-      for (int64_t j = begin; j < end; ++j) dot_row<M>(xr, k, wu, n, j, bu, ur);
-      const Vec one(1.f);
-      for (int r = 0; r < M; ++r) {
-        float* g = hr + r * n;
-        const float* u = ur + r * n;
-        int64_t j = begin;
-        for (; j + kLanes <= end; j += kLanes) {
-          const Vec v = Vec::loadu(g + j);
-          (v / (one + v.neg().exp()) * Vec::loadu(u + j)).store(g + j);
+    with_prefetch_way(M, false, weight_bytes(row, n, k, 2), [&](auto prefetch) {
+      constexpr bool P = decltype(prefetch)::value;
+      at::parallel_for(0, n, row_grain(k), [&](int64_t begin, int64_t end) {
+        for (int64_t j = begin; j < end; ++j) dot_row<M, P>(xr, k, wg, n, j, bg, hr);
+        for (int64_t j = begin; j < end; ++j) dot_row<M, P>(xr, k, wu, n, j, bu, ur);
+        const Vec one(1.f);
+        for (int r = 0; r < M; ++r) {
+          float* g = hr + r * n;
+          const float* u = ur + r * n;
+          int64_t j = begin;
+          for (; j + kLanes <= end; j += kLanes) {
+            const Vec v = Vec::loadu(g + j);
+            (v / (one + v.neg().exp()) * Vec::loadu(u + j)).store(g + j);
+          }
+          for (; j < end; ++j) g[j] = g[j] / (1.f + std::exp(-g[j])) * u[j];
         }
-        for (; j < end; ++j) g[j] = g[j] / (1.f + std::exp(-g[j])) * u[j];
-      }
+      });
     });
   });
 }
@@ -513,9 +536,9 @@ void softmax_xent_grad(const float* x, const float* max, const float* sum, const
 }  // namespace
 
 const KernelTable table{
-    &skinny_linear,  &bias_gelu_tanh,   &gelu_tanh_backward, &add_layer_norm, &rms_norm,
-    &rotary,         &softmax_stats,    &softmax_xent_grad,  &sum_terms,      &sum_add_norm,
-    &gemm_workspace, &block_attention,  &cached_attention,   &gemm,           &packed_b_size,
-    &pack_b_whole,   &skinny_group,     &skinny_silu_gate};
+    &skinny_linear,  &bias_gelu_tanh,  &gelu_tanh_backward, &add_layer_norm, &rms_norm,
+    &rotary,         &softmax_stats,   &softmax_xent_grad,  &sum_terms,      &sum_add_norm,
+    &gemm_workspace, &block_attention, &cached_attention,   &gemm,           &packed_b_size,
+    &pack_b_whole,   &skinny_group,    &skinny_silu_gate};
 
 }  // namespace shardformer::kernels::CPU_CAPABILITY

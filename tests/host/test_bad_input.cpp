@@ -794,6 +794,14 @@ const BadInput kRuntimeInput[] = {
        return run;
      },
      3, "SHARDFORMER_CPU_GEMM is 'fast': use 'own', 'openblas' or 'aten'"},
+    {"SkinnyPrefetchChoiceUnknown",
+     [](const Workspace& ws) {
+       ws.copy_model();
+       HostRun run = ws.job(forward_toml("[[1, 2]]"));
+       run.env = {"SHARDFORMER_SKINNY_PREFETCH=sometimes"};
+       return run;
+     },
+     3, "SHARDFORMER_SKINNY_PREFETCH is 'sometimes': use 'measure', 'on' or 'off'"},
     {"PipelineTokenOutsideVocabulary",
      [](const Workspace& ws) {
        ws.copy_model();
