@@ -45,15 +45,18 @@ endif()
 file(GLOB _nvidia_lib_dirs LIST_DIRECTORIES true "${SHARDFORMER_SITE_PACKAGES}/nvidia/*/lib")
 # OpenBLAS from the same venv (scipy-openblas32: every symbol prefixed scipy_, so it cannot
 # take the place of the sgemm_ that LibTorch exports, nor the reverse): the kernels' GEMM on
-# AVX2-only CPUs (kernels/cpu/blas_gemm.cpp). Its folder joins the runtime search path below.
+# AVX2-only CPUs (kernels/cpu/blas_gemm.cpp), which opens it at run time from the path below
+# (linked, it started a spinning thread in every process before main()).
 set(_openblas_root "${SHARDFORMER_SITE_PACKAGES}/scipy_openblas32")
 if(NOT EXISTS "${_openblas_root}/lib/libscipy_openblas.so")
   message(FATAL_ERROR "scipy-openblas32 is not installed in ${SHARDFORMER_SITE_PACKAGES}: run tools/setup.sh")
 endif()
 add_library(shardformer_openblas INTERFACE)
 target_include_directories(shardformer_openblas SYSTEM INTERFACE "${_openblas_root}/include")
-target_link_libraries(shardformer_openblas INTERFACE "${_openblas_root}/lib/libscipy_openblas.so")
-set(SHARDFORMER_TORCH_RUNTIME_DIRS "${_torch_root}/lib" ${_nvidia_lib_dirs} "${_openblas_root}/lib")
+target_compile_definitions(shardformer_openblas INTERFACE
+  SHARDFORMER_OPENBLAS_LIBRARY="${_openblas_root}/lib/libscipy_openblas.so")
+target_link_libraries(shardformer_openblas INTERFACE ${CMAKE_DL_LIBS})
+set(SHARDFORMER_TORCH_RUNTIME_DIRS "${_torch_root}/lib" ${_nvidia_lib_dirs})
 list(JOIN SHARDFORMER_TORCH_RUNTIME_DIRS ":" _rpath)
 
 add_library(shardformer_torch INTERFACE)

@@ -1,13 +1,16 @@
 // OpenBLAS behind kernels::gemm (blas_gemm.h): each thread multiplies its own block of rows or
 // columns with a single-threaded sgemm, so that ATen's OpenMP pool is the only one that runs.
+// The library is opened while the process starts, told to start no threads of its own.
 #include "blas_gemm.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <c10/util/Exception.h>
 #include <cblas.h>
+#include <dlfcn.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <limits>
 
 namespace shardformer::kernels {
@@ -37,20 +40,70 @@ at::Tensor readable(const at::Tensor& t) {
   return layout_of(t.size(0), t.size(1), t.stride(0), t.stride(1)).readable ? t : t.contiguous();
 }
 
-// The library's own threads stay idle: every call runs on the thread that makes it.
-void single_threaded_once() {
-  static const bool done = [] {
-    scipy_openblas_set_num_threads(1);
-    return true;
-  }();
-  (void)done;
+// OpenBLAS opened with OPENBLAS_NUM_THREADS = 1 in the environment, which it reads once as it
+// loads. Linked instead, it loaded before main() with a helper thread per further core, which
+// spun for about 0.1 s of CPU in every process (0.11 s of user time in an otherwise idle program)
+// on the cores the job's own threads were starting on; setting its thread count later leaves
+// that thread spinning. Opened here, while the process starts and runs one thread (setenv is not
+// thread-safe), and the environment put back as it was: the variable is for this load only.
+struct OpenBlas {
+  decltype(&scipy_cblas_sgemm) sgemm = nullptr;
+  decltype(&scipy_openblas_get_corename) corename = nullptr;
+  decltype(&scipy_openblas_get_num_threads) num_threads = nullptr;
+  std::string error;  // why it could not be opened ("" when it was)
+};
+
+OpenBlas open_openblas() {
+  constexpr const char* kVariable = "OPENBLAS_NUM_THREADS";
+  const char* set = std::getenv(kVariable);
+  const std::string before = set != nullptr ? set : "";
+  ::setenv(kVariable, "1", 1);
+  void* handle = ::dlopen(SHARDFORMER_OPENBLAS_LIBRARY, RTLD_NOW | RTLD_LOCAL);
+  const char* failure = handle == nullptr ? ::dlerror() : nullptr;
+  if (set != nullptr) {
+    ::setenv(kVariable, before.c_str(), 1);
+  } else {
+    ::unsetenv(kVariable);
+  }
+  OpenBlas lib;
+  const std::string where = std::string("OpenBLAS (") + SHARDFORMER_OPENBLAS_LIBRARY + ")";
+  if (handle == nullptr) {
+    lib.error = where + " could not be opened: " + (failure != nullptr ? failure : "") +
+                "; run tools/setup.sh, or choose another GEMM with SHARDFORMER_CPU_GEMM";
+    return lib;
+  }
+  lib.sgemm = reinterpret_cast<decltype(lib.sgemm)>(::dlsym(handle, "scipy_cblas_sgemm"));
+  lib.corename =
+      reinterpret_cast<decltype(lib.corename)>(::dlsym(handle, "scipy_openblas_get_corename"));
+  lib.num_threads = reinterpret_cast<decltype(lib.num_threads)>(
+      ::dlsym(handle, "scipy_openblas_get_num_threads"));
+  if (lib.sgemm == nullptr || lib.corename == nullptr || lib.num_threads == nullptr) {
+    lib.error = where +
+                " lacks scipy_cblas_sgemm, scipy_openblas_get_corename or "
+                "scipy_openblas_get_num_threads: not the scipy-openblas32 build";
+  }
+  return lib;
 }
 
+const OpenBlas& openblas() {
+  static const OpenBlas lib = open_openblas();
+  TORCH_CHECK(lib.error.empty(), lib.error);
+  return lib;
+}
+
+// Opens it while the shared library that holds these kernels is initialized.
+[[maybe_unused]] const bool opened_at_start = [] {
+  try {
+    (void)openblas();
+  } catch (const c10::Error&) {  // reported again by the first call that needs it
+  }
+  return true;
+}();
 }  // namespace
 
 void blas_gemm(const at::Tensor& a_in, const at::Tensor& b_in, const at::Tensor& bias,
                bool accumulate, const at::Tensor& out, int64_t threads) {
-  single_threaded_once();
+  const OpenBlas& lib = openblas();
   const at::Tensor a = readable(a_in), b = readable(b_in);
   const int64_t m = a.size(0), k = a.size(1), n = b.size(1);
   if (k == 0) {  // an empty sum: out keeps its values or becomes the bias
@@ -91,10 +144,9 @@ void blas_gemm(const at::Tensor& a_in, const at::Tensor& b_in, const at::Tensor&
         }
       }
       const float beta = accumulate || biasp != nullptr ? 1.f : 0.f;
-      scipy_cblas_sgemm(CblasRowMajor, la.trans, lb.trans, static_cast<int>(rows),
-                        static_cast<int>(cols), static_cast<int>(k), 1.f, ap + row0 * a.stride(0),
-                        static_cast<int>(la.ld), bp + col0 * b.stride(1), static_cast<int>(lb.ld),
-                        beta, c, static_cast<int>(ldc));
+      lib.sgemm(CblasRowMajor, la.trans, lb.trans, static_cast<int>(rows), static_cast<int>(cols),
+                static_cast<int>(k), 1.f, ap + row0 * a.stride(0), static_cast<int>(la.ld),
+                bp + col0 * b.stride(1), static_cast<int>(lb.ld), beta, c, static_cast<int>(ldc));
     }
   });
 }
@@ -103,7 +155,9 @@ std::string blas_name() {
   std::string version = OPENBLAS_VERSION;  // " OpenBLAS 0.3.34.481.3 "
   version.erase(0, version.find_first_not_of(' '));
   version.erase(version.find_last_not_of(' ') + 1);
-  return version + " (" + scipy_openblas_get_corename() + " kernels)";
+  return version + " (" + openblas().corename() + " kernels)";
 }
+
+int blas_threads() { return openblas().num_threads(); }
 
 }  // namespace shardformer::kernels

@@ -19,4 +19,7 @@ void blas_gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias,
 // CPU (OPENBLAS_CORETYPE in the environment overrides its choice).
 std::string blas_name();
 
+// The threads OpenBLAS keeps for itself: 1 (none besides the caller's), as it was opened.
+int blas_threads();
+
 }  // namespace shardformer::kernels

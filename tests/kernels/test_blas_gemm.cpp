@@ -7,6 +7,11 @@
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -80,3 +85,21 @@ TEST(BlasGemm, NamesTheLibraryAndTheKernelsItPicked) {
 }
 
 }  // namespace
+
+// OpenBLAS was opened with no threads of its own (linked, it spun one per further core for 0.1 s
+// in every process), and the environment variable that told it so is as the process began.
+TEST(BlasGemm, OpenBlasRunsNoThreadsOfItsOwnAndLeavesTheEnvironmentAsItWas) {
+  EXPECT_EQ(kernels::blas_threads(), 1);
+  std::ifstream environ_file("/proc/self/environ", std::ios::binary);
+  const std::string start((std::istreambuf_iterator<char>(environ_file)),
+                          std::istreambuf_iterator<char>());
+  std::optional<std::string> at_start;
+  for (size_t from = 0; from < start.size();) {
+    const size_t end = std::min(start.find('\0', from), start.size());
+    const std::string entry = start.substr(from, end - from);
+    if (entry.rfind("OPENBLAS_NUM_THREADS=", 0) == 0) at_start = entry.substr(21);
+    from = end + 1;
+  }
+  const char* now = std::getenv("OPENBLAS_NUM_THREADS");
+  EXPECT_EQ(now != nullptr ? std::optional<std::string>(now) : std::nullopt, at_start);
+}
