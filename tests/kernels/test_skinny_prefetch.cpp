@@ -64,20 +64,22 @@ Counts run_products(int rows, int64_t bytes, int calls, int on_us, int off_us) {
 }  // namespace
 
 // 256 MiB warm the weights (untimed), then each way reads 128 MiB: with 64 MiB products, the
-// choice falls after the 8th, from the times of the 5th to the 8th, and holds from then on.
+// choice falls after the 8th, from the times of the 5th to the 8th, and holds from then on. The
+// ways differ 20-fold, so that a loaded machine's preemptions (ctest -j 3 on 2 cores) cannot
+// reverse them.
 TEST(SkinnyPrefetch, TriesBothWaysInTurnAndKeepsTheFasterPerRowCount) {
   const PrefetchMode mode(SkinnyPrefetch::kMeasure);
-  const Counts measuring = run_products(1, 64 * kMiB, 8, /*on_us=*/4000, /*off_us=*/1000);
+  const Counts measuring = run_products(1, 64 * kMiB, 8, /*on_us=*/20000, /*off_us=*/1000);
   EXPECT_EQ(measuring.on, 4);
   EXPECT_EQ(measuring.off, 4);
   EXPECT_EQ(kernels::prefetch_way(1, false, 64 * kMiB), PrefetchWay::kOff);
-  const Counts after = run_products(1, 64 * kMiB, 6, 4000, 1000);
+  const Counts after = run_products(1, 64 * kMiB, 6, 20000, 1000);
   EXPECT_EQ(after.on, 0);
   EXPECT_EQ(after.off, 6);
 
   // Another row count measures for itself, here the other way round.
   EXPECT_EQ(kernels::prefetch_way(2, false, 64 * kMiB), PrefetchWay::kTryOn);
-  run_products(2, 64 * kMiB, 8, /*on_us=*/1000, /*off_us=*/4000);
+  run_products(2, 64 * kMiB, 8, /*on_us=*/1000, /*off_us=*/20000);
   EXPECT_EQ(kernels::prefetch_way(2, false, 64 * kMiB), PrefetchWay::kOn);
   EXPECT_EQ(kernels::prefetch_way(1, false, 64 * kMiB), PrefetchWay::kOff);
   // The Conv1D layout's 1-row products have not been measured.
