@@ -1,6 +1,7 @@
 // The kernels' tensor entry points (cpu_kernels.h): shape checks, output allocation, the
 // instruction-set table chosen once from LibTorch's CPU capability, and the GEMM backend.
 #include "blas_gemm.h"
+#include "environment_choice.h"
 #include "kernel_table.h"
 #include "kernel_time_scope.h"
 #include "shardformer/kernels/cpu_kernels.h"
@@ -11,7 +12,6 @@
 #include <c10/util/Exception.h>
 
 #include <atomic>
-#include <cstdlib>
 #include <string>
 
 namespace shardformer::kernels {
@@ -59,10 +59,8 @@ namespace {
 
 // The choice from the environment and the CPU, made at the first product.
 GemmBackend chosen_backend() {
-  const char* env = std::getenv("SHARDFORMER_CPU_GEMM");
-  const std::string choice = env != nullptr ? env : "";
-  TORCH_CHECK(choice.empty() || choice == "own" || choice == "openblas" || choice == "aten",
-              "SHARDFORMER_CPU_GEMM is '", choice, "': use 'own', 'openblas' or 'aten'");
+  const std::string choice =
+      environment_choice("SHARDFORMER_CPU_GEMM", {"own", "openblas", "aten"});
   if (choice == "own") return GemmBackend::kOwn;
   if (choice == "openblas") return GemmBackend::kOpenBlas;
   if (choice == "aten") return GemmBackend::kAten;

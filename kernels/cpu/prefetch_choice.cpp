@@ -2,6 +2,8 @@
 // the two ways alternate on the process's first products from memory and the faster stays.
 #include "prefetch_choice.h"
 
+#include "environment_choice.h"
+
 #include "shardformer/kernels/skinny_prefetch.h"
 
 #include <c10/util/Exception.h>
@@ -9,7 +11,6 @@
 #include <array>
 #include <atomic>
 #include <cstdio>
-#include <cstdlib>
 #include <mutex>
 #include <string>
 
@@ -37,10 +38,8 @@ constexpr int kRowCounts = 8;
 std::array<std::array<Slot, kRowCounts>, 2> slots;  // [k_major][rows - 1]
 
 SkinnyPrefetch mode_from_environment() {
-  const char* env = std::getenv("SHARDFORMER_SKINNY_PREFETCH");
-  const std::string mode = env != nullptr ? env : "";
-  TORCH_CHECK(mode.empty() || mode == "measure" || mode == "on" || mode == "off",
-              "SHARDFORMER_SKINNY_PREFETCH is '", mode, "': use 'measure', 'on' or 'off'");
+  const std::string mode =
+      environment_choice("SHARDFORMER_SKINNY_PREFETCH", {"measure", "on", "off"});
   if (mode == "on") return SkinnyPrefetch::kOn;
   if (mode == "off") return SkinnyPrefetch::kOff;
   return SkinnyPrefetch::kMeasure;
