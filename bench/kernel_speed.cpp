@@ -192,11 +192,49 @@ void decode_step_row(int threads) {
       kernels::skinny_prefetch_summary().c_str());
 }
 
+// A short prompt's products (prefill): up to kSkinnyRows rows take the skinny product (more
+// than 8 rows in register tiles that read each weight once), the library GEMM packs first. Weights
+// streamed from memory, as in a model larger than the caches: each call takes the next of
+// copies that together are twice the last-level cache (at least 96; a Xeon here has 480 MiB of
+// L3, which held 96 of 3.5 MB and made "from memory" read from L3). SmolLM2's gate_proj and
+// down_proj; the rate against the FMA peak measured in the same run.
+void few_rows_table(double peak) {
+  std::printf(
+      "\n| few rows, weights from memory | skinny ms | GFLOP/s | of FMA peak | GEMM (%s) ms | "
+      "skinny / GEMM time |\n|---|---|---|---|---|---|\n",
+      kernels::gemm_name().c_str());
+  for (const auto& [n, k] : {std::pair<int64_t, int64_t>{1536, 576}, {576, 1536}}) {
+    const at::Tensor weight = at::randn({n, k});
+    const int64_t copies =
+        std::max<int64_t>(96, 2 * last_level_cache_bytes() / weight.nbytes() + 1);
+    std::vector<at::Tensor> weights;
+    for (int64_t i = 0; i < copies; ++i) weights.push_back(weight.clone());
+    for (const int64_t rows : {8, 16, 24, 32}) {
+      const at::Tensor x = at::randn({rows, k});
+      const double skinny = best_seconds([&] {
+        for (const at::Tensor& w : weights) kernels::skinny_linear(x, w, {}, false);
+      });
+      const double library = best_seconds([&] {
+        for (const at::Tensor& w : weights) kernels::linear(x, w, {}, false);
+      });
+      const double calls = static_cast<double>(copies);
+      const double gflops = 2.0 * static_cast<double>(rows * n * k) * calls / skinny / 1e9;
+      std::printf(
+          "| %lld x %lld . [%lld, %lld]^T, %lld copies | %.3f | %.1f | %.0f%% | %.3f | %.2f |\n",
+          static_cast<long long>(rows), static_cast<long long>(k), static_cast<long long>(n),
+          static_cast<long long>(k), static_cast<long long>(copies), skinny * 1e3 / calls, gflops,
+          100.0 * gflops / peak, library * 1e3 / calls, skinny / library);
+    }
+  }
+  std::printf("\n");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int threads = 2;
-  bool limits = false, gemm_only = false, attention_only = false, decode_step = false;
+  bool limits = false, gemm_only = false, attention_only = false, decode_step = false,
+       few_rows = false;
   std::vector<GemmShape> gemm_shapes;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -206,6 +244,8 @@ int main(int argc, char** argv) {
       attention_only = true;
     } else if (arg == "--decode-step") {
       decode_step = true;
+    } else if (arg == "--few-rows") {
+      few_rows = true;
     } else if (arg == "--gemm") {
       gemm_only = true;
     } else if (const auto shape = gemm_only ? parse_gemm_shape(arg) : std::nullopt) {
@@ -215,7 +255,8 @@ int main(int argc, char** argv) {
       threads = std::stoi(arg);
     } else {
       std::fprintf(stderr,
-                   "usage: kernel_speed [threads] [--limits | --attention | --decode-step | --gemm "
+                   "usage: kernel_speed [threads] [--limits | --attention | --decode-step | "
+                   "--few-rows | --gemm "
                    "M,K,N[,t] ...] (got "
                    "'%s')\n",
                    argv[i]);
@@ -232,6 +273,10 @@ int main(int argc, char** argv) {
   }
   if (decode_step) {
     decode_step_row(threads);
+    return 0;
+  }
+  if (few_rows) {
+    few_rows_table(fma_peak_gflops(threads));
     return 0;
   }
   if (gemm_only) {
@@ -344,32 +389,7 @@ int main(int argc, char** argv) {
 
   attention_rows();
 
-  // A short prompt's products (prefill): up to kSkinnyRows rows take the skinny product, which
-  // reads the weight once per 8 rows; the packed GEMM reads it once but packs it first. Weights
-  // streamed from memory, as in a model larger than the caches: each call takes the next of
-  // copies that together are twice the last-level cache (at least 96 of 3.5 MB; a Xeon here
-  // has 480 MiB of L3, which held the 96 and made "from memory" read from L3).
-  const at::Tensor gate = at::randn({1536, 576});
-  const int64_t copies = std::max<int64_t>(96, 2 * last_level_cache_bytes() / gate.nbytes() + 1);
-  std::printf(
-      "\n| few rows, weights from memory (SmolLM2's gate_proj, %lld copies: %.0f MB) | skinny ms |"
-      " packed GEMM ms | skinny / packed time |\n|---|---|---|---|\n",
-      static_cast<long long>(copies), static_cast<double>(copies * gate.nbytes()) / 1e6);
-  std::vector<at::Tensor> gates;
-  for (int64_t i = 0; i < copies; ++i) gates.push_back(gate.clone());
-  for (const int64_t rows : {8, 16, 24, 32}) {
-    const at::Tensor xr = at::randn({rows, 576});
-    const double skinny = best_seconds([&] {
-      for (const at::Tensor& w : gates) kernels::skinny_linear(xr, w, {}, false);
-    });
-    const double packed = best_seconds([&] {
-      for (const at::Tensor& w : gates) kernels::linear(xr, w, {}, false);
-    });
-    const double calls = static_cast<double>(copies);
-    std::printf("| %lld x 576 . [1536, 576]^T | %.3f | %.3f | %.2f |\n",
-                static_cast<long long>(rows), skinny * 1e3 / calls, packed * 1e3 / calls,
-                skinny / packed);
-  }
+  few_rows_table(peak);
   std::printf("\n");
 
   // Forward's element-wise steps at 4 x 512 tokens of GPT-2 small.

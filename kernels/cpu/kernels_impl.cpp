@@ -70,6 +70,73 @@ void dot_row(const float* x, int64_t k, const float* w, int64_t n, int64_t j, co
   }
 }
 
+// A prompt's rows (more than a row group of 8) against W [n, k] (nn.Linear): y[r, j + c] =
+// x[r] . W[j + c] for a tile of MR rows of x and NR weight rows. Each loaded weight vector feeds
+// MR rows and each loaded x vector NR weight rows, so the tile is bound by its FMAs, not its loads
+// (dot_row<8> loads nine vectors per eight FMAs). One accumulator per output, summed as
+// dot_row<M >= 4> sums it: the same bits.
+template <int MR, int NR>
+void dot_tile(const float* x, int64_t k, const float* w, int64_t n, int64_t j, const float* bias,
+              float* y) {
+  Vec acc[MR][NR];
+  SHARDFORMER_UNROLL
+  for (int r = 0; r < MR; ++r) SHARDFORMER_UNROLL
+  for (int c = 0; c < NR; ++c) acc[r][c] = Vec(0.f);
+  const float* wj = w + j * k;
+  int64_t i = 0;
+  for (; i + kLanes <= k; i += kLanes) {
+    Vec xv[MR];
+    SHARDFORMER_UNROLL
+    for (int r = 0; r < MR; ++r) xv[r] = Vec::loadu(x + r * k + i);
+    SHARDFORMER_UNROLL
+    for (int c = 0; c < NR; ++c) {
+      const Vec wv = Vec::loadu(wj + c * k + i);
+      SHARDFORMER_UNROLL
+      for (int r = 0; r < MR; ++r) acc[r][c] = at::vec::fmadd(xv[r], wv, acc[r][c]);
+    }
+  }
+  SHARDFORMER_UNROLL
+  for (int r = 0; r < MR; ++r) {
+    SHARDFORMER_UNROLL
+    for (int c = 0; c < NR; ++c) {
+      float s = sum_lanes(acc[r][c]);
+      for (int64_t t = i; t < k; ++t) s += x[r * k + t] * wj[c * k + t];
+      y[r * n + j + c] = s + (bias != nullptr ? bias[j + c] : 0.f);
+    }
+  }
+}
+
+// Rows [0, m) of x against NR weight rows from j: tiles of kTileRows rows, then the rest.
+constexpr int kTileRows = 3, kTileCols = 4;  // 12 accumulators, 3 x vectors, 1 weight vector
+
+template <int NR>
+void tile_column(const float* x, int64_t m, int64_t k, const float* w, int64_t n, int64_t j,
+                 const float* bias, float* y) {
+  int64_t r = 0;
+  for (; r + kTileRows <= m; r += kTileRows) {
+    dot_tile<kTileRows, NR>(x + r * k, k, w, n, j, bias, y + r * n);
+  }
+  if (m - r == 2) dot_tile<2, NR>(x + r * k, k, w, n, j, bias, y + r * n);
+  if (m - r == 1) dot_tile<1, NR>(x + r * k, k, w, n, j, bias, y + r * n);
+}
+
+// y[:, j0 : j1] for all m rows of x, weight rows [j0, j1) taken kTileCols at a time: each tile of
+// weight rows is read from memory once and from L1 for every kTileRows rows of x.
+void tiled_rows(const float* x, int64_t m, int64_t k, const float* w, int64_t n, int64_t j0,
+                int64_t j1, const float* bias, float* y) {
+  int64_t j = j0;
+  for (; j + kTileCols <= j1; j += kTileCols) tile_column<kTileCols>(x, m, k, w, n, j, bias, y);
+  switch (j1 - j) {
+    case 3: tile_column<3>(x, m, k, w, n, j, bias, y); break;
+    case 2: tile_column<2>(x, m, k, w, n, j, bias, y); break;
+    case 1: tile_column<1>(x, m, k, w, n, j, bias, y); break;
+    default: break;
+  }
+}
+
+// More rows than one row group take the tiles (a prompt); a group's rows, dot_row (decoding).
+constexpr int64_t kRowGroup = 8;
+
 // W [k, n] (Conv1D): y[m, :] = bias + sum over i in [i0, i1) of x[m, i] W[i, :], four weight
 // rows at a time. The rows [i0, i1) are one contiguous block of W, read in order; the output
 // rows stay in L1/L2 between the weight rows.
@@ -128,7 +195,7 @@ void axpy_rows(const float* x, int64_t k, const float* w, int64_t n, int64_t i0,
 template <typename F>
 void row_groups(int64_t m, const F& f) {
   for (int64_t row = 0; row < m;) {
-    const int64_t rows = std::min<int64_t>(8, m - row);
+    const int64_t rows = std::min<int64_t>(kRowGroup, m - row);
     switch (rows) {
       case 1: f(std::integral_constant<int, 1>{}, row); break;
       case 2: f(std::integral_constant<int, 2>{}, row); break;
@@ -185,6 +252,12 @@ void skinny_rows(const float* x, int64_t k, const float* w, int64_t n, bool k_ma
 
 void skinny_linear(const float* x, int64_t m, int64_t k, const float* w, int64_t n, bool k_major,
                    const float* bias, float* y) {
+  if (!k_major && m > kRowGroup) {
+    at::parallel_for(0, n, row_grain(k), [&](int64_t begin, int64_t end) {
+      tiled_rows(x, m, k, w, n, begin, end, bias, y);
+    });
+    return;
+  }
   row_groups(m, [&](auto rows, int64_t row) {
     constexpr int M = decltype(rows)::value;
     with_prefetch_way(M, k_major, weight_bytes(row, n, k), [&](auto prefetch) {
@@ -200,17 +273,31 @@ void skinny_group(const float* x, int64_t m, int64_t k, int64_t count, const flo
                   const int64_t* n, const float* const* bias, float* const* y) {
   std::vector<int64_t> first(static_cast<size_t>(count) + 1, 0);  // first[i]: W_i's first row
   for (int64_t i = 0; i < count; ++i) first[i + 1] = first[i] + n[i];
+  // Calls f(i, lo, hi) for the rows [lo, hi) of W_i within [begin, end) of all the rows.
+  const auto each_weight = [&](int64_t begin, int64_t end, const auto& f) {
+    for (int64_t i = 0; i < count; ++i) {
+      const int64_t lo = std::max(begin, first[i]), hi = std::min(end, first[i + 1]);
+      if (lo < hi) f(i, lo - first[i], hi - first[i]);
+    }
+  };
+  if (m > kRowGroup) {
+    at::parallel_for(0, first[count], row_grain(k), [&](int64_t begin, int64_t end) {
+      each_weight(begin, end, [&](int64_t i, int64_t lo, int64_t hi) {
+        tiled_rows(x, m, k, w[i], n[i], lo, hi, bias[i], y[i]);
+      });
+    });
+    return;
+  }
   row_groups(m, [&](auto rows, int64_t row) {
     constexpr int M = decltype(rows)::value;
     with_prefetch_way(M, false, weight_bytes(row, first[count], k), [&](auto prefetch) {
       at::parallel_for(0, first[count], row_grain(k), [&](int64_t begin, int64_t end) {
-        for (int64_t i = 0; i < count; ++i) {
-          const int64_t lo = std::max(begin, first[i]), hi = std::min(end, first[i + 1]);
+        each_weight(begin, end, [&](int64_t i, int64_t lo, int64_t hi) {
           for (int64_t j = lo; j < hi; ++j) {
-            dot_row<M, decltype(prefetch)::value>(x + row * k, k, w[i], n[i], j - first[i], bias[i],
+            dot_row<M, decltype(prefetch)::value>(x + row * k, k, w[i], n[i], j, bias[i],
                                                   y[i] + row * n[i]);
           }
-        }
+        });
       });
     });
   });
@@ -221,6 +308,28 @@ void skinny_group(const float* x, int64_t m, int64_t k, int64_t count, const flo
 // silu(g) = g / (1 + exp(-g)), ATen's formula.
 void skinny_silu_gate(const float* x, int64_t m, int64_t k, const float* wg, const float* bg,
                       const float* wu, const float* bu, int64_t n, float* up, float* h) {
+  // Gates rows [0, rows) of h = silu(h) * up over the columns [begin, end).
+  const auto gate = [&](float* hr, const float* ur, int64_t rows, int64_t begin, int64_t end) {
+    const Vec one(1.f);
+    for (int64_t r = 0; r < rows; ++r) {
+      float* g = hr + r * n;
+      const float* u = ur + r * n;
+      int64_t j = begin;
+      for (; j + kLanes <= end; j += kLanes) {
+        const Vec v = Vec::loadu(g + j);
+        (v / (one + v.neg().exp()) * Vec::loadu(u + j)).store(g + j);
+      }
+      for (; j < end; ++j) g[j] = g[j] / (1.f + std::exp(-g[j])) * u[j];
+    }
+  };
+  if (m > kRowGroup) {
+    at::parallel_for(0, n, row_grain(k), [&](int64_t begin, int64_t end) {
+      tiled_rows(x, m, k, wg, n, begin, end, bg, h);
+      tiled_rows(x, m, k, wu, n, begin, end, bu, up);
+      gate(h, up, m, begin, end);
+    });
+    return;
+  }
   row_groups(m, [&](auto rows, int64_t row) {
     constexpr int M = decltype(rows)::value;
     const float* xr = x + row * k;
@@ -231,17 +340,7 @@ void skinny_silu_gate(const float* x, int64_t m, int64_t k, const float* wg, con
       at::parallel_for(0, n, row_grain(k), [&](int64_t begin, int64_t end) {
         for (int64_t j = begin; j < end; ++j) dot_row<M, P>(xr, k, wg, n, j, bg, hr);
         for (int64_t j = begin; j < end; ++j) dot_row<M, P>(xr, k, wu, n, j, bu, ur);
-        const Vec one(1.f);
-        for (int r = 0; r < M; ++r) {
-          float* g = hr + r * n;
-          const float* u = ur + r * n;
-          int64_t j = begin;
-          for (; j + kLanes <= end; j += kLanes) {
-            const Vec v = Vec::loadu(g + j);
-            (v / (one + v.neg().exp()) * Vec::loadu(u + j)).store(g + j);
-          }
-          for (; j < end; ++j) g[j] = g[j] / (1.f + std::exp(-g[j])) * u[j];
-        }
+        gate(hr, ur, M, begin, end);
       });
     });
   });

@@ -71,7 +71,7 @@ TEST_P(Kernels, SkinnyLinearMatchesFp64Product) {
   // The products split their weight across ATen's threads: 3 threads cut k = 200 unevenly.
   for (const int use_threads : {1, 3}) {
     at::set_num_threads(use_threads);
-    for (const int64_t m : {1, 2, 3, 4, 5, 8, 13, 16, 27}) {
+    for (const int64_t m : {1, 2, 3, 4, 5, 8, 13, 14, 16, 27, 32}) {
       for (const auto& [k, n] : std::vector<std::pair<int64_t, int64_t>>{
                {64, 1}, {77, 19}, {200, 37}, {768, 2304}, {3072, 131}, {64, 1013}}) {
         for (const bool k_major : {false, true}) {
@@ -101,6 +101,26 @@ TEST_P(Kernels, SkinnyLinearMatchesFp64Product) {
   at::set_num_threads(threads);
 }
 
+// More rows than a row group (a prompt) take register tiles; each output still has one
+// accumulator summed as a row group of 4 sums it, so a prompt's rows give the bits that the same
+// rows give four at a time, with weight-row tails (n = 37) and a k tail past the vectors.
+TEST_P(Kernels, SkinnyTiledRowsEqualRowGroupsBitwise) {
+  const kernels::KernelTable& t = *GetParam().table;
+  at::manual_seed(0);
+  const int64_t k = 200 + 3, n = 37;
+  for (const int64_t m : {12, 20, 28}) {
+    const at::Tensor x = at::randn({m, k}), w = at::randn({n, k}), b = at::randn({n});
+    at::Tensor tiled = at::empty({m, n}), grouped = at::empty({m, n});
+    t.skinny_linear(x.data_ptr<float>(), m, k, w.data_ptr<float>(), n, false, b.data_ptr<float>(),
+                    tiled.data_ptr<float>());
+    for (int64_t row = 0; row < m; row += 4) {
+      t.skinny_linear(x.data_ptr<float>() + row * k, 4, k, w.data_ptr<float>(), n, false,
+                      b.data_ptr<float>(), grouped.data_ptr<float>() + row * n);
+    }
+    EXPECT_TRUE(at::equal(tiled, grouped)) << "m " << m;
+  }
+}
+
 // Several products of one x in one pass (q / k / v), and the SiLU-gated pair (gate / up), over
 // row groups with tails, weights whose rows cross the threads' split, with and without biases.
 TEST_P(Kernels, SkinnyGroupAndSiluGateMatchFp64Products) {
@@ -109,7 +129,7 @@ TEST_P(Kernels, SkinnyGroupAndSiluGateMatchFp64Products) {
   const int threads = at::get_num_threads();
   for (const int use_threads : {1, 3}) {
     at::set_num_threads(use_threads);
-    for (const int64_t m : {1, 3, 8, 13, 27}) {
+    for (const int64_t m : {1, 3, 8, 13, 14, 27}) {
       for (const int64_t k : {77, 576}) {
         const at::Tensor x = at::randn({m, k});
         const at::Tensor xd = x.to(at::kDouble);
