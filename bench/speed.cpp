@@ -1,8 +1,9 @@
 // One side of the CPU speed suite (bench/bench_speed.py starts it, alternating with HF): loads a
 // checkpoint through the host's plugins the way a host job does, then times forward passes and
 // greedy decoding and prints one JSON line per measurement (median of --repeats after a warm-up).
-// --kernel-times adds one more forward per shape, timed kernel by kernel (kernel_timing.h), with
-// each tp rank's wait in shared-memory barriers: where a forward's time goes.
+// --kernel-times adds one more forward per shape and one more generation per decode shape, timed
+// kernel by kernel (kernel_timing.h), with each tp rank's wait in shared-memory barriers: where
+// their time goes.
 // --device cuda times the same on a GPU (tools/gpu_check.py), each call ending in a sync.
 // --op-counts adds one more generation per decode shape, counting the ATen operators the host
 // calls (outermost calls only, with their time): the per-token dispatch cost of decoding.
@@ -80,15 +81,16 @@ std::vector<std::vector<int64_t>> prompts(int64_t batch, int64_t length, int64_t
   return rows;
 }
 
-// One forward with kernel timing on: rank 0 prints each kernel call's total (its own rank's),
-// the forward's wall time, and every tp rank's seconds waiting in shared-memory barriers.
-void print_kernel_times(Session& session, const ForwardInputs& inputs,
+// One more `run` (a forward, or a generation) with kernel timing on: rank 0 prints each kernel
+// call's total (its own rank's), the run's wall time as `kind`, and every tp rank's seconds
+// waiting in shared-memory barriers. The wall time less the kernels' is what runs between them.
+void print_kernel_times(const char* kind, const std::function<void()>& run,
                         const distributed::ProcessMesh* mesh, int rank) {
   kernels::reset_kernel_times();
   if (mesh != nullptr) mesh->tp().reset_stats();
   kernels::set_kernel_timing(true);
   const auto start = Clock::now();
-  session.forward(inputs);
+  run();
   const double seconds = seconds_since(start);
   kernels::set_kernel_timing(false);
   at::Tensor waits;  // [tp]
@@ -106,7 +108,7 @@ void print_kernel_times(Session& session, const ForwardInputs& inputs,
     std::printf("{\"kind\": \"tp_wait\", \"rank\": %ld, \"seconds\": %.6f}\n", r,
                 waits[r].item<double>());
   }
-  std::printf("{\"kind\": \"profiled_forward\", \"seconds\": %.5f}\n", seconds);
+  std::printf("{\"kind\": \"%s\", \"seconds\": %.5f}\n", kind, seconds);
 }
 
 // The outermost ATen operators of one call of `run` on this thread: calls and seconds per name.
@@ -271,7 +273,10 @@ int main(int argc, char** argv) {
           if (logits.defined()) logits.select(0, 0).select(0, 0)[0].cpu();
         });
       }
-      if (kernel_times) print_kernel_times(session, inputs, mesh.get(), rank);
+      if (kernel_times) {
+        print_kernel_times(
+            "profiled_forward", [&] { session.forward(inputs); }, mesh.get(), rank);
+      }
     }
     for (const auto& [batch, new_tokens] : parse_shapes(decode)) {
       const auto rows = prompts(batch, prompt_length, vocab);
@@ -283,6 +288,10 @@ int main(int argc, char** argv) {
             "{\"kind\": \"decode\", \"batch\": %ld, \"new_tokens\": %ld, \"prompt\": %ld, "
             "\"seconds\": %.5f}\n",
             batch, new_tokens, prompt_length, s);
+      }
+      if (kernel_times) {
+        print_kernel_times(
+            "profiled_decode", [&] { session.generate(rows, generation); }, mesh.get(), rank);
       }
       if (!op_counts) continue;
       const auto ops = count_ops([&] { session.generate(rows, generation); });  // every rank
