@@ -5,7 +5,8 @@
 // GEMM and FMA rates as one JSON line for bench/bench_speed.py; --gemm M,K,N[,t] ... times the
 // packed GEMM alone on those shapes, one JSON line each, for bench/gemm_libraries.py;
 // --attention prints the attention kernels' table alone; --decode-step times a decoding step's
-// products alone at SmolLM2-135M's shapes against the memory read rate.
+// products alone at SmolLM2-135M's shapes against the memory read rate; --few-rows times a
+// prompt's few-row products against the library GEMM and the FMA peak, naming the CPU.
 #include "fma_peak.h"
 #include "shardformer/kernels/cpu_kernels.h"
 #include "shardformer/kernels/skinny_prefetch.h"
@@ -192,6 +193,34 @@ void decode_step_row(int threads) {
       kernels::skinny_prefetch_summary().c_str());
 }
 
+// "AMD EPYC (AuthenticAMD, family 25 model 1)": /proc/cpuinfo's first processor, so that a
+// table names the machine it was measured on.
+std::string cpu_model() {
+  std::FILE* f = std::fopen("/proc/cpuinfo", "r");
+  if (f == nullptr) return "unknown CPU";
+  std::string name, vendor, family, model;
+  char line[512];
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    const std::string text(line);
+    const size_t colon = text.find(':');
+    if (colon == std::string::npos) {
+      if (!name.empty()) break;  // the first processor's block ended
+      continue;
+    }
+    std::string key = text.substr(0, colon), value = text.substr(colon + 1);
+    key.erase(key.find_last_not_of(" \t") + 1);
+    value.erase(0, value.find_first_not_of(' '));
+    value.erase(value.find_last_not_of("\n") + 1);
+    if (key == "model name" && name.empty()) name = value;
+    if (key == "vendor_id" && vendor.empty()) vendor = value;
+    if (key == "cpu family" && family.empty()) family = value;
+    if (key == "model" && model.empty()) model = value;
+  }
+  std::fclose(f);
+  return (name.empty() ? std::string("unknown CPU") : name) + " (" + vendor + ", family " + family +
+         " model " + model + ")";
+}
+
 // A short prompt's products (prefill): up to kSkinnyRows rows take the skinny product (more
 // than 8 rows in register tiles that read each weight once), the library GEMM packs first. Weights
 // streamed from memory, as in a model larger than the caches: each call takes the next of
@@ -199,6 +228,9 @@ void decode_step_row(int threads) {
 // L3, which held 96 of 3.5 MB and made "from memory" read from L3). SmolLM2's gate_proj and
 // down_proj; the rate against the FMA peak measured in the same run.
 void few_rows_table(double peak) {
+  std::printf("cpu: %s; kernels %s; fp32 FMA peak %.0f GFLOP/s (%s) on %d threads\n",
+              cpu_model().c_str(), kernels::capability().c_str(), peak, fma_peak_isa(),
+              at::get_num_threads());
   std::printf(
       "\n| few rows, weights from memory | skinny ms | GFLOP/s | of FMA peak | GEMM (%s) ms | "
       "skinny / GEMM time |\n|---|---|---|---|---|---|\n",
