@@ -106,6 +106,122 @@ void dot_tile(const float* x, int64_t k, const float* w, int64_t n, int64_t j, c
   }
 }
 
+// A thread's share of one nn.Linear product: y[m * n + j] = x[m] . W[j] + bias[j], j in [lo, hi).
+struct RowSpan {
+  const float* w;
+  int64_t n;
+  const float* bias;
+  float* y;
+  int64_t lo, hi;
+};
+
+// S weight rows from S places in memory against M rows of x: out[m][s] = x[m] . w[s], each
+// summed as dot_row<M> sums it (the same partial sums, added in the same order): the same bits.
+template <int M, int S>
+void dot_streams(const float* x, int64_t k, const float* const* w, float (&out)[M][S]) {
+  constexpr int A = M >= 4 ? 1 : 4 / M;
+  Vec acc[M][S][A];
+  SHARDFORMER_UNROLL
+  for (int m = 0; m < M; ++m) SHARDFORMER_UNROLL
+  for (int s = 0; s < S; ++s) SHARDFORMER_UNROLL
+  for (int a = 0; a < A; ++a) acc[m][s][a] = Vec(0.f);
+  int64_t i = 0;
+  for (; i + A * kLanes <= k; i += A * kLanes) {
+    SHARDFORMER_UNROLL
+    for (int a = 0; a < A; ++a) {
+      SHARDFORMER_UNROLL
+      for (int s = 0; s < S; ++s) {
+        const Vec wv = Vec::loadu(w[s] + i + a * kLanes);
+        SHARDFORMER_UNROLL
+        for (int m = 0; m < M; ++m)
+          acc[m][s][a] = at::vec::fmadd(Vec::loadu(x + m * k + i + a * kLanes), wv, acc[m][s][a]);
+      }
+    }
+  }
+  for (; i + kLanes <= k; i += kLanes) {
+    SHARDFORMER_UNROLL
+    for (int s = 0; s < S; ++s) {
+      const Vec wv = Vec::loadu(w[s] + i);
+      SHARDFORMER_UNROLL
+      for (int m = 0; m < M; ++m)
+        acc[m][s][0] = at::vec::fmadd(Vec::loadu(x + m * k + i), wv, acc[m][s][0]);
+    }
+  }
+  SHARDFORMER_UNROLL
+  for (int m = 0; m < M; ++m) {
+    SHARDFORMER_UNROLL
+    for (int s = 0; s < S; ++s) {
+      SHARDFORMER_UNROLL
+      for (int a = 1; a < A; ++a) acc[m][s][0] = acc[m][s][0] + acc[m][s][a];
+      float sum = sum_lanes(acc[m][s][0]);
+      for (int64_t t = i; t < k; ++t) sum += x[m * k + t] * w[s][t];
+      out[m][s] = sum;
+    }
+  }
+}
+
+// A thread's spans as one run of rows, cut into S equal parts that are read side by side: S
+// sequential streams for the hardware prefetchers instead of one; the rows past S equal parts,
+// and S = 1, go one at a time through dot_row.
+template <int M, int S, bool Prefetch>
+void stream_spans(const float* x, int64_t k, const RowSpan* spans, int count) {
+  struct Cursor {
+    int span;
+    int64_t j;
+  };
+  int64_t total = 0;
+  for (int i = 0; i < count; ++i) total += spans[i].hi - spans[i].lo;
+  const auto locate = [&](int64_t offset) {
+    int i = 0;
+    while (i + 1 < count && offset >= spans[i].hi - spans[i].lo) {
+      offset -= spans[i].hi - spans[i].lo;
+      ++i;
+    }
+    return Cursor{i, spans[i].lo + offset};
+  };
+  const int64_t run = S > 1 ? total / S : 0;
+  Cursor c[S];
+  SHARDFORMER_UNROLL
+  for (int s = 0; s < S; ++s) c[s] = locate(s * run);
+  for (int64_t t = 0; t < run; ++t) {
+    const float* w[S];
+    SHARDFORMER_UNROLL
+    for (int s = 0; s < S; ++s) w[s] = spans[c[s].span].w + c[s].j * k;
+    float out[M][S];
+    dot_streams<M, S>(x, k, w, out);
+    SHARDFORMER_UNROLL
+    for (int s = 0; s < S; ++s) {
+      const RowSpan& sp = spans[c[s].span];
+      const float b = sp.bias != nullptr ? sp.bias[c[s].j] : 0.f;
+      SHARDFORMER_UNROLL
+      for (int m = 0; m < M; ++m) sp.y[m * sp.n + c[s].j] = out[m][s] + b;
+      if (++c[s].j == sp.hi && c[s].span + 1 < count)
+        c[s] = {c[s].span + 1, spans[c[s].span + 1].lo};
+    }
+  }
+  for (int64_t offset = S * run; offset < total; ++offset) {
+    const Cursor q = locate(offset);
+    const RowSpan& sp = spans[q.span];
+    dot_row<M, Prefetch>(x, k, sp.w, sp.n, q.j, sp.bias, sp.y);
+  }
+}
+
+// Streams per thread for M rows: as many as keep the accumulators (M S partial-sum sets of
+// dot_row<M>) within 14 vector registers, at most 4; 1 from 8 rows on (kMaxStreamRows).
+constexpr int streams_for(int m) { return std::min(4, 14 / (m * (m >= 4 ? 1 : 4 / m))); }
+static_assert(streams_for(kMaxStreamRows) > 1 && streams_for(kMaxStreamRows + 1) == 1);
+
+// A thread's spans read the product's way (prefetch_choice.h).
+template <int M, ReadWay W>
+void read_spans(const float* x, int64_t k, const RowSpan* spans, int count) {
+  constexpr int S = streams_for(M);
+  if constexpr (W == ReadWay::kStreams && S > 1) {
+    stream_spans<M, S, false>(x, k, spans, count);
+  } else {
+    stream_spans<M, 1, W == ReadWay::kOn>(x, k, spans, count);
+  }
+}
+
 // Rows [0, m) of x against NR weight rows from j: tiles of kTileRows rows, then the rest.
 constexpr int kTileRows = 3, kTileCols = 4;  // 12 accumulators, 3 x vectors, 1 weight vector
 
@@ -222,14 +338,15 @@ int64_t weight_bytes(int64_t row, int64_t rows, int64_t cols, int64_t count = 1)
   return row == 0 ? count * rows * cols * static_cast<int64_t>(sizeof(float)) : 0;
 }
 
-template <int M, bool Prefetch>
+template <int M, ReadWay W>
 void skinny_rows(const float* x, int64_t k, const float* w, int64_t n, bool k_major,
                  const float* bias, float* y) {
   if (!k_major) {
-    // One weight row at a time: interleaving several rows' streams measured 30-40% slower
-    // (the prefetchers follow one sequential stream best).
+    // Whole weight rows, one after another or in runs side by side (W); interleaving adjacent
+    // rows measured 30-40% slower.
     at::parallel_for(0, n, row_grain(k), [&](int64_t begin, int64_t end) {
-      for (int64_t j = begin; j < end; ++j) dot_row<M, Prefetch>(x, k, w, n, j, bias, y);
+      const RowSpan span{w, n, bias, y, begin, end};
+      read_spans<M, W>(x, k, &span, 1);
     });
     return;
   }
@@ -240,8 +357,8 @@ void skinny_rows(const float* x, int64_t k, const float* w, int64_t n, bool k_ma
   at::parallel_for(0, parts, 1, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       float* out = t == 0 ? y : partial.data() + (t - 1) * M * n;
-      axpy_rows<M, Prefetch>(x, k, w, n, t * k / parts, (t + 1) * k / parts,
-                             t == 0 ? bias : nullptr, out);
+      axpy_rows<M, W == ReadWay::kOn>(x, k, w, n, t * k / parts, (t + 1) * k / parts,
+                                      t == 0 ? bias : nullptr, out);
     }
   });
   for (int64_t t = 1; t < parts; ++t) {
@@ -260,8 +377,8 @@ void skinny_linear(const float* x, int64_t m, int64_t k, const float* w, int64_t
   }
   row_groups(m, [&](auto rows, int64_t row) {
     constexpr int M = decltype(rows)::value;
-    with_prefetch_way(M, k_major, weight_bytes(row, n, k), [&](auto prefetch) {
-      skinny_rows<M, decltype(prefetch)::value>(x + row * k, k, w, n, k_major, bias, y + row * n);
+    with_read_way(M, k_major, weight_bytes(row, n, k), [&](auto way) {
+      skinny_rows<M, decltype(way)::value>(x + row * k, k, w, n, k_major, bias, y + row * n);
     });
   });
 }
@@ -290,14 +407,14 @@ void skinny_group(const float* x, int64_t m, int64_t k, int64_t count, const flo
   }
   row_groups(m, [&](auto rows, int64_t row) {
     constexpr int M = decltype(rows)::value;
-    with_prefetch_way(M, false, weight_bytes(row, first[count], k), [&](auto prefetch) {
+    with_read_way(M, false, weight_bytes(row, first[count], k), [&](auto way) {
       at::parallel_for(0, first[count], row_grain(k), [&](int64_t begin, int64_t end) {
+        std::vector<RowSpan> spans;
         each_weight(begin, end, [&](int64_t i, int64_t lo, int64_t hi) {
-          for (int64_t j = lo; j < hi; ++j) {
-            dot_row<M, decltype(prefetch)::value>(x + row * k, k, w[i], n[i], j, bias[i],
-                                                  y[i] + row * n[i]);
-          }
+          spans.push_back({w[i], n[i], bias[i], y[i] + row * n[i], lo, hi});
         });
+        read_spans<M, decltype(way)::value>(x + row * k, k, spans.data(),
+                                            static_cast<int>(spans.size()));
       });
     });
   });
@@ -335,11 +452,10 @@ void skinny_silu_gate(const float* x, int64_t m, int64_t k, const float* wg, con
     const float* xr = x + row * k;
     float* hr = h + row * n;
     float* ur = up + row * n;
-    with_prefetch_way(M, false, weight_bytes(row, n, k, 2), [&](auto prefetch) {
-      constexpr bool P = decltype(prefetch)::value;
+    with_read_way(M, false, weight_bytes(row, n, k, 2), [&](auto way) {
       at::parallel_for(0, n, row_grain(k), [&](int64_t begin, int64_t end) {
-        for (int64_t j = begin; j < end; ++j) dot_row<M, P>(xr, k, wg, n, j, bg, hr);
-        for (int64_t j = begin; j < end; ++j) dot_row<M, P>(xr, k, wu, n, j, bu, ur);
+        const RowSpan spans[2] = {{wg, n, bg, hr, begin, end}, {wu, n, bu, ur, begin, end}};
+        read_spans<M, decltype(way)::value>(xr, k, spans, 2);
         gate(hr, ur, M, begin, end);
       });
     });

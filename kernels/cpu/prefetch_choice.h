@@ -1,5 +1,5 @@
-// The skinny products' prefetch choice (skinny_prefetch.h), as the per-instruction-set kernels
-// ask for it: run a product with or without the prefetch, and while measuring, time it.
+// The skinny products' read-way choice (skinny_prefetch.h), as the per-instruction-set kernels
+// ask for it: run a product one way, and while the choice is measured, time it.
 #pragma once
 
 #include <chrono>
@@ -8,29 +8,42 @@
 
 namespace shardformer::kernels {
 
-// How one product of `rows` rows (1 .. 8) reads its weights (nn.Linear [n, k] or, k_major,
-// Conv1D [k, n]): decided, or to be timed as a try of one way while the choice is measured.
-enum class PrefetchWay { kOn, kOff, kTryOn, kTryOff };
-PrefetchWay prefetch_way(int rows, bool k_major, int64_t bytes);
-void report_prefetch_try(int rows, bool k_major, bool on, int64_t bytes, double seconds);
+// How a product of `rows` rows (1 .. 8) reads its weights: one sequential stream left to the
+// hardware prefetchers (kOff), the same stream with a software prefetch 8 KiB ahead (kOn), or
+// each thread's rows cut into a few runs read side by side (kStreams: several streams for the
+// hardware prefetchers; nn.Linear weights and at most kMaxStreamRows rows).
+enum class ReadWay : int { kOff = 0, kOn = 1, kStreams = 2 };
+inline constexpr int kMaxStreamRows = 7;
 
-// Calls f(std::true_type{}) (prefetch) or f(std::false_type{}) for a product reading `bytes` of
-// weights once, timing the call while the choice is measured.
+// Whether a product can take the way at all (kStreams: not every product can).
+bool way_offered(ReadWay way, int rows, bool k_major);
+
+// The way for a product reading `bytes` of weights once, and whether to time it (a try while the
+// choice is measured).
+struct ReadChoice {
+  ReadWay way;
+  bool timed;
+};
+ReadChoice read_way(int rows, bool k_major, int64_t bytes);
+void report_read_try(int rows, bool k_major, ReadWay way, int64_t bytes, double seconds);
+
+// Calls f(std::integral_constant<ReadWay, way>{}) for the product's way, timing the call while
+// the choice is measured.
 template <typename F>
-void with_prefetch_way(int rows, bool k_major, int64_t bytes, const F& f) {
-  const PrefetchWay way = prefetch_way(rows, k_major, bytes);
-  if (way == PrefetchWay::kOn) return f(std::true_type{});
-  if (way == PrefetchWay::kOff) return f(std::false_type{});
-  const bool on = way == PrefetchWay::kTryOn;
+void with_read_way(int rows, bool k_major, int64_t bytes, const F& f) {
+  const ReadChoice choice = read_way(rows, k_major, bytes);
+  const auto call = [&] {
+    switch (choice.way) {
+      case ReadWay::kOn: return f(std::integral_constant<ReadWay, ReadWay::kOn>{});
+      case ReadWay::kOff: return f(std::integral_constant<ReadWay, ReadWay::kOff>{});
+      case ReadWay::kStreams: return f(std::integral_constant<ReadWay, ReadWay::kStreams>{});
+    }
+  };
+  if (!choice.timed) return call();
   const auto start = std::chrono::steady_clock::now();
-  if (on) {
-    f(std::true_type{});
-  } else {
-    f(std::false_type{});
-  }
-  report_prefetch_try(
-      rows, k_major, on, bytes,
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  call();
+  report_read_try(rows, k_major, choice.way, bytes,
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 }
 
 }  // namespace shardformer::kernels

@@ -801,7 +801,7 @@ const BadInput kRuntimeInput[] = {
        run.env = {"SHARDFORMER_SKINNY_PREFETCH=sometimes"};
        return run;
      },
-     3, "SHARDFORMER_SKINNY_PREFETCH is 'sometimes': use 'measure', 'on' or 'off'"},
+     3, "SHARDFORMER_SKINNY_PREFETCH is 'sometimes': use 'measure', 'on', 'off' or 'streams'"},
     {"PipelineTokenOutsideVocabulary",
      [](const Workspace& ws) {
        ws.copy_model();
