@@ -31,43 +31,63 @@ inline void prefetch_ahead(const float* p) {
   if constexpr (Prefetch) __builtin_prefetch(p + kPrefetchFloats, 0, 2);
 }
 
-// W [n, k] (nn.Linear): y[m, j] = x[m] . W[j] for M rows at once, so every loaded weight
-// vector feeds M fused multiply-adds. Below four rows each row keeps 4 / M partial sums, so
-// that at least four FMA chains are in flight (one chain is bound by the FMA latency).
-template <int M, bool Prefetch>
-void dot_row(const float* x, int64_t k, const float* w, int64_t n, int64_t j, const float* bias,
-             float* y) {
-  constexpr int A = M >= 4 ? 1 : 4 / M;  // partial sums per row
-  Vec acc[M][A];
+// W [n, k] (nn.Linear): out[m][s] = x[m] . w[s] for M rows of x against S weight rows from S
+// places in memory (S streams), so every loaded weight vector feeds M fused multiply-adds. Below
+// four rows each output keeps 4 / M partial sums, so that at least four FMA chains are in flight
+// (one chain is bound by the FMA latency); S only adds outputs, each summed in the same order.
+template <int M, int S, bool Prefetch>
+void dot_streams(const float* x, int64_t k, const float* const* w, float (&out)[M][S]) {
+  constexpr int A = M >= 4 ? 1 : 4 / M;  // partial sums per output
+  Vec acc[M][S][A];
   SHARDFORMER_UNROLL
   for (int m = 0; m < M; ++m) SHARDFORMER_UNROLL
-  for (int a = 0; a < A; ++a) acc[m][a] = Vec(0.f);
-  const float* wj = w + j * k;
+  for (int s = 0; s < S; ++s) SHARDFORMER_UNROLL
+  for (int a = 0; a < A; ++a) acc[m][s][a] = Vec(0.f);
   int64_t i = 0;
   for (; i + A * kLanes <= k; i += A * kLanes) {
     SHARDFORMER_UNROLL
     for (int a = 0; a < A; ++a) {
-      prefetch_ahead<Prefetch>(wj + i + a * kLanes);
-      const Vec wv = Vec::loadu(wj + i + a * kLanes);
       SHARDFORMER_UNROLL
-      for (int m = 0; m < M; ++m)
-        acc[m][a] = at::vec::fmadd(Vec::loadu(x + m * k + i + a * kLanes), wv, acc[m][a]);
+      for (int s = 0; s < S; ++s) {
+        prefetch_ahead<Prefetch>(w[s] + i + a * kLanes);
+        const Vec wv = Vec::loadu(w[s] + i + a * kLanes);
+        SHARDFORMER_UNROLL
+        for (int m = 0; m < M; ++m)
+          acc[m][s][a] = at::vec::fmadd(Vec::loadu(x + m * k + i + a * kLanes), wv, acc[m][s][a]);
+      }
     }
   }
   for (; i + kLanes <= k; i += kLanes) {
-    const Vec wv = Vec::loadu(wj + i);
     SHARDFORMER_UNROLL
-    for (int m = 0; m < M; ++m)
-      acc[m][0] = at::vec::fmadd(Vec::loadu(x + m * k + i), wv, acc[m][0]);
+    for (int s = 0; s < S; ++s) {
+      const Vec wv = Vec::loadu(w[s] + i);
+      SHARDFORMER_UNROLL
+      for (int m = 0; m < M; ++m)
+        acc[m][s][0] = at::vec::fmadd(Vec::loadu(x + m * k + i), wv, acc[m][s][0]);
+    }
   }
   SHARDFORMER_UNROLL
   for (int m = 0; m < M; ++m) {
     SHARDFORMER_UNROLL
-    for (int a = 1; a < A; ++a) acc[m][0] = acc[m][0] + acc[m][a];
-    float s = sum_lanes(acc[m][0]);
-    for (int64_t t = i; t < k; ++t) s += x[m * k + t] * wj[t];
-    y[m * n + j] = s + (bias != nullptr ? bias[j] : 0.f);
+    for (int s = 0; s < S; ++s) {
+      SHARDFORMER_UNROLL
+      for (int a = 1; a < A; ++a) acc[m][s][0] = acc[m][s][0] + acc[m][s][a];
+      float sum = sum_lanes(acc[m][s][0]);
+      for (int64_t t = i; t < k; ++t) sum += x[m * k + t] * w[s][t];
+      out[m][s] = sum;
+    }
   }
+}
+
+// y[m, j] = x[m] . W[j] + bias[j] for M rows of x and one weight row.
+template <int M, bool Prefetch>
+void dot_row(const float* x, int64_t k, const float* w, int64_t n, int64_t j, const float* bias,
+             float* y) {
+  const float* wj[1] = {w + j * k};
+  float out[M][1];
+  dot_streams<M, 1, Prefetch>(x, k, wj, out);
+  SHARDFORMER_UNROLL
+  for (int m = 0; m < M; ++m) y[m * n + j] = out[m][0] + (bias != nullptr ? bias[j] : 0.f);
 }
 
 // A prompt's rows (more than a row group of 8) against W [n, k] (nn.Linear): y[r, j + c] =
@@ -115,51 +135,6 @@ struct RowSpan {
   int64_t lo, hi;
 };
 
-// S weight rows from S places in memory against M rows of x: out[m][s] = x[m] . w[s], each
-// summed as dot_row<M> sums it (the same partial sums, added in the same order): the same bits.
-template <int M, int S>
-void dot_streams(const float* x, int64_t k, const float* const* w, float (&out)[M][S]) {
-  constexpr int A = M >= 4 ? 1 : 4 / M;
-  Vec acc[M][S][A];
-  SHARDFORMER_UNROLL
-  for (int m = 0; m < M; ++m) SHARDFORMER_UNROLL
-  for (int s = 0; s < S; ++s) SHARDFORMER_UNROLL
-  for (int a = 0; a < A; ++a) acc[m][s][a] = Vec(0.f);
-  int64_t i = 0;
-  for (; i + A * kLanes <= k; i += A * kLanes) {
-    SHARDFORMER_UNROLL
-    for (int a = 0; a < A; ++a) {
-      SHARDFORMER_UNROLL
-      for (int s = 0; s < S; ++s) {
-        const Vec wv = Vec::loadu(w[s] + i + a * kLanes);
-        SHARDFORMER_UNROLL
-        for (int m = 0; m < M; ++m)
-          acc[m][s][a] = at::vec::fmadd(Vec::loadu(x + m * k + i + a * kLanes), wv, acc[m][s][a]);
-      }
-    }
-  }
-  for (; i + kLanes <= k; i += kLanes) {
-    SHARDFORMER_UNROLL
-    for (int s = 0; s < S; ++s) {
-      const Vec wv = Vec::loadu(w[s] + i);
-      SHARDFORMER_UNROLL
-      for (int m = 0; m < M; ++m)
-        acc[m][s][0] = at::vec::fmadd(Vec::loadu(x + m * k + i), wv, acc[m][s][0]);
-    }
-  }
-  SHARDFORMER_UNROLL
-  for (int m = 0; m < M; ++m) {
-    SHARDFORMER_UNROLL
-    for (int s = 0; s < S; ++s) {
-      SHARDFORMER_UNROLL
-      for (int a = 1; a < A; ++a) acc[m][s][0] = acc[m][s][0] + acc[m][s][a];
-      float sum = sum_lanes(acc[m][s][0]);
-      for (int64_t t = i; t < k; ++t) sum += x[m * k + t] * w[s][t];
-      out[m][s] = sum;
-    }
-  }
-}
-
 // A thread's spans as one run of rows, cut into S equal parts that are read side by side: S
 // sequential streams for the hardware prefetchers instead of one; the rows past S equal parts,
 // and S = 1, go one at a time through dot_row.
@@ -188,7 +163,7 @@ void stream_spans(const float* x, int64_t k, const RowSpan* spans, int count) {
     SHARDFORMER_UNROLL
     for (int s = 0; s < S; ++s) w[s] = spans[c[s].span].w + c[s].j * k;
     float out[M][S];
-    dot_streams<M, S>(x, k, w, out);
+    dot_streams<M, S, false>(x, k, w, out);
     SHARDFORMER_UNROLL
     for (int s = 0; s < S; ++s) {
       const RowSpan& sp = spans[c[s].span];
