@@ -126,6 +126,9 @@ void dot_tile(const float* x, int64_t k, const float* w, int64_t n, int64_t j, c
   }
 }
 
+// More rows than one row group take the tiles (a prompt); a group's rows, dot_row (decoding).
+constexpr int64_t kRowGroup = 8;
+
 // A thread's share of one nn.Linear product: y[m * n + j] = x[m] . W[j] + bias[j], j in [lo, hi).
 struct RowSpan {
   const float* w;
@@ -163,7 +166,18 @@ void stream_spans(const float* x, int64_t k, const RowSpan* spans, int count) {
     SHARDFORMER_UNROLL
     for (int s = 0; s < S; ++s) w[s] = spans[c[s].span].w + c[s].j * k;
     float out[M][S];
-    dot_streams<M, S, false>(x, k, w, out);
+    if constexpr (M == 8) {  // two passes of 4 rows, the second over weights in L1: same sums
+      float half[4][S];
+      SHARDFORMER_UNROLL
+      for (int p = 0; p < 2; ++p) {
+        dot_streams<4, S, false>(x + p * 4 * k, k, w, half);
+        SHARDFORMER_UNROLL
+        for (int m = 0; m < 4; ++m) SHARDFORMER_UNROLL
+        for (int s = 0; s < S; ++s) out[p * 4 + m][s] = half[m][s];
+      }
+    } else {
+      dot_streams<M, S, false>(x, k, w, out);
+    }
     SHARDFORMER_UNROLL
     for (int s = 0; s < S; ++s) {
       const RowSpan& sp = spans[c[s].span];
@@ -182,9 +196,11 @@ void stream_spans(const float* x, int64_t k, const RowSpan* spans, int count) {
 }
 
 // Streams per thread for M rows: as many as keep the accumulators (M S partial-sum sets of
-// dot_row<M>) within 14 vector registers, at most 4; 1 from 8 rows on (kMaxStreamRows).
-constexpr int streams_for(int m) { return std::min(4, 14 / (m * (m >= 4 ? 1 : 4 / m))); }
-static_assert(streams_for(kMaxStreamRows) > 1 && streams_for(kMaxStreamRows + 1) == 1);
+// dot_row<M>) within 14 vector registers, at most 4; 8 rows, in two passes of 4, as 4 rows.
+constexpr int streams_for(int m) {
+  return m == 8 ? 3 : std::min(4, 14 / (m * (m >= 4 ? 1 : 4 / m)));
+}
+static_assert(streams_for(kRowGroup) > 1 && streams_for(kRowGroup - 1) > 1);
 
 // A thread's spans read the product's way (prefetch_choice.h).
 template <int M, ReadWay W>
@@ -224,9 +240,6 @@ void tiled_rows(const float* x, int64_t m, int64_t k, const float* w, int64_t n,
     default: break;
   }
 }
-
-// More rows than one row group take the tiles (a prompt); a group's rows, dot_row (decoding).
-constexpr int64_t kRowGroup = 8;
 
 // W [k, n] (Conv1D): y[m, :] = bias + sum over i in [i0, i1) of x[m, i] W[i, :], four weight
 // rows at a time. The rows [i0, i1) are one contiguous block of W, read in order; the output

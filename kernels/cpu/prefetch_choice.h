@@ -11,11 +11,10 @@ namespace shardformer::kernels {
 // How a product of `rows` rows (1 .. 8) reads its weights: one sequential stream left to the
 // hardware prefetchers (kOff), the same stream with a software prefetch 8 KiB ahead (kOn), or
 // each thread's rows cut into a few runs read side by side (kStreams: several streams for the
-// hardware prefetchers; nn.Linear weights and at most kMaxStreamRows rows).
+// hardware prefetchers; nn.Linear weights only).
 enum class ReadWay : int { kOff = 0, kOn = 1, kStreams = 2 };
-inline constexpr int kMaxStreamRows = 7;
 
-// Whether a product can take the way at all (kStreams: not every product can).
+// Whether a product can take the way at all (kStreams: not the Conv1D layout).
 bool way_offered(ReadWay way, int rows, bool k_major);
 
 // The way for a product reading `bytes` of weights once, and whether to time it (a try while the

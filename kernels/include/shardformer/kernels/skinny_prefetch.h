@@ -9,7 +9,7 @@ namespace shardformer::kernels {
 
 // kMeasure: each row count (1 .. 8) and weight layout decides for itself, by taking the ways in
 // turn on its first products and keeping the fastest. kOn, kOff and kStreams force a way
-// (kStreams, where a product cannot stream, reads as kOff). The environment variable
+// (kStreams, on Conv1D weights, which cannot stream, reads as kOff). The environment variable
 // SHARDFORMER_SKINNY_PREFETCH = measure | on | off | streams sets the process's mode.
 enum class SkinnyPrefetch { kMeasure, kOn, kOff, kStreams };
 
