@@ -325,6 +325,21 @@ static void release_pages(const std::byte* begin, uint64_t size) {
   if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
 }
 
+// Maps the pages of an in-place tensor into the page table now, while the model loads, as
+// llama.cpp's MAP_POPULATE does: otherwise the first forward faults them in as it first reads
+// them (SmolLM2-135M, tp 1 on a Zen 3: the first token after 86-117 ms with the pages mapped at
+// load, which takes 60-90 ms longer, against 119-135 ms). Only advice: a kernel before Linux
+// 5.14 lacks MADV_POPULATE_READ, and the pages are mapped on first touch.
+static void populate_pages(const std::byte* begin, uint64_t size) {
+#ifndef MADV_POPULATE_READ
+  constexpr int MADV_POPULATE_READ = 22;
+#endif
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t first = reinterpret_cast<uintptr_t>(begin) / page * page;
+  const uintptr_t last = reinterpret_cast<uintptr_t>(begin) + size;
+  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_POPULATE_READ);
+}
+
 SafetensorsFile::~SafetensorsFile() = default;
 
 // A file rewritten in place after it was mapped would hand out torn data, or kill the process
@@ -429,6 +444,7 @@ at::Tensor SafetensorsFile::claim_in_place(const TensorInfo& tensor, std::byte* 
   // When the tensor dies (a family that converted it keeps only its copy), its pages leave the
   // rank's resident memory as those of a copied tensor do.
   std::shared_ptr<void> keep = keep_mapped_;
+  populate_pages(bytes, size);
   return at::from_blob(
       bytes, shape, [keep, bytes, size](void*) { release_pages(bytes, size); },
       at::TensorOptions().dtype(tensor.dtype));
