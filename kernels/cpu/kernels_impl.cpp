@@ -6,6 +6,8 @@
 #include "prefetch_choice.h"
 #include "vec_common.h"
 
+#include <c10/util/SmallVector.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -397,7 +399,7 @@ void skinny_group(const float* x, int64_t m, int64_t k, int64_t count, const flo
     constexpr int M = decltype(rows)::value;
     with_read_way(M, false, weight_bytes(row, first[count], k), [&](auto way) {
       at::parallel_for(0, first[count], row_grain(k), [&](int64_t begin, int64_t end) {
-        std::vector<RowSpan> spans;
+        c10::SmallVector<RowSpan, 4> spans;  // q / k / v: no allocation per product
         each_weight(begin, end, [&](int64_t i, int64_t lo, int64_t hi) {
           spans.push_back({w[i], n[i], bias[i], y[i] + row * n[i], lo, hi});
         });
