@@ -1,11 +1,14 @@
 // Tests of the safetensors reader and writer: strict header validation on hand-made broken
 // files, a write/read round trip, read_slice, and files written by the Python library.
+#include "checkpoint_io/large_pages.h"
 #include "shardformer/checkpoint_io/safetensors.h"
 #include "shardformer/dtype.h"
 #include "shardformer/strings.h"
 #include "test_util.h"
 
 #include <ATen/ATen.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -455,7 +458,7 @@ TEST_F(SafetensorsRoundTrip, RowBlocksAreReadInPlaceOnceThenCopied) {
   at::Tensor top = file.read_rows("w", 32, 32);
   EXPECT_EQ(top.data_ptr(), static_cast<const void*>(file.data(file.info("w")) + 32 * 64 * 4));
   EXPECT_TRUE(at::equal(top, original.narrow(0, 32, 32)));
-  top.mul_(-1);  // this process's pages only
+  top.mul_(-1);                                          // this process's pages only
   const at::Tensor again = file.read_rows("w", 16, 32);  // overlaps the block written above
   EXPECT_NE(again.data_ptr(), top.data_ptr());
   EXPECT_TRUE(at::equal(again, original.narrow(0, 16, 32)));
@@ -517,6 +520,58 @@ TEST_F(SafetensorsRoundTrip, AnInPlaceTensorDroppedLeavesResidentMemory) {
   EXPECT_GT(held - after, 60.0) << "resident " << held << " MiB with the in-place tensor, " << after
                                 << " MiB after it was dropped";
   EXPECT_TRUE(at::equal(file.read("w"), copy.t()));  // read again from the file
+}
+
+// Whether this kernel and the file system of `dir` map a file read fresh from disk in PMD-size
+// pages (transparent huge pages for file mappings given MADV_HUGEPAGE): the control for the
+// test below, which has nothing to check where they never do.
+bool maps_fresh_files_in_large_pages(const fs::path& dir) {
+  const fs::path path = dir / "control.bin";
+  testing::write_text(path, std::string(size_t(8) << 20, 'x'));
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  ::fdatasync(fd);
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  const size_t size = size_t(8) << 20;
+  void* data = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  ::close(fd);
+  if (data == MAP_FAILED) return false;
+  ::madvise(data, size, MADV_HUGEPAGE);
+  ::madvise(data, size, 22);  // MADV_POPULATE_READ
+  const bool large = detail::pmd_mapped_bytes(data) > 0;
+  ::munmap(data, size);
+  return large;
+}
+
+// Copies a file in 4 KiB writes, as some converters write: the page cache then holds the copy in
+// 4 KiB pages (large writes may get it large folios).
+void copy_in_small_writes(const fs::path& from, const fs::path& to) {
+  std::ifstream in(from, std::ios::binary);
+  std::ofstream out(to, std::ios::binary);
+  std::vector<char> page(4096);
+  while (in.read(page.data(), static_cast<std::streamsize>(page.size())) || in.gcount() > 0) {
+    out.write(page.data(), in.gcount());
+    out.flush();
+  }
+}
+
+// A checkpoint just written in small pieces sits in the page cache in 4 KiB pages, where a
+// decoding step would take a TLB miss every 4 KiB of weights it streams. The reader has the
+// cache drop such a file and maps it again, so its in-place tensors sit in 2 MiB pages and read
+// back the same values.
+TEST_F(SafetensorsRoundTrip, ALargeFileJustWrittenIsMappedInLargePages) {
+  if (!maps_fresh_files_in_large_pages(dir_)) {
+    GTEST_SKIP() << "this kernel or the file system of " << dir_
+                 << " maps even a file read fresh from disk in 4 KiB pages";
+  }
+  const fs::path path = dir_ / "large.safetensors";
+  const at::Tensor w = at::arange(17 << 20, at::kFloat).reshape({17 << 10, 1024});  // 68 MiB
+  save_safetensors(dir_ / "written.safetensors", {{"w", w}});
+  copy_in_small_writes(dir_ / "written.safetensors", path);
+  const SafetensorsFile file(path);
+  const at::Tensor in_place = file.read("w");
+  ASSERT_EQ(in_place.data_ptr(), static_cast<const void*>(file.data(file.info("w"))));
+  EXPECT_GE(detail::pmd_mapped_bytes(in_place.data_ptr()), int64_t(60) << 20);
+  EXPECT_TRUE(at::equal(in_place, w));
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // SafetensorsFile: maps a safetensors file read-only, validates its header strictly and
 // copies whole tensors or row/column ranges of them out of the mapping.
 #include "../json_file.h"
+#include "large_pages.h"
 #include "shardformer/checkpoint_io/safetensors.h"
 #include "shardformer/dtype.h"
 #include "shardformer/error.h"
@@ -70,16 +71,28 @@ Mapping map_file(const fs::path& path) {
     ::close(fd);
     fail(path, str("the file is ", size, " bytes, shorter than the 8-byte header length"));
   }
-  void* data = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
-  int error = errno;
-  ::close(fd);
-  if (data == MAP_FAILED) fail(path, str("cannot map the file: ", std::strerror(error)));
   // Pages this mapping reads from disk come in 2 MiB folios, mapped with one TLB entry each:
   // decoding reads every weight once per step, and its steps took 0.80x the time of the same
-  // weights in 4 KiB pages (docs/benchmarks.md). Only advice: a kernel without transparent
-  // huge pages, or a file already cached in small pages, maps 4 KiB pages.
-  ::madvise(data, size, MADV_HUGEPAGE);
-  return {static_cast<const std::byte*>(data), size, identity_of(st)};
+  // weights in 4 KiB pages (docs/benchmarks.md). A file the page cache holds in 4 KiB pages
+  // (as it does one just written, e.g. converted) would stay in them, so it is dropped from the
+  // cache and mapped again. Only advice: a kernel without transparent huge pages maps 4 KiB.
+  const auto map = [&]() {
+    void* data = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+    if (data == MAP_FAILED) {
+      const int error = errno;
+      ::close(fd);
+      fail(path, str("cannot map the file: ", std::strerror(error)));
+    }
+    ::madvise(data, size, MADV_HUGEPAGE);
+    return static_cast<const std::byte*>(data);
+  };
+  const std::byte* data = map();
+  if (detail::drop_if_cached_in_small_pages(fd, data, size, path)) {
+    ::munmap(const_cast<std::byte*>(data), size);
+    data = map();
+  }
+  ::close(fd);
+  return {data, size, identity_of(st)};
 }
 
 uint64_t read_u64_le(const std::byte* bytes) {
