@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """The real chat model's decoding speed: SmolLM2-135M-Instruct (fp32) greedy, the host
 (`shardformer-host run`, tp 1 on all threads, and tp 2) against HF transformers eager and
-llama.cpp on the same threads, side by side in one run, alternating, median of the rounds.
+llama.cpp on the same threads, side by side in one run, alternating, median of the rounds. Each
+host run has a llama.cpp run next to it (before it in every other round), and the ratio to
+llama.cpp is the median of those pairs' ratios, since this machine's read rate drifts within
+seconds; llama.cpp's own row is the median of all its runs.
 
     .venv/bin/python bench/bench_chat.py [--threads 2] [--rounds 3] [--new 64] [--batch 1,8]
                                          [--no-llama-cpp]
@@ -135,22 +138,32 @@ def main():
         bandwidth = machine.limits(args.build, args.threads)["read_gbs"]
         with tempfile.TemporaryDirectory() as tmp:
             out = pathlib.Path(tmp) / "out.jsonl"
+            rounds_done = 0
             for _ in range(args.rounds):
                 hf = json.loads(subprocess.run(
                     [sys.executable, __file__, "--threads", str(args.threads), "--worker",
                      str(batch), str(args.new)], capture_output=True, text=True,
                     check=True).stdout.splitlines()[-1])
                 results["HF"].append(hf)
+                # Each host run beside a llama.cpp run, in turn first and second: this machine's
+                # read rate drifts within seconds, so the ratio is taken pair by pair.
                 for tp in (1, 2):
-                    run = host_run(args.build, tp, args.threads, batch, args.new, out)
-                    if run["ids"] != hf["ids"]:
-                        sys.exit(f"tp {tp}: the host's tokens differ from HF's")
+                    order = ["host", "llama.cpp"] if rounds_done % 2 == 0 else ["llama.cpp", "host"]
+                    for side in order:
+                        if side == "host":
+                            run = host_run(args.build, tp, args.threads, batch, args.new, out)
+                            if run["ids"] != hf["ids"]:
+                                sys.exit(f"tp {tp}: the host's tokens differ from HF's")
+                        elif llama_cpp:
+                            pair = llama_cpp_run(llama_cpp, args.threads, batch, hf["prompt"],
+                                                 args.new)
+                            results["llama.cpp"].append(pair)
+                    if llama_cpp:
+                        run["pair_ratio"] = run["tokens_per_s"] / pair["tokens_per_s"]
                     run["warm_first"] = host_warm_first(args.build, tp, args.threads, batch,
                                                         hf["prompt"])
                     results[f"host tp {tp}"].append(run)
-                if llama_cpp:
-                    results["llama.cpp"].append(
-                        llama_cpp_run(llama_cpp, args.threads, batch, hf["prompt"], args.new))
+                rounds_done += 1
         hf_rate = statistics.median(r["tokens_per_s"] for r in results["HF"])
         print(f"batch {batch}, {results['HF'][0]['prompt']}-token prompt + {args.new} new tokens:")
         for name, runs in results.items():
@@ -159,7 +172,9 @@ def main():
             steps_per_s = rate / batch
             versus = ""
             if llama_cpp and name.startswith("host"):
-                versus = f", {rate / statistics.median(r['tokens_per_s'] for r in results['llama.cpp']):.2f}x llama.cpp"
+                pairs = sorted(r["pair_ratio"] for r in runs)
+                versus = (f", {statistics.median(pairs):.2f}x llama.cpp run beside it "
+                          f"({pairs[0]:.2f}-{pairs[-1]:.2f} over {len(pairs)} pairs)")
             warm = ""
             if name.startswith("host"):
                 warm = f" (warm {statistics.median(r['warm_first'] for r in runs) * 1000:.1f} ms)"
