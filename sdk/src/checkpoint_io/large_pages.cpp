@@ -7,7 +7,9 @@
 #include "shardformer/strings.h"
 
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <sys/mman.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -68,6 +70,11 @@ bool drop_if_cached_in_small_pages(int fd, const std::byte* data, uint64_t size,
                                    const std::filesystem::path& path) {
   const uint64_t pmd = pmd_page_bytes();
   if (size < kMinBytes || pmd == 0 || reinterpret_cast<uintptr_t>(data) % pmd != 0) return false;
+  // tmpfs and ramfs files live only in memory: their pages cannot be dropped and read again.
+  struct statfs fs {};
+  if (::fstatfs(fd, &fs) != 0 || fs.f_type == TMPFS_MAGIC || fs.f_type == RAMFS_MAGIC) {
+    return false;
+  }
   // A probe of one PMD page past the header, wholly inside the file: is it cached, and does it
   // map as one page? (The mapping starts at file offset 0, so the address and the offset are
   // aligned alike.)

@@ -17,9 +17,9 @@ int64_t pmd_mapped_bytes(const void* address);
 // read through 4 KiB page-table entries on every decoding step, and the cache has been told to
 // drop it (posix_fadvise DONTNEED, after fdatasync for a file still being written back). The
 // caller then maps it again, and the pages come back from disk in PMD-size folios. False, and
-// nothing done, for files under 64 MiB, kernels without transparent huge pages, mappings not
-// aligned to the PMD size, files not wholly cached (what is read fresh comes in large folios)
-// and files already in large pages.
+// nothing done, for files under 64 MiB, files in memory (tmpfs, ramfs), kernels without
+// transparent huge pages, mappings not aligned to the PMD size, files not wholly cached (what is
+// read fresh comes in large folios) and files already in large pages.
 bool drop_if_cached_in_small_pages(int fd, const std::byte* data, uint64_t size,
                                    const std::filesystem::path& path);
 
