@@ -14,6 +14,8 @@ function(shardformer_add_plugin name)
   if(COMMAND shardformer_use_pch)  # in-tree builds share the project's precompiled header
     target_compile_options(${name} PRIVATE -Wall -Wextra)
     shardformer_use_pch(${name})
+    # One precompiled-header load per plugin rather than per source (cmake/Unity.cmake).
+    shardformer_unity_build(${name})
     set_property(GLOBAL APPEND PROPERTY SHARDFORMER_IN_TREE_PLUGINS ${name})
   endif()
   if(SHARDFORMER_PLUGIN_OUTPUT_DIR)

@@ -1,8 +1,9 @@
-# CMake's unity build for the targets with many small sources that each load LibTorch's
-# precompiled header (the SDK, the host's core): one header load per batch of 8 sources. A batch
-# is one file, so its sources' anonymous namespaces share one scope: the test unity_names
-# (tools/check_unity_names.py) refuses a name with internal linkage in two sources of a target.
-option(SHARDFORMER_UNITY_BUILD "Compile the SDK and the host's core in batches of sources" ON)
+# CMake's unity build for the targets with several sources that each load LibTorch's
+# precompiled header (the SDK, the host's core, the plugins, multi-source test executables): one
+# header load per batch of 8 sources. A batch is one file, so its sources' anonymous namespaces
+# share one scope: the test unity_names (tools/check_unity_names.py) refuses a name with internal
+# linkage in two sources of a target.
+option(SHARDFORMER_UNITY_BUILD "Compile the SDK, host, plugins and tests in batches of sources" ON)
 function(shardformer_unity_build target)
   set_target_properties(${target} PROPERTIES UNITY_BUILD ${SHARDFORMER_UNITY_BUILD}
                                              UNITY_BUILD_BATCH_SIZE 8)

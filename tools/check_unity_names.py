@@ -15,6 +15,9 @@ import sys
 
 KEYWORDS = {"if", "for", "while", "switch", "return", "sizeof", "decltype", "alignas",
             "static_assert", "operator", "noexcept", "requires"}
+# GoogleTest's macros: each expands to a class named after its suite and test, unique per target.
+GTEST_MACROS = {"TEST", "TEST_F", "TEST_P", "TYPED_TEST", "TYPED_TEST_P", "TYPED_TEST_SUITE",
+                "INSTANTIATE_TEST_SUITE_P", "INSTANTIATE_TYPED_TEST_SUITE_P"}
 
 
 def strip_code(text):
@@ -52,7 +55,7 @@ def declared_name(head):
             break  # a variable's initialiser
         elif ch == "(" and depth == 0:
             m = re.search(r"(::)?(\w+) ?$", head[:i])  # A::f( defines a member: no new name
-            if m and not m.group(1) and m.group(2) not in KEYWORDS:
+            if m and not m.group(1) and m.group(2) not in KEYWORDS | GTEST_MACROS:
                 return m.group(2)
             return None
     m = re.search(r"(\w+) ?(?:\[[^\]]*\] ?)*(?:=.*)?$", head.split("=")[0].strip() + " ")

@@ -17,8 +17,8 @@ namespace {
 constexpr int64_t kBatch = 2, kHeads = 3, kSeq = 20, kDim = 16;
 
 // softmax(q k^T * scale, masked) v in fp64 -> [batch, seq, heads * dim]
-at::Tensor reference(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                     const at::Tensor& mask, double scale) {
+at::Tensor attention_reference(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                               const at::Tensor& mask, double scale) {
   at::Tensor scores = at::matmul(q.to(at::kDouble), k.to(at::kDouble).transpose(-2, -1)) * scale;
   if (mask.defined()) scores = scores.masked_fill(mask.logical_not(), -INFINITY);
   const at::Tensor out = at::matmul(at::softmax(scores, -1), v.to(at::kDouble));
@@ -49,7 +49,7 @@ TEST(AttentionPaths, InferencePathsEqualFp64Attention) {
               causal_padded.defined());
   const auto check = [&](const at::Tensor& mask, const char* what) {
     const at::Tensor got = attention(q, k, v, {.mask = mask, .scale = scale});
-    const at::Tensor want = reference(q, k, v, mask, scale);
+    const at::Tensor want = attention_reference(q, k, v, mask, scale);
     EXPECT_LT((got.to(at::kDouble) - want).abs().max().item<double>(), 1e-5) << what;
   };
   for (int round = 0; round < 2; ++round) {

@@ -18,12 +18,12 @@ namespace {
 
 std::filesystem::path audio_dir() { return testing::test_data_dir() / "audio"; }
 
-const SafetensorsFile& reference() {
+const SafetensorsFile& audio_reference() {
   static const SafetensorsFile file(audio_dir() / "reference.safetensors");
   return file;
 }
 
-at::Tensor expected_tensor(const std::string& name) { return reference().read(name); }
+at::Tensor expected_tensor(const std::string& name) { return audio_reference().read(name); }
 
 // The 16 kHz mono samples the file gives after mixing and resampling.
 std::vector<float> samples_of(const std::string& name) {

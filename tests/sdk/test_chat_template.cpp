@@ -26,7 +26,7 @@ std::string read_file(const std::string& path) {
 }
 
 // The folder of the template files the cases name (tests/sdk/data).
-std::string reference_dir() { return shardformer::testing::source_dir() / "tests/sdk/data"; }
+std::string chat_reference_dir() { return shardformer::testing::source_dir() / "tests/sdk/data"; }
 
 // The message of the ConfigError that `fn` throws, or a failure.
 template <typename Fn>
@@ -52,7 +52,7 @@ TEST(ChatTemplate, MatchesTransformersOnReferenceCases) {
     SCOPED_TRACE(name);
     std::string source =
         c.contains("template_file")
-            ? read_file(reference_dir() + "/" + c.at("template_file").get<std::string>())
+            ? read_file(chat_reference_dir() + "/" + c.at("template_file").get<std::string>())
             : c.at("template").get<std::string>();
     try {
       ChatTemplate t = ChatTemplate::parse(source, name);

@@ -5,6 +5,7 @@
 #include "shardformer/distributed/comm_ops.h"
 #include "shardformer/distributed/process_mesh.h"
 #include "shardformer/error.h"
+#include "tensor_util.h"
 
 #include <ATen/ATen.h>
 #include <torch/autograd.h>
@@ -43,12 +44,9 @@ MeshOptions small_slots(int port) {
 }
 
 // The same random tensor on every rank (and a different one per `seed`).
-at::Tensor seeded(int64_t seed, at::IntArrayRef shape) {
-  auto generator = at::make_generator<at::CPUGeneratorImpl>(seed);
-  return at::randn(shape, generator);
-}
+using shardformer::testing::seeded;
 
-void expect_equal(const at::Tensor& actual, const at::Tensor& expected, const char* what) {
+void expect_allclose(const at::Tensor& actual, const at::Tensor& expected, const char* what) {
   ASSERT_EQ(actual.sizes(), expected.sizes()) << what;
   EXPECT_TRUE(at::allclose(actual, expected, 1e-6, 1e-6))
       << what << ": max diff " << (actual - expected).abs().max().item<double>();
@@ -100,11 +98,11 @@ TEST_P(CommOps, CopyToIsIdentityForwardAndAllReduceBackward) {
     const ProcessMesh mesh(rank, {.tp = world}, local(port));
     const at::Tensor x = seeded(1, {2, 3, 8}).requires_grad_(true);  // [batch, seq, hidden]
     const at::Tensor y = copy_to_parallel_region(x, mesh.tp());
-    expect_equal(y, x, "forward");
+    expect_allclose(y, x, "forward");
     (y * seeded(100 + rank, {2, 3, 8})).sum().backward();
     at::Tensor expected = at::zeros({2, 3, 8});
     for (int r = 0; r < world; ++r) expected += seeded(100 + r, {2, 3, 8});
-    expect_equal(x.grad(), expected, "input grad");
+    expect_allclose(x.grad(), expected, "input grad");
   }));
 }
 
@@ -116,10 +114,10 @@ TEST_P(CommOps, ReduceFromSumsForwardAndPassesGradientBack) {
     const at::Tensor y = reduce_from_parallel_region(x, mesh.tp());
     at::Tensor expected = at::zeros({2, 3, 8});
     for (int r = 0; r < world; ++r) expected += seeded(10 + r, {2, 3, 8});
-    expect_equal(y, expected, "forward");
+    expect_allclose(y, expected, "forward");
     const at::Tensor upstream = seeded(7, {2, 3, 8});
     (y * upstream).sum().backward();
-    expect_equal(x.grad(), upstream, "input grad");
+    expect_allclose(x.grad(), upstream, "input grad");
     EXPECT_EQ(mesh.tp().stats().all_reduces, 1);
     EXPECT_EQ(mesh.tp().stats().all_reduce_elements, 2 * 3 * 8);
   }));
@@ -133,10 +131,10 @@ TEST_P(CommOps, GatherFromConcatenatesShardsAndSlicesTheGradient) {
     const at::Tensor x =
         full.chunk(world, -1)[rank].clone().requires_grad_(true);  // [.., hidden/tp]
     const at::Tensor y = gather_from_parallel_region(x, mesh.tp());
-    expect_equal(y, full, "forward");
+    expect_allclose(y, full, "forward");
     const at::Tensor upstream = seeded(4, {2, 3, 4 * world});
     (y * upstream).sum().backward();
-    expect_equal(x.grad(), upstream.chunk(world, -1)[rank], "input grad");
+    expect_allclose(x.grad(), upstream.chunk(world, -1)[rank], "input grad");
   }));
 }
 
@@ -146,11 +144,11 @@ TEST_P(CommOps, ScatterToSlicesForwardAndGathersTheGradient) {
     const ProcessMesh mesh(rank, {.tp = world}, local(port));
     const at::Tensor x = seeded(5, {2, 3, 4 * world}).requires_grad_(true);
     const at::Tensor y = scatter_to_parallel_region(x, mesh.tp());
-    expect_equal(y, x.detach().chunk(world, -1)[rank], "forward");
+    expect_allclose(y, x.detach().chunk(world, -1)[rank], "forward");
     (y * seeded(200 + rank, {2, 3, 4})).sum().backward();
     std::vector<at::Tensor> pieces;
     for (int r = 0; r < world; ++r) pieces.push_back(seeded(200 + r, {2, 3, 4}));
-    expect_equal(x.grad(), at::cat(pieces, -1), "input grad");
+    expect_allclose(x.grad(), at::cat(pieces, -1), "input grad");
   }));
 }
 
@@ -318,7 +316,7 @@ TEST(ProcessGroupP2P, SendAndRecvAlongThePipelineAxis) {
     } else {
       at::Tensor received = at::empty({2, 3, 8});
       pp.recv_(received, 0);
-      expect_equal(received, seeded(50 + mesh.coordinate().tp, {2, 3, 8}), "received");
+      expect_allclose(received, seeded(50 + mesh.coordinate().tp, {2, 3, 8}), "received");
     }
     EXPECT_THROW(pp.send(at::ones({1}), pp.rank()), shardformer::Error);
   }));
@@ -586,37 +584,37 @@ TEST_P(CommOps, HostStagedCollectivesEqualTheirDefinitions) {
 
     at::Tensor t = mine[rank].clone();
     tp.all_reduce_(t);
-    expect_equal(t, sum, "all_reduce_");
+    expect_allclose(t, sum, "all_reduce_");
     t = mine[rank].clone();
     tp.all_reduce_(t, ReduceOp::kMax);
-    expect_equal(t, std::get<0>(at::stack(mine).max(0)), "all_reduce_ max");
+    expect_allclose(t, std::get<0>(at::stack(mine).max(0)), "all_reduce_ max");
     t = mine[rank].clone();
     PendingWork pending = tp.all_reduce_async(t);
     pending.wait();
-    expect_equal(t, sum, "all_reduce_async");
+    expect_allclose(t, sum, "all_reduce_async");
 
-    expect_equal(tp.all_gather(mine[rank], 1), at::cat(mine, 1), "all_gather");
+    expect_allclose(tp.all_gather(mine[rank], 1), at::cat(mine, 1), "all_gather");
     at::Tensor gathered = at::zeros({4 * world * world, 6});
     gathered.narrow(0, rank * 4 * world, 4 * world).copy_(mine[rank]);
     tp.all_gather_in_place(gathered, 0);
-    expect_equal(gathered, at::cat(mine, 0), "all_gather_in_place");
+    expect_allclose(gathered, at::cat(mine, 0), "all_gather_in_place");
     at::Tensor into = at::zeros({4 * world * world, 6});
     tp.all_gather_into_async(mine[rank], into).wait();
-    expect_equal(into, at::cat(mine, 0), "all_gather_into_async");
+    expect_allclose(into, at::cat(mine, 0), "all_gather_into_async");
 
     const int64_t n = 4;
-    expect_equal(tp.reduce_scatter(mine[rank], 0), sum.narrow(0, rank * n, n), "reduce_scatter");
+    expect_allclose(tp.reduce_scatter(mine[rank], 0), sum.narrow(0, rank * n, n), "reduce_scatter");
     at::Tensor scattered = at::zeros({n, 6});
     tp.reduce_scatter_async(mine[rank], scattered).wait();
-    expect_equal(scattered, sum.narrow(0, rank * n, n), "reduce_scatter_async");
+    expect_allclose(scattered, sum.narrow(0, rank * n, n), "reduce_scatter_async");
 
     std::vector<at::Tensor> to_me;
     for (int r = 0; r < world; ++r) to_me.push_back(mine[r].narrow(0, rank * n, n));
-    expect_equal(tp.all_to_all(mine[rank]), at::cat(to_me, 0), "all_to_all");
+    expect_allclose(tp.all_to_all(mine[rank]), at::cat(to_me, 0), "all_to_all");
 
     t = rank == 1 ? mine[1].clone() : at::zeros({4 * world, 6});
     tp.broadcast_(t, 1);
-    expect_equal(t, mine[1], "broadcast_");
+    expect_allclose(t, mine[1], "broadcast_");
 
     const at::Tensor produced = tp.sum_produced(
         4 * world, 6, at::kFloat,
@@ -624,7 +622,7 @@ TEST_P(CommOps, HostStagedCollectivesEqualTheirDefinitions) {
           block.copy_(mine[rank].narrow(0, first, block.size(0)));
         },
         at::Tensor());
-    expect_equal(produced, sum, "sum_produced");
+    expect_allclose(produced, sum, "sum_produced");
     check_sequence_collectives(tp, 50, /*exact=*/false);
 
     const int next = (rank + 1) % world, previous = (rank + world - 1) % world;
@@ -632,7 +630,7 @@ TEST_P(CommOps, HostStagedCollectivesEqualTheirDefinitions) {
     at::Tensor received = at::zeros({4 * world, 6});
     tp.recv_(received, previous, 7);
     sent.wait();
-    expect_equal(received, mine[previous], "isend / recv_");
+    expect_allclose(received, mine[previous], "isend / recv_");
   }));
 }
 

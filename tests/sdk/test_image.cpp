@@ -23,7 +23,7 @@ namespace fs = std::filesystem;
 
 fs::path image_dir() { return testing::test_data_dir() / "images"; }
 
-const SafetensorsFile& reference() {
+const SafetensorsFile& image_reference() {
   static const SafetensorsFile file(image_dir() / "reference.safetensors");
   return file;
 }
@@ -31,7 +31,7 @@ const SafetensorsFile& reference() {
 // The names of the test images (reference keys "rgb.<name>").
 std::vector<std::string> image_names() {
   std::vector<std::string> names;
-  for (const TensorInfo& t : reference().tensors()) {
+  for (const TensorInfo& t : image_reference().tensors()) {
     if (t.name.starts_with("rgb.")) names.push_back(t.name.substr(4));
   }
   return names;
@@ -62,7 +62,7 @@ class ImageFiles : public ::testing::TestWithParam<std::string> {};
 TEST_P(ImageFiles, DecodeToPILsPixelsAndHFsPixelValues) {
   const std::string& name = GetParam();
   const Image image = read_image(image_file(name));
-  const at::Tensor expected = reference().read("rgb." + name);
+  const at::Tensor expected = image_reference().read("rgb." + name);
   ASSERT_EQ(std::vector<int64_t>({image.height, image.width, 3}), expected.sizes().vec()) << name;
   const at::Tensor ours = as_tensor(image);
   const int64_t differing = ours.ne(expected).sum().item<int64_t>();
@@ -70,7 +70,7 @@ TEST_P(ImageFiles, DecodeToPILsPixelsAndHFsPixelValues) {
                           << " values differ from PIL's; max |diff| "
                           << (ours.to(at::kInt) - expected.to(at::kInt)).abs().max().item<int>();
   int checked = 0;
-  for (const TensorInfo& t : reference().tensors()) {
+  for (const TensorInfo& t : image_reference().tensors()) {
     const std::string suffix = "." + name;
     if (!t.name.starts_with("pixels.") || !t.name.ends_with(suffix)) continue;
     const std::string processor = t.name.substr(7, t.name.size() - 7 - suffix.size());
@@ -78,7 +78,7 @@ TEST_P(ImageFiles, DecodeToPILsPixelsAndHFsPixelValues) {
     const ImageProcessorOptions options =
         ImageProcessorOptions::from_file(image_dir() / (processor + ".json"));
     const at::Tensor pixels = pixel_values(image, options);
-    const at::Tensor hf = reference().read(t.name);
+    const at::Tensor hf = image_reference().read(t.name);
     ASSERT_EQ(pixels.sizes(), hf.sizes()) << t.name;
     EXPECT_LE((pixels - hf).abs().max().item<double>(), 1e-5) << t.name;
     ++checked;
@@ -92,16 +92,16 @@ INSTANTIATE_TEST_SUITE_P(Reference, ImageFiles, ::testing::ValuesIn(image_names(
 // PIL's Image.resize on random images and sizes, every convolution filter: equal byte for byte.
 TEST(Resize, EqualsPILForEveryFilterSizeAndPassOrder) {
   int cases = 0;
-  for (int i = 0; reference().contains("sweep." + std::to_string(i) + ".input"); ++i) {
+  for (int i = 0; image_reference().contains("sweep." + std::to_string(i) + ".input"); ++i) {
     const std::string key = "sweep." + std::to_string(i);
-    const at::Tensor input = reference().read(key + ".input").contiguous();  // [h, w, 3]
-    const at::Tensor size = reference().read(key + ".size");
+    const at::Tensor input = image_reference().read(key + ".input").contiguous();  // [h, w, 3]
+    const at::Tensor size = image_reference().read(key + ".size");
     Image image{.width = input.size(1), .height = input.size(0), .rgb = {}};
     image.rgb.assign(input.data_ptr<uint8_t>(), input.data_ptr<uint8_t>() + input.numel());
     for (const int filter : {1, 2, 3, 4, 5}) {
       const Image out = resize(image, size[1].item<int64_t>(), size[0].item<int64_t>(),
                                static_cast<Resample>(filter));
-      const at::Tensor pil = reference().read(key + "." + std::to_string(filter));
+      const at::Tensor pil = image_reference().read(key + "." + std::to_string(filter));
       EXPECT_TRUE(at::equal(as_tensor(out), pil))
           << key << " " << image.width << " x " << image.height << " -> " << size[1].item<int64_t>()
           << " x " << size[0].item<int64_t>() << ", filter " << filter;
@@ -185,23 +185,25 @@ TEST(SamProcessor, PromptsAndMasksAsHFs) {
   const ImageProcessorOptions sam = ImageProcessorOptions::from_file(image_dir() / "sam.json");
   ASSERT_EQ(sam.kind, ProcessorKind::kSam);
   const std::array<int64_t, 2> resized = resized_size(photo, sam);
-  const at::Tensor hf_size = reference().read("sam_prompts.reshaped_size");
+  const at::Tensor hf_size = image_reference().read("sam_prompts.reshaped_size");
   EXPECT_EQ(resized[0], hf_size[0].item<int64_t>());
   EXPECT_EQ(resized[1], hf_size[1].item<int64_t>());
   const std::array<int64_t, 2> original{photo.height, photo.width};
   const at::Tensor points =
-      scale_coordinates(reference().read("sam_prompts.points"), original, resized);
-  EXPECT_LE((points - reference().read("sam_prompts.scaled_points")).abs().max().item<double>(),
-            1e-5);
+      scale_coordinates(image_reference().read("sam_prompts.points"), original, resized);
+  EXPECT_LE(
+      (points - image_reference().read("sam_prompts.scaled_points")).abs().max().item<double>(),
+      1e-5);
   const at::Tensor boxes =
-      scale_coordinates(reference().read("sam_prompts.boxes").view({-1, 2, 2}), original, resized)
+      scale_coordinates(image_reference().read("sam_prompts.boxes").view({-1, 2, 2}), original,
+                        resized)
           .view({-1, 4});
-  EXPECT_LE((boxes - reference().read("sam_prompts.scaled_boxes")).abs().max().item<double>(),
+  EXPECT_LE((boxes - image_reference().read("sam_prompts.scaled_boxes")).abs().max().item<double>(),
             1e-5);
   const at::Tensor masks =
-      post_process_masks(reference().read("sam_masks.low"),
+      post_process_masks(image_reference().read("sam_masks.low"),
                          {sam.pad_size.height, sam.pad_size.width}, resized, original);
-  const at::Tensor hf = reference().read("sam_masks.image");
+  const at::Tensor hf = image_reference().read("sam_masks.image");
   ASSERT_EQ(masks.sizes(), hf.sizes());
   EXPECT_EQ(masks.ne(hf).sum().item<int64_t>(), 0);
   ImageProcessorOptions small = sam;

@@ -14,14 +14,14 @@
 namespace shardformer {
 namespace {
 
-const SafetensorsFile& reference() {
+const SafetensorsFile& layer_reference() {
   static const SafetensorsFile file(testing::test_data_dir() / "layers" / "reference.safetensors");
   return file;
 }
 
 std::vector<std::string> rel_pos_cases() {
   std::vector<std::string> names;
-  for (const TensorInfo& t : reference().tensors()) {
+  for (const TensorInfo& t : layer_reference().tensors()) {
     const std::string prefix = "rel_pos.", suffix = ".table";
     if (t.name.starts_with(prefix) && t.name.ends_with(suffix)) {
       names.push_back(t.name.substr(prefix.size(), t.name.size() - prefix.size() - suffix.size()));
@@ -36,10 +36,10 @@ TEST(LayerReference, RelativeRowsEqualHFsGetRelPosForEveryTableAndGrid) {
   int64_t resized = 0, uneven = 0;
   for (const std::string& name : cases) {
     SCOPED_TRACE(name);
-    const at::Tensor table = reference().read("rel_pos." + name + ".table");  // [length, dim]
-    const at::Tensor sizes = reference().read("rel_pos." + name + ".sizes");
+    const at::Tensor table = layer_reference().read("rel_pos." + name + ".table");  // [length, dim]
+    const at::Tensor sizes = layer_reference().read("rel_pos." + name + ".sizes");
     const int64_t q_size = sizes[0].item<int64_t>(), k_size = sizes[1].item<int64_t>();
-    const at::Tensor expected = reference().read("rel_pos." + name + ".rows");
+    const at::Tensor expected = layer_reference().read("rel_pos." + name + ".rows");
     const at::Tensor rows = layers::relative_rows(table, q_size, k_size);  // [q, k, dim]
     ASSERT_EQ(rows.sizes(), expected.sizes());
     EXPECT_TRUE(at::allclose(rows, expected, 1e-6, 1e-6))

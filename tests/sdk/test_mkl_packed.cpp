@@ -5,6 +5,7 @@
 #include "layers/mkl_packed.h"
 
 #include "shardformer/runtime/inference_scope.h"
+#include "tensor_util.h"
 
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
@@ -13,11 +14,10 @@
 namespace shardformer::layers {
 namespace {
 
-double worst_relative(const at::Tensor& got, const at::Tensor& want) {
-  return ((got.to(at::kDouble) - want).abs() / (want.abs().max() + 1e-30)).max().item<double>();
-}
+using testing::worst_relative;
 
-at::Tensor reference(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, bool k_major) {
+at::Tensor product_reference(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b,
+                             bool k_major) {
   const at::Tensor wd = w.to(at::kDouble);
   at::Tensor y = at::matmul(x.to(at::kDouble), k_major ? wd : wd.t());
   return b.defined() ? y + b.to(at::kDouble) : y;
@@ -40,7 +40,7 @@ TEST(MklPacked, EqualsFp64ForBothLayoutsBiasesAndRowCounts) {
       const at::Tensor w = k_major ? at::randn({k, n}) : at::randn({n, k});
       const at::Tensor b = with_bias ? at::randn({n}) : at::Tensor();
       for (const int64_t rows : {kMklPackedMinRows, int64_t{100}, int64_t{517}}) {
-        SCOPED_TRACE(testing::Message()
+        SCOPED_TRACE(::testing::Message()
                      << "k_major " << k_major << ", bias " << with_bias << ", rows " << rows);
         const at::Tensor x = at::randn({rows, 1, k});  // [rows, 1, k]
         const at::Tensor y = rows == kMklPackedMinRows
@@ -48,7 +48,7 @@ TEST(MklPacked, EqualsFp64ForBothLayoutsBiasesAndRowCounts) {
                                  : mkl_packed_linear(x, w, b, k_major);  // packed already
         if (!y.defined()) GTEST_SKIP() << "MKL's packed API is not in this LibTorch";
         ASSERT_EQ(y.sizes().vec(), std::vector<int64_t>({rows, 1, n}));
-        EXPECT_LT(worst_relative(y, reference(x, w, b, k_major)), 1e-6);
+        EXPECT_LT(worst_relative(y, product_reference(x, w, b, k_major)), 1e-6);
       }
     }
   }
@@ -64,7 +64,7 @@ TEST(MklPacked, WideOutputsPackTheActivationsToo) {
   const at::Tensor w = at::randn({n, k}), x = at::randn({rows, k});
   const at::Tensor y = packed_product(x, w, {}, false);
   if (!y.defined()) GTEST_SKIP() << "MKL's packed API is not in this LibTorch";
-  EXPECT_LT(worst_relative(y, reference(x, w, {}, false)), 1e-6);
+  EXPECT_LT(worst_relative(y, product_reference(x, w, {}, false)), 1e-6);
   const at::Tensor narrow = w.narrow(0, 0, 1000).clone();  // [1000, k]: activations not packed
   EXPECT_TRUE(at::equal(y.narrow(1, 0, 1000), packed_product(x, narrow, {}, false)));
 }
@@ -100,7 +100,7 @@ TEST(MklPacked, ManyRowsPackAtTheFirstProduct) {
     FAIL() << kMklPackAtFirstRows << " rows waited for the second product";
   }
   EXPECT_EQ(mkl_packed_weights(), before + 1);
-  EXPECT_LT(worst_relative(y, reference(x, w, {}, false)), 1e-6);
+  EXPECT_LT(worst_relative(y, product_reference(x, w, {}, false)), 1e-6);
   const at::Tensor other = at::randn({24, 40});
   EXPECT_FALSE(
       mkl_packed_linear(x.narrow(0, 0, kMklPackAtFirstRows - 1), other, {}, false).defined());
@@ -117,11 +117,11 @@ TEST(MklPacked, RepacksAWeightWrittenInPlaceAndDropsFreedWeights) {
     EXPECT_EQ(mkl_packed_weights(), before);                     // nothing packed yet
     const at::Tensor first = mkl_packed_linear(x, w, {}, false);
     if (!first.defined()) GTEST_SKIP() << "MKL's packed API is not in this LibTorch";
-    EXPECT_LT(worst_relative(first, reference(x, w, {}, false)), 1e-6);
+    EXPECT_LT(worst_relative(first, product_reference(x, w, {}, false)), 1e-6);
     EXPECT_EQ(mkl_packed_weights(), before + 1);
     w.mul_(-2);                                                 // an optimizer's step, say
     const at::Tensor second = packed_product(x, w, {}, false);  // a new version: first again
-    EXPECT_LT(worst_relative(second, reference(x, w, {}, false)), 1e-6);
+    EXPECT_LT(worst_relative(second, product_reference(x, w, {}, false)), 1e-6);
     EXPECT_TRUE(at::allclose(second, -2 * first, 1e-5, 1e-5));
     EXPECT_EQ(mkl_packed_weights(), before + 1);  // one copy per weight
   }

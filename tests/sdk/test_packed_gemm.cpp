@@ -5,6 +5,7 @@
 #include "layers/packed_gemm.h"
 
 #include "shardformer/kernels/cpu_kernels.h"
+#include "tensor_util.h"
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
@@ -29,9 +30,7 @@ class PackedGemm : public ::testing::TestWithParam<std::string> {
   kernels::GemmBackend previous_ = kernels::GemmBackend::kAten;
 };
 
-double worst_relative(const at::Tensor& got, const at::Tensor& want) {
-  return ((got.to(at::kDouble) - want).abs() / (want.abs().max() + 1e-30)).max().item<double>();
-}
+using testing::worst_relative;
 
 TEST_P(PackedGemm, LinearProductValuesAndGradientsEqualFp64) {
   at::manual_seed(0);

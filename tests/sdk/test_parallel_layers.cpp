@@ -17,6 +17,7 @@
 #include "shardformer/layers/rms_norm.h"
 #include "shardformer/losses.h"
 #include "shardformer/runtime/inference_scope.h"
+#include "tensor_util.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -33,10 +34,7 @@ using shardformer::testing::run_ranks;
 
 namespace {
 
-at::Tensor seeded(int64_t seed, at::IntArrayRef shape) {
-  auto generator = at::make_generator<at::CPUGeneratorImpl>(seed);
-  return at::randn(shape, generator);
-}
+using shardformer::testing::seeded;
 
 // Tolerances of the quality bar: gradients atol 1e-6, outputs atol 1e-5, both rtol 1e-4.
 void expect_equal(const at::Tensor& actual, const at::Tensor& expected, const std::string& what,

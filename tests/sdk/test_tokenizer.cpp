@@ -21,12 +21,12 @@ using testing::expect_all;
 using tokenizer::DecodeStream;
 using tokenizer::Tokenizer;
 
-fs::path reference_dir() {
+fs::path bpe_reference_dir() {
   return testing::env_or("SHARDFORMER_BPE_TOKENIZER_REFERENCE",
                          (testing::test_data_dir() / "bpe_tokenizers").c_str());
 }
 
-std::string show(const std::vector<int64_t>& ids) { return str("[", join(ids, ", "), "]"); }
+using testing::show;
 
 // Escapes control and non-ASCII bytes so that a failure shows exactly what differs.
 std::string quoted(const std::string& text) {
@@ -44,7 +44,7 @@ std::string quoted(const std::string& text) {
 class BpeReference : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    const fs::path folder = reference_dir() / GetParam();
+    const fs::path folder = bpe_reference_dir() / GetParam();
     std::ifstream in(folder / "reference.json");
     ASSERT_TRUE(in) << (folder / "reference.json")
                     << " is missing: run tools/gen_bpe_tokenizer_reference.py";
@@ -152,7 +152,7 @@ class TokenizerFile : public testing::TempDirTest<> {
 
 // Every code point through each normalization form, against HF tokenizers' own output.
 TEST_F(TokenizerFile, UnicodeFormsEqualHFOnEveryCodePoint) {
-  std::ifstream in(reference_dir() / "unicode_forms.json");
+  std::ifstream in(bpe_reference_dir() / "unicode_forms.json");
   ASSERT_TRUE(in) << "run tools/gen_bpe_tokenizer_reference.py";
   const json forms = json::parse(in);
   for (const char* form : {"NFC", "NFD", "NFKC", "NFKD"}) {
@@ -181,7 +181,7 @@ TEST_F(TokenizerFile, UnicodeFormsEqualHFOnEveryCodePoint) {
 // they map (graphemes under 6 bytes replaced whole), against HF tokenizers' own output.
 TEST_F(TokenizerFile, PrecompiledEqualsHFOnEveryCodePoint) {
   for (const char* kind : {"t5", "albert"}) {
-    std::ifstream in(reference_dir() / kind / "precompiled_sweep.json");
+    std::ifstream in(bpe_reference_dir() / kind / "precompiled_sweep.json");
     ASSERT_TRUE(in) << "run tools/gen_bpe_tokenizer_reference.py";
     const json sweep = json::parse(in);
     const Tokenizer tokenizer = Tokenizer::from_file(write(

@@ -1,5 +1,6 @@
 // Helpers shared by the SDK tests: a fresh temporary folder per test, file writing, the
-// Python-written fixture folder and checks on CheckpointError messages.
+// Python-written fixture folder, checks on CheckpointError messages. No LibTorch here: the
+// tokenizer tests build without it (tensor_util.h has the tensor helpers).
 #pragma once
 
 #include "shardformer/error.h"
@@ -98,5 +99,8 @@ inline void expect_all(const std::string& what, size_t count,
   std::cout << "[ " << what << " ] " << matched << "/" << count << " match\n";
   EXPECT_EQ(matched, count) << what << ":\n" << join(failures, "\n");
 }
+
+// Token ids as "[1, 2, 3]" for failure messages.
+inline std::string show(const std::vector<int64_t>& ids) { return str("[", join(ids, ", "), "]"); }
 
 }  // namespace shardformer::testing

@@ -33,13 +33,14 @@ fs::path reference_path() {
                          (testing::test_data_dir() / "tokenizer" / "reference.json").c_str());
 }
 
-// The all-MiniLM-L6-v2 folder: SHARDFORMER_MINILM_DIR, else the models/ link made at configure time.
+// The all-MiniLM-L6-v2 folder: SHARDFORMER_MINILM_DIR, else the models/ link made at configure
+// time.
 fs::path minilm_dir() {
   return testing::env_or("SHARDFORMER_MINILM_DIR",
                          (testing::models_dir() / "all-MiniLM-L6-v2").c_str());
 }
 
-const json& reference() {
+const json& wordpiece_reference() {
   static const json loaded = [] {
     fs::path path = reference_path();
     std::ifstream in(path);
@@ -53,24 +54,24 @@ const json& reference() {
   return loaded;
 }
 
-std::string show(const std::vector<int64_t>& ids) { return str("[", join(ids, ", "), "]"); }
+using testing::show;
 
 class WordPieceReference : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     try {
-      reference();
+      wordpiece_reference();
     } catch (const std::exception& e) {
       FAIL() << e.what();
     }
     ASSERT_FALSE(minilm_dir().empty()) << "set SHARDFORMER_MINILM_DIR";
     format_ = GetParam();
-    expected_ = &reference().at(format_);
+    expected_ = &wordpiece_reference().at(format_);
     fs::path file = minilm_dir() / (format_ == "tokenizer_json" ? "tokenizer.json" : "vocab.txt");
     tokenizer_ = std::make_unique<WordPieceTokenizer>(WordPieceTokenizer::from_file(file));
   }
 
-  const json& sentences() const { return reference().at("sentences"); }
+  const json& sentences() const { return wordpiece_reference().at("sentences"); }
   std::string sentence(size_t i) const { return sentences()[i].get<std::string>(); }
 
   std::string format_;
@@ -80,7 +81,7 @@ class WordPieceReference : public ::testing::TestWithParam<std::string> {
 
 TEST_P(WordPieceReference, EncodeMatchesHf) {
   const size_t count = sentences().size();
-  const auto max_length = reference().at("max_length").get<size_t>();
+  const auto max_length = wordpiece_reference().at("max_length").get<size_t>();
   auto compare = [&](const std::string& key,
                      const std::function<std::vector<int64_t>(size_t)>& ours) {
     expect_all(str(format_, " ", key), count, [&](size_t i) -> std::string {
@@ -115,8 +116,8 @@ TEST_P(WordPieceReference, TokenizeAndDecodeMatchHf) {
 }
 
 TEST_P(WordPieceReference, BatchesMatchHf) {
-  const auto max_length = reference().at("max_length").get<size_t>();
-  const json& modes = reference().at("batches").at(format_);
+  const auto max_length = wordpiece_reference().at("max_length").get<size_t>();
+  const json& modes = wordpiece_reference().at("batches").at(format_);
   std::vector<std::string> all = sentences().get<std::vector<std::string>>();
   for (const auto& [mode, batches] : modes.items()) {
     BatchOptions options;
@@ -151,7 +152,7 @@ TEST_P(WordPieceReference, BatchesMatchHf) {
 // Normalization code point by code point: the sweep tokenizers' vocabulary holds every
 // character HF's normalizers output, so each id is one normalized character.
 TEST_P(WordPieceReference, CodePointSweepMatchesHf) {
-  const json& sweep = reference().at("sweep");
+  const json& sweep = wordpiece_reference().at("sweep");
   fs::path file = reference_path().parent_path() / (format_ == "tokenizer_json"
                                                         ? "sweep_tokenizer_json/tokenizer.json"
                                                         : "sweep_vocab_txt/vocab.txt");
@@ -176,7 +177,7 @@ INSTANTIATE_TEST_SUITE_P(HfFormats, WordPieceReference,
 
 // Added tokens matched in the raw and in the normalized text, with BertProcessing.
 TEST(WordPieceTokenizer, AddedTokensMatchHf) {
-  const json& variant = reference().at("added_tokens");
+  const json& variant = wordpiece_reference().at("added_tokens");
   WordPieceTokenizer t = WordPieceTokenizer::from_file(
       reference_path().parent_path() / "added_tokens_tokenizer_json" / "tokenizer.json");
   EXPECT_EQ(t.vocab_size(), 30524u);

@@ -47,7 +47,7 @@ void copy_images(const std::string& from, const fs::path& dir, const std::string
 }
 
 // The ConfigError message of reading `options`, or "" when it reads.
-std::string read_error(const DataOptions& options, const ImageClasses* classes) {
+std::string image_read_error(const DataOptions& options, const ImageClasses* classes) {
   try {
     TokenDataset data(options, 1013, nullptr, classes);
   } catch (const ConfigError& e) {
@@ -116,7 +116,7 @@ TEST(ImageData, RefusesBadDataNamingTheFile) {
     const ImageClasses classes = vit_classes();
     const auto expect_error = [&](const DataOptions& options, const ImageClasses* with,
                                   const std::string& part) {
-      const std::string message = read_error(options, with);
+      const std::string message = image_read_error(options, with);
       EXPECT_NE(message.find(part), std::string::npos) << message << "\nwanted: " << part;
     };
     const fs::path reference = image_reference_dir() / "images";

@@ -13,7 +13,6 @@
 
 namespace shardformer::tokenizer {
 namespace detail {
-namespace {
 
 namespace fs = std::filesystem;
 
@@ -106,8 +105,6 @@ class AddedMatcher {
   std::vector<AddedEntry> entries_;
   std::array<std::vector<size_t>, 256> by_first_byte_;
 };
-
-}  // namespace
 
 struct PipelineData {
   fs::path source;

@@ -1,0 +1,23 @@
+// Tensor helpers shared by the SDK tests: values every rank draws alike and the worst relative
+// error against a double-precision reference.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <cstdint>
+
+namespace shardformer::testing {
+
+// A normal tensor of `shape` drawn from its own generator: the same values on every rank.
+inline at::Tensor seeded(int64_t seed, at::IntArrayRef shape) {
+  auto generator = at::make_generator<at::CPUGeneratorImpl>(seed);
+  return at::randn(shape, generator);
+}
+
+// The largest |got - want| relative to want's largest magnitude, in double.
+inline double worst_relative(const at::Tensor& got, const at::Tensor& want) {
+  return ((got.to(at::kDouble) - want).abs() / (want.abs().max() + 1e-30)).max().item<double>();
+}
+
+}  // namespace shardformer::testing
