@@ -15,6 +15,7 @@ apt_packages=(
   espeak-ng  # test speech for the real Whisper (tools/make_speech.py)
   python3 python3-venv
   clang libclang-rt-dev  # tools/fuzz.sh: clang++ and libFuzzer / sanitizer runtimes
+  libblis4-openmp  # bench/gemm_libraries.py: BLIS, one of the GEMMs ours is measured against
 )
 
 missing=()
