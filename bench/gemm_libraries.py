@@ -1,6 +1,8 @@
 """The GEMM question, measured: our packed GEMM (kernels::gemm, via build/bench/kernel_speed --gemm)
-against ATen's (MKL), oneDNN (inside LibTorch), OpenBLAS and BLIS on GPT-2 small's and a Llama-1B
-shape's fp32 products, each library in its own subprocess on the same threads; a markdown table."""
+against ATen's (MKL), oneDNN (inside LibTorch), OpenBLAS and BLIS on GPT-2 small's, a Llama-1B
+shape's and ViT-base's (one image: 197 rows) fp32 products, each library in its own subprocess on
+the same threads; a markdown table. Ours twice: packing B within the call (training, a weight's
+first product) and on B packed beforehand (inference products on weights packed once)."""
 import argparse
 import ctypes
 import json
@@ -16,9 +18,13 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 SHAPES = [("c_attn", 2048, 768, 2304, False), ("attn c_proj", 2048, 768, 768, False),
           ("c_fc", 2048, 768, 3072, False), ("mlp c_proj", 2048, 3072, 768, False),
           ("LM head", 2048, 768, 50257, True), ("Llama-1B up", 2048, 2048, 8192, True),
-          ("Llama-1B down", 2048, 8192, 2048, True)]
+          ("Llama-1B down", 2048, 8192, 2048, True),
+          ("ViT-base attention, 1 image", 197, 768, 768, True),
+          ("ViT-base MLP up, 1 image", 197, 768, 3072, True),
+          ("ViT-base MLP down, 1 image", 197, 3072, 768, True)]
 LIBS = {"mkl": "ATen / MKL", "onednn": "oneDNN", "openblas": "OpenBLAS (numpy)",
-        "blis": "BLIS (Debian)", "ours": "ours"}
+        "blis": "BLIS (Debian)", "ours": "ours",
+        "ours-packed": "ours, B packed once"}
 BLIS_SO = [pathlib.Path(f"/usr/lib/x86_64-linux-gnu/blis-{t}/libblis.so.4")
            for t in ("openmp", "pthread")]
 
@@ -216,7 +222,7 @@ def run_library(lib: str, shapes, args, cpu_isa: str) -> dict:
     """{'backend': [text], 'seconds': {shape: s}, 'peak': (GFLOP/s, ISA), 'error': text}."""
     kernel_speed = args.build / "bench" / "kernel_speed"
     specs = [",".join(map(str, s[:3])) + (",t" if s[3] else "") for s in shapes]
-    result = {"backend": [], "seconds": {}}
+    result = {"backend": [], "seconds": {}, "packed_seconds": {}}
     if lib == "ours":
         if not kernel_speed.exists():
             return result | {"error": f"{kernel_speed} not built"}
@@ -234,7 +240,10 @@ def run_library(lib: str, shapes, args, cpu_isa: str) -> dict:
                           env=environment(lib, args.threads, args.isa))
     for rec in (json.loads(l) for l in done.stdout.splitlines() if l.startswith("{")):
         if rec["kind"] == "gemm":
-            result["seconds"][(rec["m"], rec["k"], rec["n"], rec["bt"])] = rec["seconds"]
+            shape = (rec["m"], rec["k"], rec["n"], rec["bt"])
+            result["seconds"][shape] = rec["seconds"]
+            if "packed_seconds" in rec:
+                result["packed_seconds"][shape] = rec["packed_seconds"]
         elif rec["kind"] == "backend" and rec["text"] not in result["backend"]:
             result["backend"].append(rec["text"])
         elif rec["kind"] == "gemm_info":
@@ -274,7 +283,12 @@ def main():
     sys.path.insert(0, str(ROOT / "bench"))
     from machine import cpu
     c = cpu()
-    results = {lib: run_library(lib, dims, args, c["isa"]) for lib in args.libraries}
+    wanted = args.libraries + (["ours"] if "ours-packed" in args.libraries else [])
+    results = {lib: run_library(lib, dims, args, c["isa"])
+               for lib in dict.fromkeys(wanted) if lib != "ours-packed"}
+    if "ours-packed" in args.libraries:  # the same run's products on B packed beforehand
+        results["ours-packed"] = dict(results["ours"], seconds=results["ours"]["packed_seconds"],
+                                      backend=["kernels::pack_gemm_b, then kernels::gemm_packed"])
     peak, peak_isa = (results.get("ours") or run_library("ours", [], args, c["isa"])).get(
         "peak", (None, "unknown: kernel_speed --gemm did not run"))  # no shapes: the peak alone
     print(f"## fp32 GEMM: our packed GEMM against the libraries, {args.threads} threads\n")
@@ -297,14 +311,15 @@ def main():
         print(f"- {LIBS[lib]}: " + ("; ".join(r["backend"]) or "-")
               + (f" **{r['error']}**" if "error" in r else ""))
     libs = list(results)
-    others = [lib for lib in libs if lib != "ours"]
+    others = [lib for lib in libs if not lib.startswith("ours")]
     ratio = "ours" in libs and bool(others)
     print("\nGFLOP/s (of the FMA peak). B [N, K]: stored as nn.Linear's weights and the tied LM "
           "head, read transposed. Outputs are made once, but oneDNN's, which come back from "
           "malloc's free lists (GLIBC_TUNABLES, in every process).\n")
     print("| product | M x K x N | B | " + " | ".join(LIBS[lib] for lib in libs)
-          + (" | ours / best library (> 1: ours faster) |" if ratio else " |"))
-    print("|---" * (3 + len(libs) + ratio) + "|")
+          + (" | ours / best library (> 1: ours faster) | packed once / best |" if ratio
+             else " |"))
+    print("|---" * (3 + len(libs) + 2 * ratio) + "|")
     for name, m, k, n, bt in shapes:
         rates = {lib: 2.0 * m * k * n / results[lib]["seconds"][(m, k, n, bt)] / 1e9
                  for lib in libs if (m, k, n, bt) in results[lib]["seconds"]}
@@ -313,8 +328,9 @@ def main():
         row = f"| {name} | {m} x {k} x {n} | {'[N, K]' if bt else '[K, N]'} | " + " | ".join(cells)
         best = max((lib for lib in others if lib in rates), key=rates.get, default=None)
         if ratio:
-            row += (f" | {rates['ours'] / rates[best]:.2f} x ({LIBS[best]})"
-                    if "ours" in rates and best else " | -")
+            row += "".join(f" | {rates[ours] / rates[best]:.2f} x ({LIBS[best]})"
+                           if ours in rates and best else " | -"
+                           for ours in ("ours", "ours-packed"))
         print(row + " |")
 
 

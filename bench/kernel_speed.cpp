@@ -3,7 +3,8 @@
 // machine's FMA peak and ATen's GEMM, each fused kernel's GB/s against the memory read bandwidth,
 // all measured in the same run. Prints markdown tables (docs/benchmarks.md); --limits prints the
 // GEMM and FMA rates as one JSON line for bench/bench_speed.py; --gemm M,K,N[,t] ... times the
-// packed GEMM alone on those shapes, one JSON line each, for bench/gemm_libraries.py;
+// packed GEMM alone on those shapes (B packed within the call, B packed beforehand as inference's
+// weights are, and that packing alone), one JSON line each, for bench/gemm_libraries.py;
 // --attention prints the attention kernels' table alone; --decode-step times a decoding step's
 // products alone at SmolLM2-135M's shapes against the memory read rate; --few-rows times a
 // prompt's few-row products against the library GEMM and the FMA peak, naming the CPU.
@@ -313,19 +314,27 @@ int main(int argc, char** argv) {
   }
   if (gemm_only) {
     // The packed GEMM alone, into an output made once: best of 5 after 0.3 s of warm-up (after
-    // one call, a process's first product still ran some 10% slow), then the FMA peak.
+    // one call, a process's first product still ran some 10% slow), on B as it is and on B packed
+    // beforehand; then the FMA peak.
     for (const GemmShape& s : gemm_shapes) {
       const int64_t m = s.m, k = s.k, n = s.n;
       const at::Tensor a = at::randn({m, k});
       const at::Tensor b = s.bt ? at::randn({n, k}).t() : at::randn({k, n});
       at::Tensor out = at::empty({m, n});
+      const kernels::PackedB packed = kernels::pack_gemm_b(b);
       const auto run = [&] { kernels::gemm(a, b, {}, false, out); };
-      const auto start = std::chrono::steady_clock::now();
+      const auto run_packed = [&] { kernels::gemm_packed(a, packed, {}, false, out); };
+      auto start = std::chrono::steady_clock::now();
       while (std::chrono::steady_clock::now() - start < std::chrono::milliseconds(300)) run();
+      const double plain = best_seconds(run, 5);
+      start = std::chrono::steady_clock::now();
+      while (std::chrono::steady_clock::now() - start < std::chrono::milliseconds(300))
+        run_packed();
       std::printf(
           "{\"kind\": \"gemm\", \"m\": %lld, \"k\": %lld, \"n\": %lld, \"bt\": %s, "
-          "\"seconds\": %.6g}\n",
-          s.m, s.k, s.n, s.bt ? "true" : "false", best_seconds(run, 5));
+          "\"seconds\": %.6g, \"packed_seconds\": %.6g, \"pack_seconds\": %.6g}\n",
+          s.m, s.k, s.n, s.bt ? "true" : "false", plain, best_seconds(run_packed, 5),
+          best_seconds([&] { (void)kernels::pack_gemm_b(b); }, 5));
       std::fflush(stdout);
     }
     std::printf(
