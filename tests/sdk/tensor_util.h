@@ -1,9 +1,10 @@
-// Tensor helpers shared by the SDK tests: values every rank draws alike and the worst relative
-// error against a double-precision reference.
+// Tensor helpers shared by the SDK tests: values every rank draws alike, weights as a model holds
+// them, and the worst relative error against a double-precision reference.
 #pragma once
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <c10/core/InferenceMode.h>
 
 #include <cstdint>
 
@@ -13,6 +14,13 @@ namespace shardformer::testing {
 inline at::Tensor seeded(int64_t seed, at::IntArrayRef shape) {
   auto generator = at::make_generator<at::CPUGeneratorImpl>(seed);
   return at::randn(shape, generator);
+}
+
+// A normal tensor of `shape` as a model's weight is: with a version counter, even when made
+// inside a runtime::InferenceScope (c10::InferenceMode), whose own tensors have none.
+inline at::Tensor model_weight(at::IntArrayRef shape) {
+  const c10::InferenceMode off(false);
+  return at::randn(shape);
 }
 
 // The largest |got - want| relative to want's largest magnitude, in double.

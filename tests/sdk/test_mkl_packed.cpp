@@ -3,6 +3,7 @@
 // (inference scopes, enough rows) and when a weight is packed (its first product of many rows,
 // else its second); a weight written in place repacked; freed weights' copies dropped.
 #include "layers/mkl_packed.h"
+#include "layers/packed_weights.h"
 
 #include "shardformer/runtime/inference_scope.h"
 #include "tensor_util.h"
@@ -14,6 +15,7 @@
 namespace shardformer::layers {
 namespace {
 
+using testing::model_weight;
 using testing::worst_relative;
 
 at::Tensor product_reference(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b,
@@ -37,7 +39,7 @@ TEST(MklPacked, EqualsFp64ForBothLayoutsBiasesAndRowCounts) {
   const int64_t k = 200, n = 70;
   for (const bool k_major : {false, true}) {
     for (const bool with_bias : {false, true}) {
-      const at::Tensor w = k_major ? at::randn({k, n}) : at::randn({n, k});
+      const at::Tensor w = k_major ? model_weight({k, n}) : model_weight({n, k});
       const at::Tensor b = with_bias ? at::randn({n}) : at::Tensor();
       for (const int64_t rows : {kMklPackedMinRows, int64_t{100}, int64_t{517}}) {
         SCOPED_TRACE(::testing::Message()
@@ -61,11 +63,14 @@ TEST(MklPacked, WideOutputsPackTheActivationsToo) {
   at::manual_seed(1);
   const runtime::InferenceScope inference;
   const int64_t k = 64, n = 20000, rows = 40;
-  const at::Tensor w = at::randn({n, k}), x = at::randn({rows, k});
+  const at::Tensor w = model_weight({n, k}), x = at::randn({rows, k});
   const at::Tensor y = packed_product(x, w, {}, false);
   if (!y.defined()) GTEST_SKIP() << "MKL's packed API is not in this LibTorch";
   EXPECT_LT(worst_relative(y, product_reference(x, w, {}, false)), 1e-6);
-  const at::Tensor narrow = w.narrow(0, 0, 1000).clone();  // [1000, k]: activations not packed
+  const at::Tensor narrow = [&] {  // [1000, k]: activations not packed
+    const c10::InferenceMode off(false);
+    return w.narrow(0, 0, 1000).clone();
+  }();
   EXPECT_TRUE(at::equal(y.narrow(1, 0, 1000), packed_product(x, narrow, {}, false)));
 }
 
@@ -84,48 +89,47 @@ TEST(MklPacked, AppliesOnlyInInferenceScopesAndToEnoughRows) {
   EXPECT_FALSE(mkl_packed_linear(at::randn({64, 8}), inference_weight, {}, false).defined());
 }
 
-// A first product of kMklPackAtFirstRows rows or more packs the weight at once; fewer rows wait
+// A first product of kPackAtFirstRows rows or more packs the weight at once; fewer rows wait
 // for the weight's second product.
 TEST(MklPacked, ManyRowsPackAtTheFirstProduct) {
   const runtime::InferenceScope inference;
-  const at::Tensor w = at::randn({24, 40});
-  const int64_t before = mkl_packed_weights();
-  const at::Tensor x = at::randn({kMklPackAtFirstRows, 40});
+  const at::Tensor w = model_weight({24, 40});
+  const int64_t before = packed_weights();
+  const at::Tensor x = at::randn({kPackAtFirstRows, 40});
   const at::Tensor y = mkl_packed_linear(x, w, {}, false);
   if (!y.defined()) {
     // The API absent, or the weight left for its second product: a second product tells which.
     if (!mkl_packed_linear(x, w, {}, false).defined()) {
       GTEST_SKIP() << "MKL's packed API is not in this LibTorch";
     }
-    FAIL() << kMklPackAtFirstRows << " rows waited for the second product";
+    FAIL() << kPackAtFirstRows << " rows waited for the second product";
   }
-  EXPECT_EQ(mkl_packed_weights(), before + 1);
+  EXPECT_EQ(packed_weights(), before + 1);
   EXPECT_LT(worst_relative(y, product_reference(x, w, {}, false)), 1e-6);
-  const at::Tensor other = at::randn({24, 40});
-  EXPECT_FALSE(
-      mkl_packed_linear(x.narrow(0, 0, kMklPackAtFirstRows - 1), other, {}, false).defined());
-  EXPECT_EQ(mkl_packed_weights(), before + 1);
+  const at::Tensor other = model_weight({24, 40});
+  EXPECT_FALSE(mkl_packed_linear(x.narrow(0, 0, kPackAtFirstRows - 1), other, {}, false).defined());
+  EXPECT_EQ(packed_weights(), before + 1);
 }
 
 TEST(MklPacked, RepacksAWeightWrittenInPlaceAndDropsFreedWeights) {
   const runtime::InferenceScope inference;
-  const int64_t before = mkl_packed_weights();
+  const int64_t before = packed_weights();
   {
-    at::Tensor w = at::randn({24, 40});
+    at::Tensor w = model_weight({24, 40});
     const at::Tensor x = at::randn({50, 40});
     EXPECT_FALSE(mkl_packed_linear(x, w, {}, false).defined());  // the first product: ATen's
-    EXPECT_EQ(mkl_packed_weights(), before);                     // nothing packed yet
+    EXPECT_EQ(packed_weights(), before);                         // nothing packed yet
     const at::Tensor first = mkl_packed_linear(x, w, {}, false);
     if (!first.defined()) GTEST_SKIP() << "MKL's packed API is not in this LibTorch";
     EXPECT_LT(worst_relative(first, product_reference(x, w, {}, false)), 1e-6);
-    EXPECT_EQ(mkl_packed_weights(), before + 1);
+    EXPECT_EQ(packed_weights(), before + 1);
     w.mul_(-2);                                                 // an optimizer's step, say
     const at::Tensor second = packed_product(x, w, {}, false);  // a new version: first again
     EXPECT_LT(worst_relative(second, product_reference(x, w, {}, false)), 1e-6);
     EXPECT_TRUE(at::allclose(second, -2 * first, 1e-5, 1e-5));
-    EXPECT_EQ(mkl_packed_weights(), before + 1);  // one copy per weight
+    EXPECT_EQ(packed_weights(), before + 1);  // one copy per weight
   }
-  EXPECT_EQ(mkl_packed_weights(), before);
+  EXPECT_EQ(packed_weights(), before);
 }
 
 }  // namespace

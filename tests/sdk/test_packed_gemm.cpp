@@ -1,10 +1,12 @@
 // The SDK's products through the kernels' GEMMs, the packed one and OpenBLAS
 // (sdk/src/layers/packed_gemm.h): values and the input, weight and bias gradients of its autograd
 // node against fp64 ATen, for both weight layouts, with and without a bias, and with only some
-// inputs needing gradients.
+// inputs needing gradients; inference products on weights packed once (cached_packed_linear).
 #include "layers/packed_gemm.h"
 
+#include "layers/packed_weights.h"
 #include "shardformer/kernels/cpu_kernels.h"
+#include "shardformer/runtime/inference_scope.h"
 #include "tensor_util.h"
 
 #include <ATen/ATen.h>
@@ -12,6 +14,8 @@
 #include <torch/autograd.h>
 
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace shardformer::layers {
 namespace {
@@ -83,6 +87,64 @@ TEST_P(PackedGemm, PackedMmTakesTransposedViewsAndRecordsNoGradientItself) {
   // Inputs that need gradients go to at::mm, which records them.
   const at::Tensor g = a.detach().requires_grad_(true);
   EXPECT_TRUE(packed_mm(g.t(), b.t()).requires_grad());
+}
+
+// Inference products on weights packed once (cached_packed_linear): the same bits as the
+// products that pack the weight themselves (kernels::linear), for both layouts, with and without
+// a bias, at row counts around the GEMM's blocks; a weight packed at its second product (or its
+// first of kPackAtFirstRows rows), repacked once written in place, dropped once freed; only the
+// packed GEMM, only in inference scopes, only past the skinny kernel's rows.
+TEST_P(PackedGemm, CachedWeightsGiveTheBitsOfPerProductPacking) {
+  at::manual_seed(2);
+  const int64_t k = 900, n = 150;  // k past one block of depth, n not whole panels
+  // Weights made outside the scope, as a model's are: an inference scope's tensors have no
+  // version counter, and are never packed.
+  std::vector<std::pair<at::Tensor, at::Tensor>> layers;  // (weight, bias) per layout and bias
+  for (const bool k_major : {false, true}) {
+    for (const bool with_bias : {false, true}) {
+      layers.emplace_back(k_major ? at::randn({k, n}) : at::randn({n, k}),
+                          with_bias ? at::randn({n}) : at::Tensor());
+    }
+  }
+  at::Tensor w = at::randn({n, k});
+  EXPECT_FALSE(cached_packed_linear(at::randn({64, k}), w, {}, false).defined());  // no scope
+  const runtime::InferenceScope inference;
+  const int64_t before = packed_weights();
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const bool k_major = i >= 2;
+    const auto& [weight, b] = layers[i];
+    // The first product leaves the weight unpacked; the second packs it.
+    EXPECT_FALSE(cached_packed_linear(at::randn({40, k}), weight, b, k_major).defined());
+    for (const int64_t rows : {kernels::kSkinnyRows + 1, int64_t{197}, int64_t{301}}) {
+      SCOPED_TRACE(::testing::Message()
+                   << "k_major " << k_major << ", bias " << b.defined() << ", rows " << rows);
+      const at::Tensor x = at::randn({rows, 1, k});  // [rows, 1, k]
+      const at::Tensor y = cached_packed_linear(x, weight, b, k_major);
+      if (GetParam() != "own") {
+        EXPECT_FALSE(y.defined());  // OpenBLAS packs within each call
+        continue;
+      }
+      ASSERT_TRUE(y.defined());
+      ASSERT_EQ(y.sizes().vec(), std::vector<int64_t>({rows, 1, n}));
+      EXPECT_TRUE(at::equal(y, kernels::linear(x, weight, b, k_major)));
+    }
+    EXPECT_FALSE(
+        cached_packed_linear(at::randn({kernels::kSkinnyRows, k}), weight, b, k_major).defined());
+  }
+  if (GetParam() != "own") return;
+  EXPECT_EQ(packed_weights(), before + 4);
+  layers.clear();
+  EXPECT_EQ(packed_weights(), before);  // freed weights' copies dropped
+  const at::Tensor x = at::randn({kPackAtFirstRows, k});
+  const at::Tensor first = cached_packed_linear(x, w, {}, false);  // packed at once
+  ASSERT_TRUE(first.defined());
+  EXPECT_EQ(packed_weights(), before + 1);
+  w.mul_(-2);  // an optimizer's step, say: a new version
+  const at::Tensor second = cached_packed_linear(x, w, {}, false);
+  ASSERT_TRUE(second.defined());
+  EXPECT_TRUE(at::equal(second, kernels::linear(x, w, {}, false)));
+  EXPECT_TRUE(at::equal(second, -2 * first));  // exact: a power of two
+  EXPECT_EQ(packed_weights(), before + 1);     // one copy per weight
 }
 
 INSTANTIATE_TEST_SUITE_P(Gemms, PackedGemm, ::testing::Values("own", "openblas"),

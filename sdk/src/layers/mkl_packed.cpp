@@ -1,21 +1,18 @@
-// MKL's packed GEMM, looked up at run time (no MKL header ships with the torch wheel) and a cache
-// of packed weights keyed by the weight's tensor, checked against its version and data pointer
-// and dropped once the weight is freed.
+// MKL's packed GEMM, looked up at run time (no MKL header ships with the torch wheel), on weights
+// packed once through the cache of packed weights (packed_weights.h).
 #include "mkl_packed.h"
+
+#include "packed_weights.h"
 
 #include "shardformer/runtime/inference_scope.h"
 
 #include <ATen/ATen.h>
-#include <c10/util/intrusive_ptr.h>
 
 #include <dlfcn.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
-#include <unordered_map>
 
 namespace shardformer::layers {
 namespace {
@@ -57,69 +54,21 @@ const MklPackedApi* api() {
   return found.get_size && found.pack && found.compute ? &found : nullptr;
 }
 
-struct PackedWeight {
-  c10::weak_intrusive_ptr<c10::TensorImpl> weight;
-  const void* data = nullptr;
-  uint32_t version = 0;
-  bool k_major = false;
-  at::Tensor packed;  // uint8 bytes of MKL's layout
-};
-
-std::mutex cache_mutex;
-std::unordered_map<const c10::TensorImpl*, PackedWeight> cache;
-
-// The packed copies' bytes a process may hold: an eighth of the machine's memory, so that a
-// model near the memory's size is not doubled; weights past it take ATen's product.
-int64_t budget_bytes() {
-  static const int64_t budget =
-      static_cast<int64_t>(::sysconf(_SC_PHYS_PAGES)) * ::sysconf(_SC_PAGESIZE) / 8;
-  return budget;
-}
-
-// weight's packed copy as B = weight^T ([n, k]) or weight ([k, n], k_major), made at the
-// weight's second product or at a first one of kMklPackAtFirstRows rows or more (undefined at a
-// smaller first one, or past the budget); freed weights' copies dropped. A weight that serves one
-// product of few rows (a generation's prompt, whose decoding steps take the skinny kernel) is
-// never packed: packing reads it and writes 2.4 times its bytes, which the prompt of
-// SmolLM2-135M at batch 8 (240 rows) paid in its first token.
+// weight's packed copy as B = weight^T ([n, k]) or weight ([k, n], k_major), through the cache
+// of packed weights (undefined while the weight waits for its second product, or past the
+// budget).
 at::Tensor packed_of(const MklPackedApi& mkl, const at::Tensor& weight, bool k_major, int64_t m) {
-  const std::lock_guard<std::mutex> lock(cache_mutex);
-  const c10::TensorImpl* key = weight.unsafeGetTensorImpl();
-  const uint32_t version = weight._version();
-  auto it = cache.find(key);
-  const bool current = it != cache.end() && !it->second.weight.expired() &&
-                       it->second.data == weight.data_ptr() && it->second.version == version &&
-                       it->second.k_major == k_major;
-  if (current && it->second.packed.defined()) return it->second.packed;
-  if (!current) {
-    std::erase_if(cache, [key](const auto& entry) {
-      return entry.first == key || entry.second.weight.expired();
-    });
-    cache.insert_or_assign(
-        key,
-        PackedWeight{.weight = c10::weak_intrusive_ptr<c10::TensorImpl>(weight.getIntrusivePtr()),
-                     .data = weight.data_ptr(),
-                     .version = version,
-                     .k_major = k_major,
-                     .packed = {}});
-    if (m < kMklPackAtFirstRows) return {};  // its first product: ATen's
-    it = cache.find(key);
-  }
   const auto n = static_cast<int>(weight.size(k_major ? 1 : 0));
   const auto k = static_cast<int>(weight.size(k_major ? 0 : 1));
-  const size_t bytes = mkl.get_size(kBMatrix, kPackRows, n, k);
-  int64_t held = 0;
-  for (const auto& entry : cache) {
-    if (entry.second.packed.defined()) held += entry.second.packed.nbytes();
-  }
-  if (held + static_cast<int64_t>(bytes) > budget_bytes()) return {};
-  at::Tensor packed = at::empty({static_cast<int64_t>(bytes)}, at::kByte);
-  // B [k, n]: nn.Linear's weight read transposed, Conv1D's as it is.
-  mkl.pack(kRowMajor, kBMatrix, k_major ? kNoTrans : kTrans, kPackRows, n, k, 1.0F,
-           weight.const_data_ptr<float>(), k_major ? n : k,
-           reinterpret_cast<float*>(packed.data_ptr()));
-  it->second.packed = packed;
-  return packed;
+  const auto bytes = static_cast<int64_t>(mkl.get_size(kBMatrix, kPackRows, n, k));
+  return packed_weight(weight, k_major, m, PackFormat::kMkl, bytes, [&] {
+    at::Tensor packed = at::empty({bytes}, at::kByte);
+    // B [k, n]: nn.Linear's weight read transposed, Conv1D's as it is.
+    mkl.pack(kRowMajor, kBMatrix, k_major ? kNoTrans : kTrans, kPackRows, n, k, 1.0F,
+             weight.const_data_ptr<float>(), k_major ? n : k,
+             reinterpret_cast<float*>(packed.data_ptr()));
+    return packed;
+  });
 }
 
 bool cpu_float(const at::Tensor& t) {
@@ -165,13 +114,6 @@ at::Tensor mkl_packed_linear(const at::Tensor& x, const at::Tensor& weight, cons
                reinterpret_cast<const float*>(packed.const_data_ptr()), ki,
                bias.defined() ? 1.0F : 0.0F, out.mutable_data_ptr<float>(), ni);
   return out.view(out_shape);
-}
-
-int64_t mkl_packed_weights() {
-  const std::lock_guard<std::mutex> lock(cache_mutex);
-  std::erase_if(cache, [](const auto& entry) { return entry.second.weight.expired(); });
-  return std::count_if(cache.begin(), cache.end(),
-                       [](const auto& entry) { return entry.second.packed.defined(); });
 }
 
 }  // namespace shardformer::layers

@@ -3,13 +3,16 @@
 #include "packed_gemm.h"
 
 #include "mkl_packed.h"
+#include "packed_weights.h"
 
 #include "shardformer/kernels/cpu_kernels.h"
+#include "shardformer/runtime/inference_scope.h"
 
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 #include <torch/autograd.h>
 
+#include <algorithm>
 #include <initializer_list>
 #include <optional>
 
@@ -94,6 +97,29 @@ at::Tensor packed_mm(const at::Tensor& a, const at::Tensor& b) {
   return out;
 }
 
+at::Tensor cached_packed_linear(const at::Tensor& x, const at::Tensor& weight,
+                                const at::Tensor& bias, bool k_major) {
+  // An inference tensor (c10::InferenceMode) has no version counter to check a copy against.
+  if (kernels::gemm_backend() != kernels::GemmBackend::kOwn || !runtime::InferenceScope::active() ||
+      !serves({x, weight, bias}) || records_grad({x, weight, bias}) || weight.dim() != 2 ||
+      !weight.is_contiguous() || weight.is_inference() || x.dim() < 1) {
+    return {};
+  }
+  const int64_t k = weight.size(k_major ? 0 : 1), n = weight.size(k_major ? 1 : 0);
+  const int64_t m = x.numel() / std::max<int64_t>(k, 1);
+  if (x.size(-1) != k || m <= kernels::kSkinnyRows) return {};
+  const at::Tensor data =
+      packed_weight(weight, k_major, m, PackFormat::kKernels, weight.nbytes(),
+                    [&] { return kernels::pack_gemm_b(k_major ? weight : weight.t()).data; });
+  if (!data.defined()) return {};
+  auto shape = x.sizes().vec();
+  shape.back() = n;
+  at::Tensor y = at::empty(shape, x.options());  // [..., n]
+  kernels::gemm_packed(x.reshape({m, k}), kernels::PackedB{data, k, n},
+                       bias.defined() ? bias.contiguous() : bias, false, y.view({m, n}));
+  return y;
+}
+
 at::Tensor linear_product(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                           bool k_major) {
   if (widens_bf16({x, weight, bias}) && records_grad({x, weight, bias})) {
@@ -104,6 +130,7 @@ at::Tensor linear_product(const at::Tensor& x, const at::Tensor& weight, const a
   }
   if (serves({x, weight, bias}) && weight.dim() == 2) {
     if (!records_grad({x, weight, bias})) {
+      if (at::Tensor y = cached_packed_linear(x, weight, bias, k_major); y.defined()) return y;
       return kernels::linear(x, weight, bias.defined() ? bias.contiguous() : bias, k_major);
     }
     return PackedLinear::apply(

@@ -16,4 +16,14 @@ at::Tensor packed_mm(const at::Tensor& a, const at::Tensor& b);
 at::Tensor linear_product(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                           bool k_major);
 
+// x [..., k] times weight [n, k]^T (k_major false) or [k, n] (true), plus bias [n] (may be
+// undefined), on weight's copy packed once for the kernels' packed GEMM (packed_weights.h), the
+// same bits as kernels::linear: undefined when that does not apply (another GEMM picked, outside
+// a runtime::InferenceScope, gradients recorded, not CPU fp32, a non-contiguous or inference-mode
+// weight, kernels::kSkinnyRows rows or fewer, or no copy yet), for the caller to take
+// kernels::linear. kernels::linear packs each block of the weight again in every product: 15% of
+// ViT-base's time classifying one image at a time (a Zen 4, 2 threads).
+at::Tensor cached_packed_linear(const at::Tensor& x, const at::Tensor& weight,
+                                const at::Tensor& bias, bool k_major);
+
 }  // namespace shardformer::layers
