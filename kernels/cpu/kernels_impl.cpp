@@ -216,7 +216,15 @@ void read_spans(const float* x, int64_t k, const RowSpan* spans, int count) {
 }
 
 // Rows [0, m) of x against NR weight rows from j: tiles of kTileRows rows, then the rest.
+// AVX-512's 32 registers hold a 4 x 6 tile: 10 loads per 24 FMAs instead of 7 per 12, and half
+// as many tiles to sum across lanes. Prompts of 24-32 rows ran 1.15-1.3x faster so on a Zen 4
+// (kernel_speed --few-rows); 6 x 4, whose six x vectors leave no register spare, ran at half
+// the speed.
+#if defined(CPU_CAPABILITY_AVX512)
+constexpr int kTileRows = 4, kTileCols = 6;  // 24 accumulators, 4 x vectors, 1 weight vector
+#else
 constexpr int kTileRows = 3, kTileCols = 4;  // 12 accumulators, 3 x vectors, 1 weight vector
+#endif
 
 template <int NR>
 void tile_column(const float* x, int64_t m, int64_t k, const float* w, int64_t n, int64_t j,
@@ -225,8 +233,12 @@ void tile_column(const float* x, int64_t m, int64_t k, const float* w, int64_t n
   for (; r + kTileRows <= m; r += kTileRows) {
     dot_tile<kTileRows, NR>(x + r * k, k, w, n, j, bias, y + r * n);
   }
-  if (m - r == 2) dot_tile<2, NR>(x + r * k, k, w, n, j, bias, y + r * n);
-  if (m - r == 1) dot_tile<1, NR>(x + r * k, k, w, n, j, bias, y + r * n);
+  switch (m - r) {
+    case 3: dot_tile<3, NR>(x + r * k, k, w, n, j, bias, y + r * n); break;
+    case 2: dot_tile<2, NR>(x + r * k, k, w, n, j, bias, y + r * n); break;
+    case 1: dot_tile<1, NR>(x + r * k, k, w, n, j, bias, y + r * n); break;
+    default: break;
+  }
 }
 
 // y[:, j0 : j1] for all m rows of x, weight rows [j0, j1) taken kTileCols at a time: each tile of
@@ -236,6 +248,8 @@ void tiled_rows(const float* x, int64_t m, int64_t k, const float* w, int64_t n,
   int64_t j = j0;
   for (; j + kTileCols <= j1; j += kTileCols) tile_column<kTileCols>(x, m, k, w, n, j, bias, y);
   switch (j1 - j) {
+    case 5: tile_column<5>(x, m, k, w, n, j, bias, y); break;
+    case 4: tile_column<4>(x, m, k, w, n, j, bias, y); break;
     case 3: tile_column<3>(x, m, k, w, n, j, bias, y); break;
     case 2: tile_column<2>(x, m, k, w, n, j, bias, y); break;
     case 1: tile_column<1>(x, m, k, w, n, j, bias, y); break;
