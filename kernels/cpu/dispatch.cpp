@@ -14,6 +14,14 @@
 #include <atomic>
 #include <string>
 
+// oneDNN's matmul as ATen calls it for bf16 products (ATen/native/mkldnn/Matmul.h, a header the
+// wheel does not ship; libtorch_cpu exports the function): result = beta * result + alpha * mat1
+// . mat2, any strides (copied where oneDNN cannot read them), on ATen's OpenMP threads.
+namespace at::native {
+TORCH_API void mkldnn_matmul(const at::Tensor& mat1, const at::Tensor& mat2,
+                             const at::Tensor& result, float beta, float alpha);
+}
+
 namespace shardformer::kernels {
 namespace {
 
@@ -60,20 +68,23 @@ namespace {
 // The choice from the environment and the CPU, made at the first product.
 GemmBackend chosen_backend() {
   const std::string choice =
-      environment_choice("SHARDFORMER_CPU_GEMM", {"own", "openblas", "aten"});
+      environment_choice("SHARDFORMER_CPU_GEMM", {"own", "openblas", "onednn", "aten"});
   if (choice == "own") return GemmBackend::kOwn;
   if (choice == "openblas") return GemmBackend::kOpenBlas;
   if (choice == "aten") return GemmBackend::kAten;
+  if (choice == "onednn") return GemmBackend::kOneDnn;
 #if defined(__x86_64__)
   // Measured per kind of CPU (bench/gemm_libraries.py, docs/benchmarks.md). Intel's: MKL runs
-  // its own AVX-512 code there, 0.97-1.54x the packed GEMM (an Emerald Rapids Xeon). AVX-512
-  // CPUs of other makers: the packed GEMM, 1.85-2.5x MKL's AVX2 code there (a Zen 5). AVX2-only
-  // CPUs of other makers: OpenBLAS, level with MKL on GPT-2's layer products and 1.36x it on
-  // the LM head, where MKL drops to 64% of the FMA peak (a Zen 3: 91-93% of the peak on every
-  // shape, the packed GEMM's AVX2 tiles 83-88%).
+  // its own AVX-512 code there, 0.97-1.54x the packed GEMM (an Emerald Rapids Xeon), oneDNN
+  // 43-78% of the peak. AVX-512 CPUs of other makers: oneDNN, where MKL runs AVX2 code; on a
+  // Zen 4 level with the packed GEMM on GPT-2's forward, 1.05x on ViT-base one image at a time
+  // and 1.05-1.08x on a training step (on a Zen 5 its products ran at 83-99% of the peak, the
+  // packed GEMM's 74-94%). AVX2-only CPUs of other makers: OpenBLAS, level with MKL on GPT-2's
+  // layer products and 1.36x it on the LM head, where MKL drops to 64% of the FMA peak (a Zen
+  // 3: 91-93% of the peak on every shape, oneDNN 47-77%, the packed GEMM's AVX2 tiles 83-88%).
   __builtin_cpu_init();
   if (__builtin_cpu_is("intel")) return GemmBackend::kAten;
-  return capability() == "AVX512" ? GemmBackend::kOwn : GemmBackend::kOpenBlas;
+  return capability() == "AVX512" ? GemmBackend::kOneDnn : GemmBackend::kOpenBlas;
 #else
   return GemmBackend::kAten;
 #endif
@@ -96,6 +107,7 @@ std::string gemm_name() {
   switch (gemm_backend()) {
     case GemmBackend::kOwn: return "packed GEMM (" + capability() + " kernels)";
     case GemmBackend::kOpenBlas: return blas_name();
+    case GemmBackend::kOneDnn: return "oneDNN (LibTorch's matmul)";
     case GemmBackend::kAten: break;
   }
   return "ATen's GEMM (" + capability() + " kernels)";
@@ -119,6 +131,17 @@ void run_gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& packed
   const int64_t threads = at::get_num_threads();
   if (gemm_backend() == GemmBackend::kOpenBlas) {
     blas_gemm(a, b.defined() ? b : packed, bias, accumulate, out, threads);
+    return;
+  }
+  if (gemm_backend() == GemmBackend::kOneDnn) {
+    // The bias goes into out first and the product is added to it (beta 1).
+    if (bias.defined() && accumulate) {
+      out.add_(bias);
+    } else if (bias.defined()) {
+      out.copy_(bias.expand_as(out));
+    }
+    at::native::mkldnn_matmul(a, b.defined() ? b : packed, out,
+                              bias.defined() || accumulate ? 1.F : 0.F, 1.F);
     return;
   }
   const KernelTable& t = active_table();
@@ -146,8 +169,10 @@ PackedB pack_gemm_b(const at::Tensor& b) {
   TORCH_CHECK(cpu_float(b) && b.dim() == 2, "pack_gemm_b: b ", b.sizes(),
               " must be an fp32 CPU matrix [k, n]");
   const int64_t k = b.size(0), n = b.size(1);
-  // OpenBLAS packs B within each call: its "packing" is B as it is.
-  if (gemm_backend() == GemmBackend::kOpenBlas) return PackedB{b, k, n};
+  // The libraries pack B within each call: their "packing" is B as it is.
+  if (gemm_backend() == GemmBackend::kOpenBlas || gemm_backend() == GemmBackend::kOneDnn) {
+    return PackedB{b, k, n};
+  }
   const KernelTable& t = active_table();
   PackedB packed{at::empty({t.packed_b_size(k, n)}, b.options()), k, n};
   if (packed.data.numel() == 0) return packed;
@@ -159,15 +184,16 @@ PackedB pack_gemm_b(const at::Tensor& b) {
 
 void gemm_packed(const at::Tensor& a, const PackedB& b, const at::Tensor& bias, bool accumulate,
                  const at::Tensor& out) {
-  TORCH_CHECK(cpu_float(a) && cpu_float(out) && a.dim() == 2 && out.dim() == 2 &&
-                  out.size(0) == a.size(0) && a.size(1) == b.k && out.size(1) == b.n &&
-                  (gemm_backend() == GemmBackend::kOpenBlas
-                       ? cpu_float(b.data) && b.data.dim() == 2 && b.data.size(0) == b.k &&
-                             b.data.size(1) == b.n
-                       : cpu_float_contiguous(b.data) &&
-                             b.data.numel() == active_table().packed_b_size(b.k, b.n)),
-              "gemm_packed: a ", a.sizes(), " . B [", b.k, ", ", b.n, "] (packed) into out ",
-              out.sizes(), " must be fp32 CPU matrices [m, k] . [k, n] -> [m, n]");
+  TORCH_CHECK(
+      cpu_float(a) && cpu_float(out) && a.dim() == 2 && out.dim() == 2 &&
+          out.size(0) == a.size(0) && a.size(1) == b.k && out.size(1) == b.n &&
+          (gemm_backend() == GemmBackend::kOpenBlas || gemm_backend() == GemmBackend::kOneDnn
+               ? cpu_float(b.data) && b.data.dim() == 2 && b.data.size(0) == b.k &&
+                     b.data.size(1) == b.n
+               : cpu_float_contiguous(b.data) &&
+                     b.data.numel() == active_table().packed_b_size(b.k, b.n)),
+      "gemm_packed: a ", a.sizes(), " . B [", b.k, ", ", b.n, "] (packed) into out ", out.sizes(),
+      " must be fp32 CPU matrices [m, k] . [k, n] -> [m, n]");
   run_gemm(a, {}, b.data, bias, accumulate, out);
 }
 

@@ -1,4 +1,4 @@
-// The SDK's products through the kernels' GEMMs, the packed one and OpenBLAS
+// The SDK's products through the kernels' GEMMs, the packed one, OpenBLAS and oneDNN
 // (sdk/src/layers/packed_gemm.h): values and the input, weight and bias gradients of its autograd
 // node against fp64 ATen, for both weight layouts, with and without a bias, and with only some
 // inputs needing gradients; inference products on weights packed once (cached_packed_linear).
@@ -20,13 +20,15 @@
 namespace shardformer::layers {
 namespace {
 
-// The kernels' GEMM, the packed one or OpenBLAS, is chosen here on any CPU, and the process's
-// choice restored after the case.
+// The kernels' GEMM, the packed one, OpenBLAS or oneDNN, is chosen here on any CPU, and the
+// process's choice restored after the case.
 class PackedGemm : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    previous_ = kernels::set_gemm_backend(GetParam() == "own" ? kernels::GemmBackend::kOwn
-                                                              : kernels::GemmBackend::kOpenBlas);
+    previous_ =
+        kernels::set_gemm_backend(GetParam() == "own"        ? kernels::GemmBackend::kOwn
+                                  : GetParam() == "openblas" ? kernels::GemmBackend::kOpenBlas
+                                                             : kernels::GemmBackend::kOneDnn);
   }
   void TearDown() override { kernels::set_gemm_backend(previous_); }
 
@@ -121,7 +123,7 @@ TEST_P(PackedGemm, CachedWeightsGiveTheBitsOfPerProductPacking) {
       const at::Tensor x = at::randn({rows, 1, k});  // [rows, 1, k]
       const at::Tensor y = cached_packed_linear(x, weight, b, k_major);
       if (GetParam() != "own") {
-        EXPECT_FALSE(y.defined());  // OpenBLAS packs within each call
+        EXPECT_FALSE(y.defined());  // the libraries pack within each call
         continue;
       }
       ASSERT_TRUE(y.defined());
@@ -147,7 +149,7 @@ TEST_P(PackedGemm, CachedWeightsGiveTheBitsOfPerProductPacking) {
   EXPECT_EQ(packed_weights(), before + 1);     // one copy per weight
 }
 
-INSTANTIATE_TEST_SUITE_P(Gemms, PackedGemm, ::testing::Values("own", "openblas"),
+INSTANTIATE_TEST_SUITE_P(Gemms, PackedGemm, ::testing::Values("own", "openblas", "onednn"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

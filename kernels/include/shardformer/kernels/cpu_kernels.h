@@ -40,18 +40,20 @@ at::Tensor skinny_silu_gate(const at::Tensor& x, const at::Tensor& w_gate, const
                             const at::Tensor& w_up, const at::Tensor& b_up);
 
 // What runs `gemm` below and whether it serves CPU fp32 products in place of ATen's (MKL's),
-// chosen once per process from the CPU (docs/benchmarks.md): the packed GEMM of these kernels
-// on AVX-512 CPUs not made by Intel, where MKL runs its AVX2 code; OpenBLAS on AVX2-only CPUs
-// not made by Intel; ATen's on Intel's. The environment variable SHARDFORMER_CPU_GEMM = own |
-// openblas | aten overrides the choice. Under kAten, `gemm` itself runs the packed GEMM.
-enum class GemmBackend { kAten, kOwn, kOpenBlas };
+// chosen once per process from the CPU (docs/benchmarks.md): oneDNN (LibTorch's own) on
+// AVX-512 CPUs not made by Intel, where MKL runs its AVX2 code; OpenBLAS on AVX2-only CPUs not
+// made by Intel; ATen's on Intel's. The environment variable SHARDFORMER_CPU_GEMM = own |
+// openblas | onednn | aten overrides the choice (own: the packed GEMM of these kernels). Under
+// kAten, `gemm` itself runs the packed GEMM.
+enum class GemmBackend { kAten, kOwn, kOpenBlas, kOneDnn };
 GemmBackend gemm_backend();
 // Replaces the choice and returns the one it replaces: for tests and benchmarks, between
 // products (a job's layers may keep what the earlier choice packed for them).
 GemmBackend set_gemm_backend(GemmBackend backend);
 bool gemm_enabled();  // gemm_backend() != kAten
 
-// A line for the log: "packed GEMM (AVX512 kernels)", "OpenBLAS 0.3.34 (Haswell kernels)".
+// A line for the log: "packed GEMM (AVX512 kernels)", "OpenBLAS 0.3.34 (Haswell kernels)",
+// "oneDNN (LibTorch's matmul)".
 std::string gemm_name();
 
 // out [m, n] (=|+=) a [m, k] . b [k, n] (+ bias [n]): a and b of any strides (a transpose is a
