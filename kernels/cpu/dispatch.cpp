@@ -117,6 +117,12 @@ namespace {
 
 bool cpu_float(const at::Tensor& t) { return t.device().is_cpu() && t.scalar_type() == at::kFloat; }
 
+// The libraries (OpenBLAS, oneDNN) pack B within each call: their "packing" is B as it is.
+bool library_backend() {
+  const GemmBackend backend = gemm_backend();
+  return backend == GemmBackend::kOpenBlas || backend == GemmBackend::kOneDnn;
+}
+
 // gemm and gemm_packed: out [m, n] (=|+=) a [m, k] . B (+ bias), B as b or packed whole.
 void run_gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& packed,
               const at::Tensor& bias, bool accumulate, const at::Tensor& out) {
@@ -169,10 +175,7 @@ PackedB pack_gemm_b(const at::Tensor& b) {
   TORCH_CHECK(cpu_float(b) && b.dim() == 2, "pack_gemm_b: b ", b.sizes(),
               " must be an fp32 CPU matrix [k, n]");
   const int64_t k = b.size(0), n = b.size(1);
-  // The libraries pack B within each call: their "packing" is B as it is.
-  if (gemm_backend() == GemmBackend::kOpenBlas || gemm_backend() == GemmBackend::kOneDnn) {
-    return PackedB{b, k, n};
-  }
+  if (library_backend()) return PackedB{b, k, n};
   const KernelTable& t = active_table();
   PackedB packed{at::empty({t.packed_b_size(k, n)}, b.options()), k, n};
   if (packed.data.numel() == 0) return packed;
@@ -187,11 +190,10 @@ void gemm_packed(const at::Tensor& a, const PackedB& b, const at::Tensor& bias, 
   TORCH_CHECK(
       cpu_float(a) && cpu_float(out) && a.dim() == 2 && out.dim() == 2 &&
           out.size(0) == a.size(0) && a.size(1) == b.k && out.size(1) == b.n &&
-          (gemm_backend() == GemmBackend::kOpenBlas || gemm_backend() == GemmBackend::kOneDnn
-               ? cpu_float(b.data) && b.data.dim() == 2 && b.data.size(0) == b.k &&
-                     b.data.size(1) == b.n
-               : cpu_float_contiguous(b.data) &&
-                     b.data.numel() == active_table().packed_b_size(b.k, b.n)),
+          (library_backend() ? cpu_float(b.data) && b.data.dim() == 2 && b.data.size(0) == b.k &&
+                                   b.data.size(1) == b.n
+                             : cpu_float_contiguous(b.data) &&
+                                   b.data.numel() == active_table().packed_b_size(b.k, b.n)),
       "gemm_packed: a ", a.sizes(), " . B [", b.k, ", ", b.n, "] (packed) into out ", out.sizes(),
       " must be fp32 CPU matrices [m, k] . [k, n] -> [m, n]");
   run_gemm(a, {}, b.data, bias, accumulate, out);
