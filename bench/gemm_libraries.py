@@ -1,8 +1,8 @@
-"""The GEMM question, measured: our packed GEMM (kernels::gemm, via build/bench/kernel_speed --gemm)
-against ATen's (MKL), oneDNN (inside LibTorch), OpenBLAS and BLIS on GPT-2 small's, a Llama-1B
-shape's and ViT-base's (one image: 197 rows) fp32 products, each library in its own subprocess on
-the same threads; a markdown table. Ours twice: packing B within the call (training, a weight's
-first product) and on B packed beforehand (inference products on weights packed once)."""
+"""The GEMM question, measured: ATen's (MKL), oneDNN (inside LibTorch), OpenBLAS and BLIS on GPT-2
+small's, a Llama-1B shape's and ViT-base's (one image: 197 rows) fp32 products, each library in its
+own subprocess on the same threads, against the FMA peak measured in the same run
+(build/bench/kernel_speed --gemm); a markdown table. It picks the library kernels::gemm runs per
+kind of CPU (kernels/cpu/dispatch.cpp)."""
 import argparse
 import ctypes
 import json
@@ -23,8 +23,7 @@ SHAPES = [("c_attn", 2048, 768, 2304, False), ("attn c_proj", 2048, 768, 768, Fa
           ("ViT-base MLP up, 1 image", 197, 768, 3072, True),
           ("ViT-base MLP down, 1 image", 197, 3072, 768, True)]
 LIBS = {"mkl": "ATen / MKL", "onednn": "oneDNN", "openblas": "OpenBLAS (numpy)",
-        "blis": "BLIS (Debian)", "ours": "ours",
-        "ours-packed": "ours, B packed once"}
+        "blis": "BLIS (Debian)"}
 BLIS_SO = [pathlib.Path(f"/usr/lib/x86_64-linux-gnu/blis-{t}/libblis.so.4")
            for t in ("openmp", "pthread")]
 
@@ -185,12 +184,10 @@ def environment(lib: str, threads: int, isa: str) -> dict:
     env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads),
                BLIS_NUM_THREADS=str(threads),
                OPENBLAS_NUM_THREADS=str(threads if lib == "openblas" else 1))
-    # Per-call buffers (oneDNN's output and scratchpad, our workspace) come back from malloc's free
+    # Per-call buffers (oneDNN's output and scratchpad) come back from malloc's free
     # lists instead of fresh pages: a 412 MB LM-head output faulted in per call would be timed.
     tunables = "glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=1099511627776"
     env["GLIBC_TUNABLES"] = ":".join(filter(None, [env.get("GLIBC_TUNABLES"), tunables]))
-    if lib == "ours":
-        env["SHARDFORMER_CPU_GEMM"] = "own"  # the packed GEMM, whatever this CPU's default is
     if isa == "avx2":
         env.update(ATEN_CPU_CAPABILITY="avx2", MKL_ENABLE_INSTRUCTIONS="AVX2",
                    ONEDNN_MAX_CPU_ISA="AVX2", DNNL_MAX_CPU_ISA="AVX2")
@@ -218,16 +215,24 @@ def blis_arch(args, cpu_isa: str):
         f"BLIS detects 'generic' here: forced the {cpu_isa} sub-config by CPU features")
 
 
-def run_library(lib: str, shapes, args, cpu_isa: str) -> dict:
-    """{'backend': [text], 'seconds': {shape: s}, 'peak': (GFLOP/s, ISA), 'error': text}."""
+def fma_peak(args) -> tuple:
+    """(GFLOP/s, ISA) of this machine's fp32 FMA peak on args.threads, from kernel_speed."""
     kernel_speed = args.build / "bench" / "kernel_speed"
+    if not kernel_speed.exists():
+        return None, f"unknown: {kernel_speed} not built"
+    done = subprocess.run([str(kernel_speed), str(args.threads), "--gemm"], capture_output=True,
+                          text=True, env=environment("peak", args.threads, "native"))
+    for rec in (json.loads(l) for l in done.stdout.splitlines() if l.startswith("{")):
+        if rec["kind"] == "gemm_info":
+            return rec["fma_gflops"], rec["fma_isa"]
+    return None, f"unknown: kernel_speed --gemm exited {done.returncode}"
+
+
+def run_library(lib: str, shapes, args, cpu_isa: str) -> dict:
+    """{'backend': [text], 'seconds': {shape: s}, 'error': text}."""
     specs = [",".join(map(str, s[:3])) + (",t" if s[3] else "") for s in shapes]
-    result = {"backend": [], "seconds": {}, "packed_seconds": {}}
-    if lib == "ours":
-        if not kernel_speed.exists():
-            return result | {"error": f"{kernel_speed} not built"}
-        cmd = [str(kernel_speed), str(args.threads), "--gemm", *specs]
-    elif lib == "blis" and not any(p.exists() for p in BLIS_SO):
+    result = {"backend": [], "seconds": {}}
+    if lib == "blis" and not any(p.exists() for p in BLIS_SO):
         return result | {"error": "not installed (apt-get install libblis4-openmp: "
                          "tools/setup.sh does)"}
     else:
@@ -242,18 +247,11 @@ def run_library(lib: str, shapes, args, cpu_isa: str) -> dict:
         if rec["kind"] == "gemm":
             shape = (rec["m"], rec["k"], rec["n"], rec["bt"])
             result["seconds"][shape] = rec["seconds"]
-            if "packed_seconds" in rec:
-                result["packed_seconds"][shape] = rec["packed_seconds"]
         elif rec["kind"] == "backend" and rec["text"] not in result["backend"]:
             result["backend"].append(rec["text"])
-        elif rec["kind"] == "gemm_info":
-            result["peak"] = (rec["fma_gflops"], rec["fma_isa"])
-            result["backend"].append(f"call: kernels::gemm; kernel table {rec['kernels']} "
-                                     "(kernels::capability(), from ATen's CPU capability)")
     if done.returncode != 0:
         tail = (done.stderr.strip().splitlines() or ["?"])[-1]
-        result["error"] = ("kernel_speed has no --gemm: rebuild it" if "usage:" in done.stderr
-                           else f"exit {done.returncode}: {tail[:200]}")
+        result["error"] = f"exit {done.returncode}: {tail[:200]}"
     return result
 
 
@@ -283,19 +281,13 @@ def main():
     sys.path.insert(0, str(ROOT / "bench"))
     from machine import cpu
     c = cpu()
-    wanted = args.libraries + (["ours"] if "ours-packed" in args.libraries else [])
-    results = {lib: run_library(lib, dims, args, c["isa"])
-               for lib in dict.fromkeys(wanted) if lib != "ours-packed"}
-    if "ours-packed" in args.libraries:  # the same run's products on B packed beforehand
-        results["ours-packed"] = dict(results["ours"], seconds=results["ours"]["packed_seconds"],
-                                      backend=["kernels::pack_gemm_b, then kernels::gemm_packed"])
-    peak, peak_isa = (results.get("ours") or run_library("ours", [], args, c["isa"])).get(
-        "peak", (None, "unknown: kernel_speed --gemm did not run"))  # no shapes: the peak alone
-    print(f"## fp32 GEMM: our packed GEMM against the libraries, {args.threads} threads\n")
+    results = {lib: run_library(lib, dims, args, c["isa"]) for lib in dict.fromkeys(args.libraries)}
+    peak, peak_isa = fma_peak(args)
+    print(f"## fp32 GEMM: the libraries, {args.threads} threads\n")
     print(f"cpu: {c['model_name']} ({c['vendor']}, family {c['family']} model {c['model']}, "
           f"{c['isa']}); fp32 FMA peak on {args.threads} threads: "
           f"{f'{peak:.0f} GFLOP/s' if peak else '?'} ({peak_isa}); best of {args.repeats} "
-          f"{'(ours: 5) ' if args.repeats != 5 else ''}after 0.3 s of warm-up, each library in "
+          "after 0.3 s of warm-up, each library in "
           "its own process\n")
     if args.isa == "avx2":
         print("**--isa avx2 only approximates an AVX2-only machine**: each library runs its AVX2 "
@@ -306,31 +298,26 @@ def main():
                   "width (Zen 5, Intel server cores) an AVX2 core's is half of it; where they "
                   "split them (Zen 4), the same.\n" if peak_isa == "AVX-512" else "\n"))
     print("What ran (MKL_VERBOSE and ONEDNN_VERBOSE on each warm-up call, threadpoolctl, BLIS's "
-          "own queries, kernels::capability()):\n")
+          "own queries):\n")
     for lib, r in results.items():
         print(f"- {LIBS[lib]}: " + ("; ".join(r["backend"]) or "-")
               + (f" **{r['error']}**" if "error" in r else ""))
     libs = list(results)
-    others = [lib for lib in libs if not lib.startswith("ours")]
-    ratio = "ours" in libs and bool(others)
     print("\nGFLOP/s (of the FMA peak). B [N, K]: stored as nn.Linear's weights and the tied LM "
           "head, read transposed. Outputs are made once, but oneDNN's, which come back from "
           "malloc's free lists (GLIBC_TUNABLES, in every process).\n")
     print("| product | M x K x N | B | " + " | ".join(LIBS[lib] for lib in libs)
-          + (" | ours / best library (> 1: ours faster) | packed once / best |" if ratio
-             else " |"))
-    print("|---" * (3 + len(libs) + 2 * ratio) + "|")
+          + " | best / second best |")
+    print("|---" * (4 + len(libs)) + "|")
     for name, m, k, n, bt in shapes:
         rates = {lib: 2.0 * m * k * n / results[lib]["seconds"][(m, k, n, bt)] / 1e9
                  for lib in libs if (m, k, n, bt) in results[lib]["seconds"]}
         cells = [f"{rates[lib]:.0f}" + (f" ({100 * rates[lib] / peak:.0f}%)" if peak else "")
                  if lib in rates else "-" for lib in libs]
         row = f"| {name} | {m} x {k} x {n} | {'[N, K]' if bt else '[K, N]'} | " + " | ".join(cells)
-        best = max((lib for lib in others if lib in rates), key=rates.get, default=None)
-        if ratio:
-            row += "".join(f" | {rates[ours] / rates[best]:.2f} x ({LIBS[best]})"
-                           if ours in rates and best else " | -"
-                           for ours in ("ours", "ours-packed"))
+        ranked = sorted(rates, key=rates.get, reverse=True)
+        row += (f" | {LIBS[ranked[0]]}, {rates[ranked[0]] / rates[ranked[1]]:.2f} x"
+                if len(ranked) > 1 else " | -")
         print(row + " |")
 
 

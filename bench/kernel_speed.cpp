@@ -1,10 +1,9 @@
-// Micro-benchmark of the CPU kernels (kernels/): the kernels' GEMM's GFLOP/s (the packed one or
-// OpenBLAS, as the machine picks it or SHARDFORMER_CPU_GEMM names it) against this
-// machine's FMA peak and ATen's GEMM, each fused kernel's GB/s against the memory read bandwidth,
-// all measured in the same run. Prints markdown tables (docs/benchmarks.md); --limits prints the
-// GEMM and FMA rates as one JSON line for bench/bench_speed.py; --gemm M,K,N[,t] ... times the
-// packed GEMM alone on those shapes (B packed within the call, B packed beforehand as inference's
-// weights are, and that packing alone), one JSON line each, for bench/gemm_libraries.py;
+// Micro-benchmark of the CPU kernels (kernels/): kernels::gemm's GFLOP/s (the library this
+// machine picks or SHARDFORMER_CPU_GEMM names) against this machine's FMA peak and ATen's GEMM,
+// each fused kernel's GB/s against the memory read bandwidth, all measured in the same run. Prints
+// markdown tables (docs/benchmarks.md); --limits prints the GEMM and FMA rates as one JSON line for
+// bench/bench_speed.py; --gemm M,K,N[,t] ... times kernels::gemm alone on those shapes, one JSON
+// line each, then the FMA peak (with no shape, the peak alone: bench/gemm_libraries.py's roofline);
 // --attention prints the attention kernels' table alone; --decode-step times a decoding step's
 // products alone at SmolLM2-135M's shapes against the memory read rate; --few-rows times a
 // prompt's few-row products against the library GEMM and the FMA peak, naming the CPU.
@@ -56,7 +55,7 @@ double gemm_flops(const at::Tensor& a, const at::Tensor& b) {
          static_cast<double>(b.size(1));
 }
 
-// The packed GEMM and ATen's, each into an output made once (as the host's block cache gives
+// kernels::gemm and ATen's, each into an output made once (as the host's block cache gives
 // back): fresh 412 MB outputs would time page faults and zeroing instead of the products.
 void gemm_row(const char* name, const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias,
               double peak) {
@@ -313,28 +312,20 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (gemm_only) {
-    // The packed GEMM alone, into an output made once: best of 5 after 0.3 s of warm-up (after
-    // one call, a process's first product still ran some 10% slow), on B as it is and on B packed
-    // beforehand; then the FMA peak.
+    // kernels::gemm alone, into an output made once: best of 5 after 0.3 s of warm-up (after one
+    // call, a process's first product still ran some 10% slow); then the FMA peak.
     for (const GemmShape& s : gemm_shapes) {
       const int64_t m = s.m, k = s.k, n = s.n;
       const at::Tensor a = at::randn({m, k});
       const at::Tensor b = s.bt ? at::randn({n, k}).t() : at::randn({k, n});
       at::Tensor out = at::empty({m, n});
-      const kernels::PackedB packed = kernels::pack_gemm_b(b);
       const auto run = [&] { kernels::gemm(a, b, {}, false, out); };
-      const auto run_packed = [&] { kernels::gemm_packed(a, packed, {}, false, out); };
-      auto start = std::chrono::steady_clock::now();
+      const auto start = std::chrono::steady_clock::now();
       while (std::chrono::steady_clock::now() - start < std::chrono::milliseconds(300)) run();
-      const double plain = best_seconds(run, 5);
-      start = std::chrono::steady_clock::now();
-      while (std::chrono::steady_clock::now() - start < std::chrono::milliseconds(300))
-        run_packed();
       std::printf(
           "{\"kind\": \"gemm\", \"m\": %lld, \"k\": %lld, \"n\": %lld, \"bt\": %s, "
-          "\"seconds\": %.6g, \"packed_seconds\": %.6g, \"pack_seconds\": %.6g}\n",
-          s.m, s.k, s.n, s.bt ? "true" : "false", plain, best_seconds(run_packed, 5),
-          best_seconds([&] { (void)kernels::pack_gemm_b(b); }, 5));
+          "\"seconds\": %.6g}\n",
+          s.m, s.k, s.n, s.bt ? "true" : "false", best_seconds(run, 5));
       std::fflush(stdout);
     }
     std::printf(
@@ -393,8 +384,8 @@ int main(int argc, char** argv) {
            at::randn({1536, 768}), {}, peak);
   gemm_row("tp 2: LM head [2048, 768] . [25152, 768]^T", x, at::randn({25152, 768}).t(), {}, peak);
   gemm_row("weight gradient [2048, 768]^T . [2048, 3072]", x.t(), x4, {}, peak);
-  gemm_row("packed GEMM at 32 rows: 32 x 768 . [768, 2304] + bias", at::randn({32, 768}),
-           at::randn({768, 2304}), at::randn({2304}), peak);
+  gemm_row("32 rows: 32 x 768 . [768, 2304] + bias", at::randn({32, 768}), at::randn({768, 2304}),
+           at::randn({2304}), peak);
   std::printf("\n");
   const at::Tensor big = at::ones({1 << 28});  // 1 GiB: the read-bandwidth limit
   const double read = static_cast<double>(big.nbytes()) / best_seconds([&] { big.sum(); });

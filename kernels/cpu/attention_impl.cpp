@@ -1,5 +1,5 @@
-// Attention for inference on the packed GEMM (gemm_impl.cpp), compiled per instruction set like
-// the other kernels: per (batch, head) and block of queries, the scores against every key (or,
+// Attention for inference on the kernels' own GEMM (gemm_impl.cpp), compiled per instruction set
+// like the other kernels: per (batch, head) and block of queries, the scores against every key (or,
 // causal, the keys up to the block's last query), an exact softmax per row, and their product
 // with the values. Causal blocks above the diagonal are never computed. Decoding's few queries
 // over a KV cache take cached_attention: dot products, an exact softmax and a weighted sum.

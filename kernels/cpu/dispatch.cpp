@@ -68,20 +68,19 @@ namespace {
 // The choice from the environment and the CPU, made at the first product.
 GemmBackend chosen_backend() {
   const std::string choice =
-      environment_choice("SHARDFORMER_CPU_GEMM", {"own", "openblas", "onednn", "aten"});
-  if (choice == "own") return GemmBackend::kOwn;
+      environment_choice("SHARDFORMER_CPU_GEMM", {"openblas", "onednn", "aten"});
   if (choice == "openblas") return GemmBackend::kOpenBlas;
   if (choice == "aten") return GemmBackend::kAten;
   if (choice == "onednn") return GemmBackend::kOneDnn;
 #if defined(__x86_64__)
   // Measured per kind of CPU (bench/gemm_libraries.py, docs/benchmarks.md). Intel's: MKL runs
-  // its own AVX-512 code there, 0.97-1.54x the packed GEMM (an Emerald Rapids Xeon), oneDNN
-  // 43-78% of the peak. AVX-512 CPUs of other makers: oneDNN, where MKL runs AVX2 code; on a
-  // Zen 4 level with the packed GEMM on GPT-2's forward, 1.05x on ViT-base one image at a time
-  // and 1.05-1.08x on a training step (on a Zen 5 its products ran at 83-99% of the peak, the
-  // packed GEMM's 74-94%). AVX2-only CPUs of other makers: OpenBLAS, level with MKL on GPT-2's
-  // layer products and 1.36x it on the LM head, where MKL drops to 64% of the FMA peak (a Zen
-  // 3: 91-93% of the peak on every shape, oneDNN 47-77%, the packed GEMM's AVX2 tiles 83-88%).
+  // its own AVX-512 code there, 0.97-1.54x the project's former packed GEMM (an Emerald Rapids
+  // Xeon), oneDNN 43-78% of the peak. AVX-512 CPUs of other makers: oneDNN, where MKL runs AVX2
+  // code; on a Zen 4 level with that packed GEMM on GPT-2's forward, 1.05x on ViT-base one image
+  // at a time and 1.05-1.08x on a training step (on a Zen 5 its products ran at 83-99% of the
+  // peak, the packed GEMM's 74-94%). AVX2-only CPUs of other makers: OpenBLAS, level with MKL on
+  // GPT-2's layer products and 1.36x it on the LM head, where MKL drops to 64% of the FMA peak (a
+  // Zen 3: 91-93% of the peak on every shape, oneDNN 47-77%, the packed GEMM's AVX2 tiles 83-88%).
   __builtin_cpu_init();
   if (__builtin_cpu_is("intel")) return GemmBackend::kAten;
   return capability() == "AVX512" ? GemmBackend::kOneDnn : GemmBackend::kOpenBlas;
@@ -105,7 +104,6 @@ bool gemm_enabled() { return gemm_backend() != GemmBackend::kAten; }
 
 std::string gemm_name() {
   switch (gemm_backend()) {
-    case GemmBackend::kOwn: return "packed GEMM (" + capability() + " kernels)";
     case GemmBackend::kOpenBlas: return blas_name();
     case GemmBackend::kOneDnn: return "oneDNN (LibTorch's matmul)";
     case GemmBackend::kAten: break;
@@ -117,48 +115,6 @@ namespace {
 
 bool cpu_float(const at::Tensor& t) { return t.device().is_cpu() && t.scalar_type() == at::kFloat; }
 
-// The libraries (OpenBLAS, oneDNN) pack B within each call: their "packing" is B as it is.
-bool library_backend() {
-  const GemmBackend backend = gemm_backend();
-  return backend == GemmBackend::kOpenBlas || backend == GemmBackend::kOneDnn;
-}
-
-// gemm and gemm_packed: out [m, n] (=|+=) a [m, k] . B (+ bias), B as b or packed whole.
-void run_gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& packed,
-              const at::Tensor& bias, bool accumulate, const at::Tensor& out) {
-  TORCH_CHECK(out.size(1) <= 1 || out.stride(1) == 1, "gemm: out's rows must be contiguous");
-  const int64_t m = a.size(0), k = a.size(1), n = out.size(1);
-  check_vector(bias, n, "gemm: bias");
-  if (m == 0 || n == 0) return;
-  const KernelTimeScope timed([&] {
-    return kernel_call(k > 1 && a.stride(1) != 1 ? "gemm_a_transposed" : "gemm",
-                       {{"m", m}, {"k", k}, {"n", n}});
-  });
-  const int64_t threads = at::get_num_threads();
-  if (gemm_backend() == GemmBackend::kOpenBlas) {
-    blas_gemm(a, b.defined() ? b : packed, bias, accumulate, out, threads);
-    return;
-  }
-  if (gemm_backend() == GemmBackend::kOneDnn) {
-    // The bias goes into out first and the product is added to it (beta 1).
-    if (bias.defined() && accumulate) {
-      out.add_(bias);
-    } else if (bias.defined()) {
-      out.copy_(bias.expand_as(out));
-    }
-    at::native::mkldnn_matmul(a, b.defined() ? b : packed, out,
-                              bias.defined() || accumulate ? 1.F : 0.F, 1.F);
-    return;
-  }
-  const KernelTable& t = active_table();
-  const int64_t bcs = b.defined() ? b.stride(1) : 1;
-  const at::Tensor work =
-      at::empty({t.gemm_workspace(m, n, k, bcs, threads, packed.defined())}, a.options());
-  t.gemm(m, n, k, a.data_ptr<float>(), a.stride(0), a.stride(1), data_or_null(b),
-         b.defined() ? b.stride(0) : 0, bcs, data_or_null(bias), accumulate, out.data_ptr<float>(),
-         out.stride(0), threads, work.data_ptr<float>(), data_or_null(packed));
-}
-
 }  // namespace
 
 void gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias, bool accumulate,
@@ -168,35 +124,30 @@ void gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias, bool
                   out.size(1) == b.size(1),
               "gemm: a ", a.sizes(), " . b ", b.sizes(), " into out ", out.sizes(),
               " must be fp32 CPU matrices [m, k] . [k, n] -> [m, n]");
-  run_gemm(a, b, {}, bias, accumulate, out);
-}
-
-PackedB pack_gemm_b(const at::Tensor& b) {
-  TORCH_CHECK(cpu_float(b) && b.dim() == 2, "pack_gemm_b: b ", b.sizes(),
-              " must be an fp32 CPU matrix [k, n]");
-  const int64_t k = b.size(0), n = b.size(1);
-  if (library_backend()) return PackedB{b, k, n};
-  const KernelTable& t = active_table();
-  PackedB packed{at::empty({t.packed_b_size(k, n)}, b.options()), k, n};
-  if (packed.data.numel() == 0) return packed;
-  const KernelTimeScope timed([&] { return kernel_call("pack_gemm_b", {{"k", k}, {"n", n}}); });
-  t.pack_b_whole(k, n, b.data_ptr<float>(), b.stride(0), b.stride(1),
-                 packed.data.data_ptr<float>());
-  return packed;
-}
-
-void gemm_packed(const at::Tensor& a, const PackedB& b, const at::Tensor& bias, bool accumulate,
-                 const at::Tensor& out) {
-  TORCH_CHECK(
-      cpu_float(a) && cpu_float(out) && a.dim() == 2 && out.dim() == 2 &&
-          out.size(0) == a.size(0) && a.size(1) == b.k && out.size(1) == b.n &&
-          (library_backend() ? cpu_float(b.data) && b.data.dim() == 2 && b.data.size(0) == b.k &&
-                                   b.data.size(1) == b.n
-                             : cpu_float_contiguous(b.data) &&
-                                   b.data.numel() == active_table().packed_b_size(b.k, b.n)),
-      "gemm_packed: a ", a.sizes(), " . B [", b.k, ", ", b.n, "] (packed) into out ", out.sizes(),
-      " must be fp32 CPU matrices [m, k] . [k, n] -> [m, n]");
-  run_gemm(a, {}, b.data, bias, accumulate, out);
+  TORCH_CHECK(out.size(1) <= 1 || out.stride(1) == 1, "gemm: out's rows must be contiguous");
+  const int64_t m = a.size(0), k = a.size(1), n = out.size(1);
+  check_vector(bias, n, "gemm: bias");
+  if (m == 0 || n == 0) return;
+  const KernelTimeScope timed([&] {
+    return kernel_call(k > 1 && a.stride(1) != 1 ? "gemm_a_transposed" : "gemm",
+                       {{"m", m}, {"k", k}, {"n", n}});
+  });
+  if (gemm_backend() == GemmBackend::kOpenBlas) {
+    blas_gemm(a, b, bias, accumulate, out, at::get_num_threads());
+    return;
+  }
+  // oneDNN and ATen: the bias goes into out first and the product is added to it (beta 1).
+  if (bias.defined() && accumulate) {
+    out.add_(bias);
+  } else if (bias.defined()) {
+    out.copy_(bias.expand_as(out));
+  }
+  const float beta = bias.defined() || accumulate ? 1.F : 0.F;
+  if (gemm_backend() == GemmBackend::kOneDnn) {
+    at::native::mkldnn_matmul(a, b, out, beta, 1.F);
+  } else {
+    out.addmm_(a, b, beta, 1.F);
+  }
 }
 
 at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,

@@ -1,6 +1,8 @@
 // A packed, cache-blocked fp32 GEMM (BLIS's five loops around a register-tile kernel), written
 // with ATen's Vectorized<float> and compiled per instruction set like kernels_impl.cpp:
-// C = A . B (+ bias) (+ C) for A and B of any strides. Why it exists: docs/benchmarks.md.
+// C = A . B (+ bias) (+ C) for A and B of any strides. It serves block attention
+// (attention_impl.cpp), whose blocks of scores stay in cache between its two products; the
+// model's products run on a library (dispatch.cpp: why in docs/benchmarks.md).
 #include "kernel_table.h"
 #include "vec_common.h"
 

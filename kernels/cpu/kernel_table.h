@@ -85,7 +85,8 @@ struct KernelTable {
   void (*cached_attention)(const float* q, const float* k, const float* v, const bool* mask,
                            float* out, const CachedAttentionShape& shape, float scale);
   // c[i * ldc + j] (=|+=) sum_p a[i * ars + p * acs] * b[p * brs + j * bcs] (+ bias[j]):
-  // the packed GEMM of gemm_impl.cpp; with `packed` (B packed whole, b null) the same bits.
+  // the register-tile GEMM of gemm_impl.cpp that block_attention runs on (here for the tests
+  // of each instruction set); with `packed` (B packed whole, b null) the same bits.
   void (*gemm)(int64_t m, int64_t n, int64_t k, const float* a, int64_t ars, int64_t acs,
                const float* b, int64_t brs, int64_t bcs, const float* bias, bool accumulate,
                float* c, int64_t ldc, int64_t threads, float* workspace, const float* packed);

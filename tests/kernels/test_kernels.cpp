@@ -179,10 +179,10 @@ TEST_P(Kernels, SkinnyGroupAndSiluGateMatchFp64Products) {
   at::set_num_threads(threads);
 }
 
-// The packed GEMM over shapes with row, column and depth tails and past each cache block (m >
-// 120, n > 2048, k > 768), operands transposed (A packed) or sliced (A read in place, its last
-// partial micro-panel packed), out a column slice, with a bias, accumulating, and split over 1
-// and 3 threads.
+// The kernels' own GEMM (block attention's) over shapes with row, column and depth tails and past
+// each cache block (m > 120, n > 2048, k > 768), operands transposed (A packed) or sliced (A read
+// in place, its last partial micro-panel packed), out a column slice, with a bias, accumulating,
+// and split over 1 and 3 threads.
 TEST_P(Kernels, GemmMatchesFp64Product) {
   const kernels::KernelTable& t = *GetParam().table;
   at::manual_seed(0);
@@ -673,52 +673,41 @@ TEST(KernelEntryPoints, SkinnyProductsAndSiluGateEqualTheSeparateOpsAndRefuseWha
   EXPECT_THROW(kernels::skinny_silu_gate(x, wg.t(), {}, wu, {}), c10::Error);  // strided
 }
 
+// On each library (ATen's, OpenBLAS, oneDNN), whatever this CPU picks.
 TEST(KernelEntryPoints, GemmAndLinearKeepLeadingDimsWriteSlicesAndRefuseWhatTheyCannotServe) {
-  const at::Tensor x = at::randn({2, 3, 40}), w = at::randn({70, 40}), b = at::randn({70});
-  const at::Tensor y = kernels::linear(x, w, b, /*k_major=*/false);
-  EXPECT_EQ(y.sizes(), (std::vector<int64_t>{2, 3, 70}));
-  EXPECT_TRUE(at::allclose(y, at::linear(x, w, b), 1e-5, 1e-5));
-  EXPECT_TRUE(
-      at::allclose(kernels::linear(x, w.t().contiguous(), b, /*k_major=*/true), y, 1e-5, 1e-5));
-  // Into columns 10..79 of a wider matrix, adding to what is there.
-  at::Tensor wide = at::ones({6, 90});
-  kernels::gemm(x.view({6, 40}), w.t(), {}, /*accumulate=*/true, wide.narrow(1, 10, 70));
-  EXPECT_TRUE(at::allclose(wide.narrow(1, 10, 70), at::mm(x.view({6, 40}), w.t()) + 1, 1e-5, 1e-5));
-  EXPECT_TRUE(at::equal(wide.narrow(1, 0, 10), at::ones({6, 10})));
-  EXPECT_TRUE(at::equal(wide.narrow(1, 80, 10), at::ones({6, 10})));
-  const at::Tensor out = at::empty({6, 70});
-  EXPECT_THROW(kernels::gemm(x.view({6, 40}), w, {}, false, out), c10::Error);  // k differs
-  EXPECT_THROW(kernels::gemm(x.view({6, 40}), w.t(), {}, false, at::empty({70, 6}).t()),
-               c10::Error);  // out's rows strided
-  EXPECT_THROW(kernels::gemm(x.view({6, 40}).to(at::kDouble), w.t(), {}, false, out),
-               c10::Error);                                                     // fp64
-  EXPECT_THROW(kernels::linear(x, w, at::randn({69}), false), c10::Error);      // bias size
-  EXPECT_THROW(kernels::linear(x, at::randn({70, 41}), b, false), c10::Error);  // k differs
-}
-
-// B packed once serves several products, row blocks of one here, with the bits of `gemm` (the
-// packed GEMM), or within rounding of them (OpenBLAS and oneDNN, whose bits depend on where a row
-// falls among the row blocks of their call).
-TEST(KernelEntryPoints, GemmPackedEqualsGemmAndRefusesAPackingOfAnotherShape) {
-  const at::Tensor a = at::randn({300, 130}), b = at::randn({70, 130}).t();  // b [130, 70]
-  const at::Tensor bias = at::randn({70});
-  const at::Tensor want = at::empty({300, 70});
-  kernels::gemm(a, b, bias, false, want);
-  const kernels::PackedB packed = kernels::pack_gemm_b(b);
-  const at::Tensor got = at::empty({300, 70});
-  for (const int64_t first : {0, 200}) {
-    kernels::gemm_packed(a.narrow(0, first, first == 0 ? 200 : 100), packed, bias, false,
-                         got.narrow(0, first, first == 0 ? 200 : 100));
+  const kernels::GemmBackend picked = kernels::gemm_backend();
+  for (const kernels::GemmBackend backend :
+       {kernels::GemmBackend::kAten, kernels::GemmBackend::kOpenBlas,
+        kernels::GemmBackend::kOneDnn}) {
+    kernels::set_gemm_backend(backend);
+    SCOPED_TRACE(kernels::gemm_name());
+    const at::Tensor x = at::randn({2, 3, 40}), w = at::randn({70, 40}), b = at::randn({70});
+    const at::Tensor y = kernels::linear(x, w, b, /*k_major=*/false);
+    EXPECT_EQ(y.sizes(), (std::vector<int64_t>{2, 3, 70}));
+    EXPECT_TRUE(at::allclose(y, at::linear(x, w, b), 1e-5, 1e-5));
+    EXPECT_TRUE(
+        at::allclose(kernels::linear(x, w.t().contiguous(), b, /*k_major=*/true), y, 1e-5, 1e-5));
+    // Into columns 10..79 of a wider matrix, adding to what is there, with and without a bias.
+    for (const bool with_bias : {false, true}) {
+      at::Tensor wide = at::ones({6, 90});
+      kernels::gemm(x.view({6, 40}), w.t(), with_bias ? b : at::Tensor(), /*accumulate=*/true,
+                    wide.narrow(1, 10, 70));
+      const at::Tensor want =
+          at::mm(x.view({6, 40}), w.t()) + 1 + (with_bias ? b : at::zeros({70}));
+      EXPECT_TRUE(at::allclose(wide.narrow(1, 10, 70), want, 1e-5, 1e-5)) << "bias " << with_bias;
+      EXPECT_TRUE(at::equal(wide.narrow(1, 0, 10), at::ones({6, 10})));
+      EXPECT_TRUE(at::equal(wide.narrow(1, 80, 10), at::ones({6, 10})));
+    }
+    const at::Tensor out = at::empty({6, 70});
+    EXPECT_THROW(kernels::gemm(x.view({6, 40}), w, {}, false, out), c10::Error);  // k differs
+    EXPECT_THROW(kernels::gemm(x.view({6, 40}), w.t(), {}, false, at::empty({70, 6}).t()),
+                 c10::Error);  // out's rows strided
+    EXPECT_THROW(kernels::gemm(x.view({6, 40}).to(at::kDouble), w.t(), {}, false, out),
+                 c10::Error);                                                     // fp64
+    EXPECT_THROW(kernels::linear(x, w, at::randn({69}), false), c10::Error);      // bias size
+    EXPECT_THROW(kernels::linear(x, at::randn({70, 41}), b, false), c10::Error);  // k differs
   }
-  if (kernels::gemm_backend() == kernels::GemmBackend::kOpenBlas ||
-      kernels::gemm_backend() == kernels::GemmBackend::kOneDnn) {
-    EXPECT_TRUE(at::allclose(got, want, 1e-5, 1e-5));
-  } else {
-    EXPECT_TRUE(at::equal(got, want));
-  }
-  EXPECT_THROW(kernels::gemm_packed(a, packed, {}, false, at::empty({300, 71})), c10::Error);
-  EXPECT_THROW(kernels::gemm_packed(a.narrow(1, 0, 129), packed, {}, false, got), c10::Error);
-  EXPECT_THROW(kernels::pack_gemm_b(b.to(at::kDouble)), c10::Error);
+  kernels::set_gemm_backend(picked);
 }
 
 TEST(KernelEntryPoints, BlockAttentionMatchesSdpaAndRefusesWhatItCannotServe) {

@@ -124,7 +124,7 @@ void check_linear(int tp, ShardStyle style, layers::LinearOptions options, bool 
     if (style.kind == ShardKind::kRow) {  // more rows than the skinny kernel takes, without
       // gradients: the row-parallel product goes straight into the all-reduce's shared slots
       const at::NoGradGuard no_grad;
-      static_assert(3 * 11 > kernels::kSkinnyRows, "33 rows must take the packed GEMM");
+      static_assert(3 * 11 > kernels::kSkinnyRows, "33 rows must take the GEMM");
       const at::Tensor many = seeded(9, {3, 11, in});  // 33 rows
       const at::Tensor mine = input_split ? many.chunk(tp, -1)[rank].contiguous() : many;
       // Inference throughout, its first product made before: on MKL's path every product below
@@ -216,9 +216,9 @@ void check_embedding(int tp, ShardKind kind) {
     expect_equal(sharded->lm_logits(hidden, layers::LogitsGather::kAll).logits.detach(),
                  logits_full.detach(), "gathered logits", 1e-5);
     {  // more rows than the skinny kernel takes, without gradients (the vocab-parallel head
-       // computes into its columns of the gathered logits where the packed GEMM runs)
+       // computes into its columns of the gathered logits where kernels::gemm runs)
       const at::NoGradGuard no_grad;
-      static_assert(3 * 11 > kernels::kSkinnyRows, "33 rows must take the packed GEMM");
+      static_assert(3 * 11 > kernels::kSkinnyRows, "33 rows must take the GEMM");
       const at::Tensor many = seeded(9, {3, 11, dim});  // 33 rows
       expect_equal(sharded->lm_logits(many, layers::LogitsGather::kAll).logits,
                    at::matmul(many, weight.t()), "gathered logits of 33 rows", 1e-5);

@@ -3,7 +3,7 @@
 // otherwise the layers use ATen's ops.
 #pragma once
 
-#include "packed_gemm.h"
+#include "library_gemm.h"
 
 #include "shardformer/kernels/cpu_kernels.h"
 #include "shardformer/runtime/inference_scope.h"
@@ -29,8 +29,8 @@ inline bool use_inference_kernel(std::initializer_list<at::Tensor> inputs) {
   return true;
 }
 
-// Whether the packed GEMM writes x [..., k] times `weight` straight into a collective's buffer
-// (a gathered output's slice, a shared-memory slot): no gradients, fp32 CPU tensors in the
+// Whether kernels::gemm (a library's) writes x [..., k] times `weight` straight into a collective's
+// buffer (a gathered output's slice, a shared-memory slot): no gradients, fp32 CPU tensors in the
 // kernels' layout, and more rows than the skinny kernel takes (decoding keeps that kernel).
 inline bool gemm_into_collective(const at::Tensor& x, const at::Tensor& weight) {
   return !at::GradMode::is_enabled() && kernels::gemm_enabled() && kernel_layout(x) &&
@@ -39,8 +39,8 @@ inline bool gemm_into_collective(const at::Tensor& x, const at::Tensor& weight) 
 }
 
 // x [..., k] times a weight [n, k] (k_major false) or [k, n] (true), plus bias: the skinny
-// kernel for a few rows without gradients (decoding), linear_product otherwise (the packed GEMM
-// where it is enabled, with gradients; ATen's GEMM elsewhere).
+// kernel for a few rows without gradients (decoding), linear_product otherwise (the library
+// kernels::gemm picked, with gradients; ATen's GEMM on Intel's CPUs).
 inline at::Tensor project(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                           bool k_major) {
   if (use_inference_kernel({x}) && kernels::skinny_linear_applies(x, weight)) {

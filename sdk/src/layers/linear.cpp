@@ -239,18 +239,9 @@ Linear1D_Row::Linear1D_Row(const BuildContext& ctx, int64_t in_features, int64_t
 
 std::function<void(int64_t, at::Tensor&)> Linear1D_Row::slot_producer(
     const at::Tensor& rows) const {
-  const at::Tensor w = conv1d(options_) ? weight_ : weight_.t();  // [in/tp, out]
-  // Where the rows take several rounds, the weight is packed for the GEMM once for all of them
-  // (each product packs it again otherwise).
-  auto packed = std::make_shared<kernels::PackedB>();
-  return [rows, w, packed](int64_t first, at::Tensor& block) {  // block [n, out]
-    const at::Tensor a = rows.narrow(0, first, block.size(0));  // [n, in/tp]
-    if (first == 0 && block.size(0) < rows.size(0)) *packed = kernels::pack_gemm_b(w);
-    if (packed->data.defined()) {
-      kernels::gemm_packed(a, *packed, {}, false, block);
-    } else {
-      kernels::gemm(a, w, {}, false, block);
-    }
+  const at::Tensor w = conv1d(options_) ? weight_ : weight_.t();               // [in/tp, out]
+  return [rows, w](int64_t first, at::Tensor& block) {                         // block [n, out]
+    kernels::gemm(rows.narrow(0, first, block.size(0)), w, {}, false, block);  // [n, in/tp] . w
   };
 }
 

@@ -61,7 +61,7 @@ at::Tensor packed_of(const MklPackedApi& mkl, const at::Tensor& weight, bool k_m
   const auto n = static_cast<int>(weight.size(k_major ? 1 : 0));
   const auto k = static_cast<int>(weight.size(k_major ? 0 : 1));
   const auto bytes = static_cast<int64_t>(mkl.get_size(kBMatrix, kPackRows, n, k));
-  return packed_weight(weight, k_major, m, PackFormat::kMkl, bytes, [&] {
+  return packed_weight(weight, k_major, m, bytes, [&] {
     at::Tensor packed = at::empty({bytes}, at::kByte);
     // B [k, n]: nn.Linear's weight read transposed, Conv1D's as it is.
     mkl.pack(kRowMajor, kBMatrix, k_major ? kNoTrans : kTrans, kPackRows, n, k, 1.0F,

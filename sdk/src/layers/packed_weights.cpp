@@ -18,7 +18,6 @@ struct PackedWeight {
   const void* data = nullptr;
   uint32_t version = 0;
   bool k_major = false;
-  PackFormat format = PackFormat::kMkl;
   at::Tensor packed;  // undefined while the weight waits for its second product
 };
 
@@ -33,15 +32,15 @@ int64_t budget_bytes() {
 
 }  // namespace
 
-at::Tensor packed_weight(const at::Tensor& weight, bool k_major, int64_t rows, PackFormat format,
-                         int64_t bytes, const std::function<at::Tensor()>& pack) {
+at::Tensor packed_weight(const at::Tensor& weight, bool k_major, int64_t rows, int64_t bytes,
+                         const std::function<at::Tensor()>& pack) {
   const std::lock_guard<std::mutex> lock(cache_mutex);
   const c10::TensorImpl* key = weight.unsafeGetTensorImpl();
   const uint32_t version = weight._version();
   auto it = cache.find(key);
   const bool current = it != cache.end() && !it->second.weight.expired() &&
                        it->second.data == weight.data_ptr() && it->second.version == version &&
-                       it->second.k_major == k_major && it->second.format == format;
+                       it->second.k_major == k_major;
   if (current && it->second.packed.defined()) return it->second.packed;
   if (!current) {
     std::erase_if(cache, [key](const auto& entry) {
@@ -53,7 +52,6 @@ at::Tensor packed_weight(const at::Tensor& weight, bool k_major, int64_t rows, P
                      .data = weight.data_ptr(),
                      .version = version,
                      .k_major = k_major,
-                     .format = format,
                      .packed = {}});
     if (rows < kPackAtFirstRows) return {};  // its first product: unpacked
     it = cache.find(key);

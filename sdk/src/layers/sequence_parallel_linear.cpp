@@ -2,7 +2,7 @@
 // reduce-scatter of its gradient, optionally overlapped with the GEMMs.
 #include "sequence_parallel_linear.h"
 
-#include "packed_gemm.h"
+#include "library_gemm.h"
 
 #include <ATen/ATen.h>
 #include <torch/autograd.h>
@@ -15,7 +15,7 @@ using torch::autograd::variable_list;
 
 // [rows, in] x W -> [rows, out], for either weight layout.
 at::Tensor times_weight(const at::Tensor& x, const at::Tensor& weight, bool conv1d) {
-  return conv1d ? packed_mm(x, weight) : packed_mm(x, weight.t());
+  return conv1d ? library_mm(x, weight) : library_mm(x, weight.t());
 }
 
 // Starts gathering every rank's `mine` [seq/tp, batch, in] into `gathered` [seq, batch, in].
@@ -68,14 +68,14 @@ struct SequenceParallelMatmul : torch::autograd::Function<SequenceParallelMatmul
     distributed::PendingWork gather = start_gather(mine, gathered, *group);
     if (!overlap) gather.wait();
     const at::Tensor dy = grads[0].transpose(0, 1).reshape({seq * batch, -1});  // [seq*b, out]
-    const at::Tensor dx_full = (conv1d ? packed_mm(dy, weight.t()) : packed_mm(dy, weight))
+    const at::Tensor dx_full = (conv1d ? library_mm(dy, weight.t()) : library_mm(dy, weight))
                                    .view({seq, batch, in});  // [seq, batch, in], partial sums
     at::Tensor dx = at::empty_like(mine);
     distributed::PendingWork scatter = group->reduce_scatter_async(dx_full, dx);
     if (!overlap) scatter.wait();
     gather.wait();
     const at::Tensor x2 = gathered.view({seq * batch, in});
-    const at::Tensor dw = conv1d ? packed_mm(x2.t(), dy) : packed_mm(dy.t(), x2);
+    const at::Tensor dw = conv1d ? library_mm(x2.t(), dy) : library_mm(dy.t(), x2);
     scatter.wait();
     return {dx.transpose(0, 1), dw, at::Tensor(), at::Tensor(), at::Tensor()};
   }

@@ -1,8 +1,8 @@
-// Fused CPU kernels (no autograd of their own): a packed GEMM, products with few rows
-// (decoding), bias + tanh-GELU, residual add + LayerNorm, RMSNorm, rotary embedding, and the
-// softmax cross-entropy's statistics and gradient. Each has an ATen reference in tests/kernels;
-// the SDK calls them with gradients off or inside an autograd Function that supplies the
-// backward, never plugins directly.
+// Fused CPU kernels (no autograd of their own): the call into the chosen GEMM library, products
+// with few rows (decoding), bias + tanh-GELU, residual add + LayerNorm, RMSNorm, rotary embedding,
+// and the softmax cross-entropy's statistics and gradient. Each has an ATen reference in
+// tests/kernels; the SDK calls them with gradients off or inside an autograd Function that supplies
+// the backward, never plugins directly.
 #pragma once
 
 #include <ATen/Tensor.h>
@@ -39,44 +39,28 @@ std::vector<at::Tensor> skinny_products(const at::Tensor& x, const std::vector<a
 at::Tensor skinny_silu_gate(const at::Tensor& x, const at::Tensor& w_gate, const at::Tensor& b_gate,
                             const at::Tensor& w_up, const at::Tensor& b_up);
 
-// What runs `gemm` below and whether it serves CPU fp32 products in place of ATen's (MKL's),
-// chosen once per process from the CPU (docs/benchmarks.md): oneDNN (LibTorch's own) on
-// AVX-512 CPUs not made by Intel, where MKL runs its AVX2 code; OpenBLAS on AVX2-only CPUs not
-// made by Intel; ATen's on Intel's. The environment variable SHARDFORMER_CPU_GEMM = own |
-// openblas | onednn | aten overrides the choice (own: the packed GEMM of these kernels). Under
-// kAten, `gemm` itself runs the packed GEMM.
-enum class GemmBackend { kAten, kOwn, kOpenBlas, kOneDnn };
+// The library that runs `gemm` below and whether it serves the SDK's CPU fp32 products in place
+// of ATen's own call into MKL, chosen once per process from the CPU (docs/benchmarks.md):
+// oneDNN (LibTorch's own) on AVX-512 CPUs not made by Intel, where MKL runs its AVX2 code;
+// OpenBLAS on AVX2-only CPUs not made by Intel; ATen's (MKL) on Intel's. The environment variable
+// SHARDFORMER_CPU_GEMM = openblas | onednn | aten overrides the choice.
+enum class GemmBackend { kAten, kOpenBlas, kOneDnn };
 GemmBackend gemm_backend();
 // Replaces the choice and returns the one it replaces: for tests and benchmarks, between
-// products (a job's layers may keep what the earlier choice packed for them).
+// products.
 GemmBackend set_gemm_backend(GemmBackend backend);
 bool gemm_enabled();  // gemm_backend() != kAten
 
-// A line for the log: "packed GEMM (AVX512 kernels)", "OpenBLAS 0.3.34 (Haswell kernels)",
-// "oneDNN (LibTorch's matmul)".
+// A line for the log: "OpenBLAS 0.3.34 (Haswell kernels)", "oneDNN (LibTorch's matmul)",
+// "ATen's GEMM (AVX512 kernels)".
 std::string gemm_name();
 
-// out [m, n] (=|+=) a [m, k] . b [k, n] (+ bias [n]): a and b of any strides (a transpose is a
-// view, no copy), out with contiguous rows of any stride (a column slice of a wider matrix
-// works); `accumulate` adds to out. CPU fp32 tensors; threads: ATen's intra-op count.
+// out [m, n] (=|+=) a [m, k] . b [k, n] (+ bias [n]) on the chosen library: a and b of any
+// strides (a transpose is a view, no copy), out with contiguous rows of any stride (a column
+// slice of a wider matrix works); `accumulate` adds to out. CPU fp32 tensors; threads: ATen's
+// intra-op count.
 void gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias, bool accumulate,
           const at::Tensor& out);
-
-// A matrix B [k, n] packed whole as `gemm` reads it (in the layout of this CPU's kernels), or,
-// under OpenBLAS, which packs within each call, B itself.
-struct PackedB {
-  at::Tensor data;  // [floats], 1-D; under OpenBLAS b [k, n] as given
-  int64_t k = 0, n = 0;
-};
-
-// b [k, n] (any strides, fp32 CPU) packed for several products that share it, each of which
-// packs it again otherwise (a row-parallel layer's rounds).
-PackedB pack_gemm_b(const at::Tensor& b);
-
-// `gemm` with B packed by pack_gemm_b: the same bits on the packed GEMM; within rounding of them
-// on OpenBLAS, whose bits depend on where a row falls among the row blocks of its call.
-void gemm_packed(const at::Tensor& a, const PackedB& b, const at::Tensor& bias, bool accumulate,
-                 const at::Tensor& out);
 
 // y [..., n] = x [..., k] W^T + bias for weight [n, k] (k_major = false, nn.Linear), or
 // x W + bias for weight [k, n] (k_major = true, HF's Conv1D), by `gemm`.
@@ -93,9 +77,10 @@ bool block_attention_applies(const at::Tensor& q, const at::Tensor& k, const at:
 
 // softmax(q k^T * scale) v for every (batch, head), query i seeing every key or, causal (as many
 // queries as keys: SDPA's is_causal), keys 0 .. i, or, given key_counts (int64 [batch], not
-// causal), keys 0 .. key_counts[b] - 1 of batch b (right padding; none: zeros); on the packed
-// GEMM in blocks of queries. Returns [batch, heads, queries, dim], laid out in memory as [batch,
-// queries, heads, dim] so that merging the heads is a view. No autograd.
+// causal), keys 0 .. key_counts[b] - 1 of batch b (right padding; none: zeros); in blocks of
+// queries on the kernels' own register-tile GEMM (gemm_impl.cpp), which packs k once per head
+// and keeps each block's scores in cache. Returns [batch, heads, queries, dim], laid out in memory
+// as [batch, queries, heads, dim] so that merging the heads is a view. No autograd.
 at::Tensor block_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                            double scale, bool causal, const at::Tensor& key_counts = {});
 

@@ -1,5 +1,5 @@
-// Which code runs the CPU's fp32 matrix products: the kernels' packed GEMM, OpenBLAS or ATen's
-// (MKL), chosen once from the CPU and the environment variable SHARDFORMER_CPU_GEMM; and how
+// Which library runs the CPU's fp32 matrix products: oneDNN, OpenBLAS or ATen's (MKL), chosen
+// once from the CPU and the environment variable SHARDFORMER_CPU_GEMM; and how
 // decoding's few-row products read their weights (SHARDFORMER_SKINNY_PREFETCH).
 #pragma once
 
@@ -7,8 +7,8 @@
 
 namespace shardformer::runtime {
 
-// A line for the log, e.g. "packed GEMM (AVX512 kernels)". Throws ConfigError naming
-// SHARDFORMER_CPU_GEMM when it holds anything but 'own', 'openblas' or 'aten'.
+// A line for the log, e.g. "oneDNN (LibTorch's matmul)". Throws ConfigError naming
+// SHARDFORMER_CPU_GEMM when it holds anything but 'openblas', 'onednn' or 'aten'.
 std::string cpu_products();
 
 // A line for the log: whether the few-row products prefetch their weights, e.g. "measure" before

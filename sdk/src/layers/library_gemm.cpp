@@ -1,18 +1,15 @@
-// The packed GEMM behind the SDK's products: the selection rule, and the autograd node that
+// The GEMM library behind the SDK's products: the selection rule, and the autograd node that
 // runs a linear layer's forward and backward on it.
-#include "packed_gemm.h"
+#include "library_gemm.h"
 
 #include "mkl_packed.h"
-#include "packed_weights.h"
 
 #include "shardformer/kernels/cpu_kernels.h"
-#include "shardformer/runtime/inference_scope.h"
 
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 #include <torch/autograd.h>
 
-#include <algorithm>
 #include <initializer_list>
 #include <optional>
 
@@ -62,7 +59,7 @@ bool records_grad(std::initializer_list<at::Tensor> tensors) {
   return false;
 }
 
-struct PackedLinear : torch::autograd::Function<PackedLinear> {
+struct LibraryLinear : torch::autograd::Function<LibraryLinear> {
   // bias: an optional, since an undefined tensor cannot be an autograd node's input.
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight,
                             const std::optional<at::Tensor>& bias, bool k_major) {
@@ -81,11 +78,11 @@ struct PackedLinear : torch::autograd::Function<PackedLinear> {
     const at::Tensor dy = grads[0].reshape({-1, grads[0].size(-1)});  // [tokens, n]
     at::Tensor dx, dw, db;
     if (ctx->needs_input_grad(0)) {  // [tokens, n] . W -> [tokens, k]
-      dx = packed_mm(dy, k_major ? weight.t() : weight).view(x.sizes());
+      dx = library_mm(dy, k_major ? weight.t() : weight).view(x.sizes());
     }
     if (ctx->needs_input_grad(1)) {
-      const at::Tensor x2 = x.reshape({-1, k});                      // [tokens, k]
-      dw = k_major ? packed_mm(x2.t(), dy) : packed_mm(dy.t(), x2);  // the weight's layout
+      const at::Tensor x2 = x.reshape({-1, k});                        // [tokens, k]
+      dw = k_major ? library_mm(x2.t(), dy) : library_mm(dy.t(), x2);  // the weight's layout
     }
     // Edges follow the tensor inputs: the bias's is the third when there is one.
     if (ctx->saved_data["bias"].toBool() && ctx->needs_input_grad(2)) db = dy.sum(0);
@@ -95,34 +92,11 @@ struct PackedLinear : torch::autograd::Function<PackedLinear> {
 
 }  // namespace
 
-at::Tensor packed_mm(const at::Tensor& a, const at::Tensor& b) {
+at::Tensor library_mm(const at::Tensor& a, const at::Tensor& b) {
   if (!serves({a, b}) || records_grad({a, b})) return at::mm(a, b);
   at::Tensor out = at::empty({a.size(0), b.size(1)}, a.options());
   kernels::gemm(a, b, {}, false, out);
   return out;
-}
-
-at::Tensor cached_packed_linear(const at::Tensor& x, const at::Tensor& weight,
-                                const at::Tensor& bias, bool k_major) {
-  // An inference tensor (c10::InferenceMode) has no version counter to check a copy against.
-  if (kernels::gemm_backend() != kernels::GemmBackend::kOwn || !runtime::InferenceScope::active() ||
-      !serves({x, weight, bias}) || records_grad({x, weight, bias}) || weight.dim() != 2 ||
-      !weight.is_contiguous() || weight.is_inference() || x.dim() < 1) {
-    return {};
-  }
-  const int64_t k = weight.size(k_major ? 0 : 1), n = weight.size(k_major ? 1 : 0);
-  const int64_t m = x.numel() / std::max<int64_t>(k, 1);
-  if (x.size(-1) != k || m <= kernels::kSkinnyRows) return {};
-  const at::Tensor data =
-      packed_weight(weight, k_major, m, PackFormat::kKernels, weight.nbytes(),
-                    [&] { return kernels::pack_gemm_b(k_major ? weight : weight.t()).data; });
-  if (!data.defined()) return {};
-  auto shape = x.sizes().vec();
-  shape.back() = n;
-  at::Tensor y = at::empty(shape, x.options());  // [..., n]
-  kernels::gemm_packed(x.reshape({m, k}), kernels::PackedB{data, k, n},
-                       bias.defined() ? bias.contiguous() : bias, false, y.view({m, n}));
-  return y;
 }
 
 at::Tensor linear_product(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
@@ -135,10 +109,9 @@ at::Tensor linear_product(const at::Tensor& x, const at::Tensor& weight, const a
   }
   if (serves({x, weight, bias}) && weight.dim() == 2) {
     if (!records_grad({x, weight, bias})) {
-      if (at::Tensor y = cached_packed_linear(x, weight, bias, k_major); y.defined()) return y;
       return kernels::linear(x, weight, bias.defined() ? bias.contiguous() : bias, k_major);
     }
-    return PackedLinear::apply(
+    return LibraryLinear::apply(
         x, weight, bias.defined() ? std::optional<at::Tensor>(bias) : std::nullopt, k_major);
   }
   // Intel's CPUs (MKL's own code): products without gradients on weights packed once.
