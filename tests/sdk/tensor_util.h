@@ -1,5 +1,5 @@
 // Tensor helpers shared by the SDK tests: values every rank draws alike, weights as a model holds
-// them, and the worst relative error against a double-precision reference.
+// them, a linear layer's fp64 reference, and the worst relative error against such a reference.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -21,6 +21,15 @@ inline at::Tensor seeded(int64_t seed, at::IntArrayRef shape) {
 inline at::Tensor model_weight(at::IntArrayRef shape) {
   const c10::InferenceMode off(false);
   return at::randn(shape);
+}
+
+// x [..., k] times w [n, k]^T (k_major false) or w [k, n] (true), plus b [n] (may be
+// undefined), in double.
+inline at::Tensor linear_reference(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b,
+                                   bool k_major) {
+  const at::Tensor wd = w.to(at::kDouble);
+  at::Tensor y = at::matmul(x.to(at::kDouble), k_major ? wd : wd.t());
+  return b.defined() ? y + b.to(at::kDouble) : y;
 }
 
 // The largest |got - want| relative to want's largest magnitude, in double.

@@ -1,6 +1,7 @@
 // LibTorch's CUDA support is loaded on demand: a CPU process never maps libtorch_cuda, and
 // load_cuda_support() loads the CUDA module beside the SDK, which registers CUDA with ATen.
-// Every check that asks ATen about CUDA runs in a child process (ATen keeps its first answer).
+// Every check that asks ATen about CUDA runs in a fresh child process (ATen keeps its first
+// answer, and the tests before these in the same process may have asked: oneDNN's linear does).
 #include "shardformer/error.h"
 #include "shardformer/runtime/cuda_support.h"
 
@@ -15,6 +16,10 @@
 namespace shardformer::runtime {
 namespace {
 
+// Death tests re-run this executable for the one test ("threadsafe"), instead of forking a
+// process that already ran other tests; gtest restores the flag after each test.
+void fresh_child_processes() { GTEST_FLAG_SET(death_test_style, "threadsafe"); }
+
 void skip_without_module() {
   if (!std::filesystem::exists(cuda_module_path())) {
     GTEST_SKIP() << "no CUDA module in this build (a torch wheel without libtorch_cuda)";
@@ -22,12 +27,14 @@ void skip_without_module() {
 }
 
 TEST(CudaSupport, ACpuProcessDoesNotMapLibtorchCuda) {
+  fresh_child_processes();
   EXPECT_FALSE(cuda_support_loaded());
   EXPECT_EXIT(std::exit(!torch::cuda::is_available() && !cuda_support_loaded() ? 0 : 1),
               ::testing::ExitedWithCode(0), "");
 }
 
 TEST(CudaSupport, LoadingTheModuleRegistersCudaWithATen) {
+  fresh_child_processes();
   skip_without_module();
   if (::testing::Test::IsSkipped()) return;
   EXPECT_EXIT(
@@ -43,6 +50,7 @@ TEST(CudaSupport, LoadingTheModuleRegistersCudaWithATen) {
 }
 
 TEST(CudaSupport, ALoadAfterATenAnsweredIsRefused) {
+  fresh_child_processes();
   skip_without_module();
   if (::testing::Test::IsSkipped()) return;
   EXPECT_EXIT(

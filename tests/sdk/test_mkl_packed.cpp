@@ -15,15 +15,9 @@
 namespace shardformer::layers {
 namespace {
 
+using testing::linear_reference;
 using testing::model_weight;
 using testing::worst_relative;
-
-at::Tensor product_reference(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b,
-                             bool k_major) {
-  const at::Tensor wd = w.to(at::kDouble);
-  at::Tensor y = at::matmul(x.to(at::kDouble), k_major ? wd : wd.t());
-  return b.defined() ? y + b.to(at::kDouble) : y;
-}
 
 // The product through the packed copy: a weight's first product is left to ATen (undefined), its
 // second packs it.
@@ -41,16 +35,16 @@ TEST(MklPacked, EqualsFp64ForBothLayoutsBiasesAndRowCounts) {
     for (const bool with_bias : {false, true}) {
       const at::Tensor w = k_major ? model_weight({k, n}) : model_weight({n, k});
       const at::Tensor b = with_bias ? at::randn({n}) : at::Tensor();
-      for (const int64_t rows : {kMklPackedMinRows, int64_t{100}, int64_t{517}}) {
+      for (const int64_t rows : {kPackedMinRows, int64_t{100}, int64_t{517}}) {
         SCOPED_TRACE(::testing::Message()
                      << "k_major " << k_major << ", bias " << with_bias << ", rows " << rows);
         const at::Tensor x = at::randn({rows, 1, k});  // [rows, 1, k]
-        const at::Tensor y = rows == kMklPackedMinRows
+        const at::Tensor y = rows == kPackedMinRows
                                  ? packed_product(x, w, b, k_major)
                                  : mkl_packed_linear(x, w, b, k_major);  // packed already
         if (!y.defined()) GTEST_SKIP() << "MKL's packed API is not in this LibTorch";
         ASSERT_EQ(y.sizes().vec(), std::vector<int64_t>({rows, 1, n}));
-        EXPECT_LT(worst_relative(y, product_reference(x, w, b, k_major)), 1e-6);
+        EXPECT_LT(worst_relative(y, linear_reference(x, w, b, k_major)), 1e-6);
       }
     }
   }
@@ -66,7 +60,7 @@ TEST(MklPacked, WideOutputsPackTheActivationsToo) {
   const at::Tensor w = model_weight({n, k}), x = at::randn({rows, k});
   const at::Tensor y = packed_product(x, w, {}, false);
   if (!y.defined()) GTEST_SKIP() << "MKL's packed API is not in this LibTorch";
-  EXPECT_LT(worst_relative(y, product_reference(x, w, {}, false)), 1e-6);
+  EXPECT_LT(worst_relative(y, linear_reference(x, w, {}, false)), 1e-6);
   const at::Tensor narrow = [&] {  // [1000, k]: activations not packed
     const c10::InferenceMode off(false);
     return w.narrow(0, 0, 1000).clone();
@@ -78,7 +72,7 @@ TEST(MklPacked, AppliesOnlyInInferenceScopesAndToEnoughRows) {
   const at::Tensor w = at::randn({16, 8});
   EXPECT_FALSE(mkl_packed_linear(at::randn({64, 8}), w, {}, false).defined());  // no scope
   const runtime::InferenceScope inference;
-  EXPECT_FALSE(mkl_packed_linear(at::randn({kMklPackedMinRows - 1, 8}), w, {}, false).defined());
+  EXPECT_FALSE(mkl_packed_linear(at::randn({kPackedMinRows - 1, 8}), w, {}, false).defined());
   EXPECT_FALSE(mkl_packed_linear(at::randn({64, 8}).to(at::kDouble), w.to(at::kDouble), {}, false)
                    .defined());
   EXPECT_FALSE(mkl_packed_linear(at::randn({64, 8}), at::randn({8, 16}).t(), {}, false).defined());
@@ -105,7 +99,7 @@ TEST(MklPacked, ManyRowsPackAtTheFirstProduct) {
     FAIL() << kPackAtFirstRows << " rows waited for the second product";
   }
   EXPECT_EQ(packed_weights(), before + 1);
-  EXPECT_LT(worst_relative(y, product_reference(x, w, {}, false)), 1e-6);
+  EXPECT_LT(worst_relative(y, linear_reference(x, w, {}, false)), 1e-6);
   const at::Tensor other = model_weight({24, 40});
   EXPECT_FALSE(mkl_packed_linear(x.narrow(0, 0, kPackAtFirstRows - 1), other, {}, false).defined());
   EXPECT_EQ(packed_weights(), before + 1);
@@ -121,11 +115,11 @@ TEST(MklPacked, RepacksAWeightWrittenInPlaceAndDropsFreedWeights) {
     EXPECT_EQ(packed_weights(), before);                         // nothing packed yet
     const at::Tensor first = mkl_packed_linear(x, w, {}, false);
     if (!first.defined()) GTEST_SKIP() << "MKL's packed API is not in this LibTorch";
-    EXPECT_LT(worst_relative(first, product_reference(x, w, {}, false)), 1e-6);
+    EXPECT_LT(worst_relative(first, linear_reference(x, w, {}, false)), 1e-6);
     EXPECT_EQ(packed_weights(), before + 1);
     w.mul_(-2);                                                 // an optimizer's step, say
     const at::Tensor second = packed_product(x, w, {}, false);  // a new version: first again
-    EXPECT_LT(worst_relative(second, product_reference(x, w, {}, false)), 1e-6);
+    EXPECT_LT(worst_relative(second, linear_reference(x, w, {}, false)), 1e-6);
     EXPECT_TRUE(at::allclose(second, -2 * first, 1e-5, 1e-5));
     EXPECT_EQ(packed_weights(), before + 1);  // one copy per weight
   }

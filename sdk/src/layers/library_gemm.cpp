@@ -3,6 +3,7 @@
 #include "library_gemm.h"
 
 #include "mkl_packed.h"
+#include "onednn_packed.h"
 
 #include "shardformer/kernels/cpu_kernels.h"
 
@@ -109,6 +110,8 @@ at::Tensor linear_product(const at::Tensor& x, const at::Tensor& weight, const a
   }
   if (serves({x, weight, bias}) && weight.dim() == 2) {
     if (!records_grad({x, weight, bias})) {
+      // oneDNN's: inference products on weights packed once.
+      if (at::Tensor y = onednn_packed_linear(x, weight, bias, k_major); y.defined()) return y;
       return kernels::linear(x, weight, bias.defined() ? bias.contiguous() : bias, k_major);
     }
     return LibraryLinear::apply(

@@ -4,13 +4,10 @@
 
 #include "packed_weights.h"
 
-#include "shardformer/runtime/inference_scope.h"
-
 #include <ATen/ATen.h>
 
 #include <dlfcn.h>
 
-#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -61,7 +58,7 @@ at::Tensor packed_of(const MklPackedApi& mkl, const at::Tensor& weight, bool k_m
   const auto n = static_cast<int>(weight.size(k_major ? 1 : 0));
   const auto k = static_cast<int>(weight.size(k_major ? 0 : 1));
   const auto bytes = static_cast<int64_t>(mkl.get_size(kBMatrix, kPackRows, n, k));
-  return packed_weight(weight, k_major, m, bytes, [&] {
+  return packed_weight(weight, k_major, m, PackFormat::kMkl, bytes, [&] {
     at::Tensor packed = at::empty({bytes}, at::kByte);
     // B [k, n]: nn.Linear's weight read transposed, Conv1D's as it is.
     mkl.pack(kRowMajor, kBMatrix, k_major ? kNoTrans : kTrans, kPackRows, n, k, 1.0F,
@@ -71,26 +68,15 @@ at::Tensor packed_of(const MklPackedApi& mkl, const at::Tensor& weight, bool k_m
   });
 }
 
-bool cpu_float(const at::Tensor& t) {
-  return !t.defined() || (t.device().is_cpu() && t.scalar_type() == at::kFloat);
-}
-
 }  // namespace
 
 at::Tensor mkl_packed_linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                              bool k_major) {
   const MklPackedApi* mkl = api();
-  // An inference tensor (c10::InferenceMode) has no version counter to check a copy against.
-  if (mkl == nullptr || weight.dim() != 2 || !weight.is_contiguous() || weight.is_inference() ||
-      x.dim() < 2 || !cpu_float(x) || !cpu_float(weight) || !cpu_float(bias)) {
-    return {};
-  }
-  // Pure inference only: the no-grad first pass of a recomputed block must round as its
-  // recomputation (ATen's sgemm) does.
-  if (!runtime::InferenceScope::active()) return {};
+  const int64_t m = packable_rows(x, weight, bias, k_major);
+  if (mkl == nullptr || m == 0) return {};
   const int64_t k = weight.size(k_major ? 0 : 1), n = weight.size(k_major ? 1 : 0);
-  const int64_t m = x.numel() / std::max<int64_t>(k, 1);
-  if (x.size(-1) != k || m < kMklPackedMinRows || m > INT32_MAX || n > INT32_MAX) return {};
+  if (m > INT32_MAX || n > INT32_MAX) return {};
   const at::Tensor packed = packed_of(*mkl, weight, k_major, m);
   if (!packed.defined()) return {};
   const at::Tensor a = x.reshape({m, k}).contiguous();  // [m, k]

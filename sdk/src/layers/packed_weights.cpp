@@ -2,6 +2,8 @@
 // reference to it, so that a freed weight's copy is dropped at the next lookup.
 #include "packed_weights.h"
 
+#include "shardformer/runtime/inference_scope.h"
+
 #include <c10/util/intrusive_ptr.h>
 
 #include <unistd.h>
@@ -18,6 +20,7 @@ struct PackedWeight {
   const void* data = nullptr;
   uint32_t version = 0;
   bool k_major = false;
+  PackFormat format = PackFormat::kMkl;
   at::Tensor packed;  // undefined while the weight waits for its second product
 };
 
@@ -30,17 +33,33 @@ int64_t budget_bytes() {
   return budget;
 }
 
+bool absent_or_cpu_float(const at::Tensor& t) {
+  return !t.defined() || (t.device().is_cpu() && t.scalar_type() == at::kFloat);
+}
+
 }  // namespace
 
-at::Tensor packed_weight(const at::Tensor& weight, bool k_major, int64_t rows, int64_t bytes,
-                         const std::function<at::Tensor()>& pack) {
+int64_t packable_rows(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                      bool k_major) {
+  if (!runtime::InferenceScope::active() || weight.dim() != 2 || !weight.is_contiguous() ||
+      weight.is_inference() || x.dim() < 2 || !absent_or_cpu_float(x) ||
+      !absent_or_cpu_float(weight) || !absent_or_cpu_float(bias)) {
+    return 0;
+  }
+  const int64_t k = weight.size(k_major ? 0 : 1);
+  const int64_t m = x.numel() / std::max<int64_t>(k, 1);
+  return x.size(-1) == k && m >= kPackedMinRows ? m : 0;
+}
+
+at::Tensor packed_weight(const at::Tensor& weight, bool k_major, int64_t rows, PackFormat format,
+                         int64_t bytes, const std::function<at::Tensor()>& pack) {
   const std::lock_guard<std::mutex> lock(cache_mutex);
   const c10::TensorImpl* key = weight.unsafeGetTensorImpl();
   const uint32_t version = weight._version();
   auto it = cache.find(key);
   const bool current = it != cache.end() && !it->second.weight.expired() &&
                        it->second.data == weight.data_ptr() && it->second.version == version &&
-                       it->second.k_major == k_major;
+                       it->second.k_major == k_major && it->second.format == format;
   if (current && it->second.packed.defined()) return it->second.packed;
   if (!current) {
     std::erase_if(cache, [key](const auto& entry) {
@@ -52,6 +71,7 @@ at::Tensor packed_weight(const at::Tensor& weight, bool k_major, int64_t rows, i
                      .data = weight.data_ptr(),
                      .version = version,
                      .k_major = k_major,
+                     .format = format,
                      .packed = {}});
     if (rows < kPackAtFirstRows) return {};  // its first product: unpacked
     it = cache.find(key);
