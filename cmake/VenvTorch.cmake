@@ -72,9 +72,15 @@ target_link_libraries(shardformer_torch INTERFACE
 # with -fopenmp, and serially otherwise. Code that calls it (kernels/) compiles with
 # SHARDFORMER_OPENMP_FLAGS and links the wheel's own libgomp, the runtime whose thread pool
 # ATen sizes with at::set_num_threads (a second OpenMP runtime would oversubscribe the cores).
+# Clang (the sanitizer build, tools/build.sh --sanitize) emits calls to LLVM's libomp, which
+# also serves the GNU entry points that ATen's own code calls: a process loading it before the
+# wheel's libgomp runs both on libomp's one pool.
 set(SHARDFORMER_OPENMP_FLAGS "")
 set(SHARDFORMER_OPENMP_LIBRARIES "")
-if(EXISTS "${_torch_root}/lib/libgomp.so.1")
+if(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+  set(SHARDFORMER_OPENMP_FLAGS -fopenmp)
+  set(SHARDFORMER_OPENMP_LIBRARIES -fopenmp)
+elseif(EXISTS "${_torch_root}/lib/libgomp.so.1")
   set(SHARDFORMER_OPENMP_FLAGS -fopenmp)
   set(SHARDFORMER_OPENMP_LIBRARIES "${_torch_root}/lib/libgomp.so.1")
 endif()

@@ -14,7 +14,8 @@ apt_packages=(
   libjpeg62-turbo-dev libpng-dev  # vision models: JPEG and PNG images
   espeak-ng  # test speech for the real Whisper (tools/make_speech.py)
   python3 python3-venv
-  clang libclang-rt-dev  # tools/fuzz.sh: clang++ and libFuzzer / sanitizer runtimes
+  clang libclang-rt-dev  # tools/fuzz.sh, the sanitizer build: clang++, libFuzzer, sanitizers
+  libomp-dev  # the sanitizer build: clang's OpenMP runtime
   libblis4-openmp  # bench/gemm_libraries.py: BLIS, one of the GEMMs ours is measured against
 )
 

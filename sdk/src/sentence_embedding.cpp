@@ -17,7 +17,9 @@ void read_pooling(const fs::path& file, SentencePooling& pooling) {
   const nlohmann::json json = detail::read_json_file(file);
   if (!json.is_object()) throw CheckpointError(str(file.string(), ": expected a JSON object"));
   int modes = 0;
-  for (const auto& [key, value] : json.items()) {
+  for (const auto& item : json.items()) {
+    const std::string& key = item.key();
+    const nlohmann::json& value = item.value();
     const auto flag = [&] {
       if (!value.is_boolean()) {
         throw CheckpointError(str(file.string(), ": key '", key, "' must be a boolean"));

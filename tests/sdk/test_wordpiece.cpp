@@ -119,7 +119,9 @@ TEST_P(WordPieceReference, BatchesMatchHf) {
   const auto max_length = wordpiece_reference().at("max_length").get<size_t>();
   const json& modes = wordpiece_reference().at("batches").at(format_);
   std::vector<std::string> all = sentences().get<std::vector<std::string>>();
-  for (const auto& [mode, batches] : modes.items()) {
+  for (const auto& item : modes.items()) {
+    const std::string& mode = item.key();
+    const json& batches = item.value();
     BatchOptions options;
     if (mode == "max_length") {
       options.max_length = max_length;

@@ -37,7 +37,8 @@ void PrintTo(const Case& c, std::ostream* os) { *os << c.model; }
 class BertFamily : public ::testing::TestWithParam<std::tuple<Case, Layout>> {};
 
 TEST_P(BertFamily, MaskedLMClassificationAndBaseMatchHF) {
-  const auto& [c, layout] = GetParam();
+  const Case& c = std::get<0>(GetParam());
+  const Layout& layout = std::get<1>(GetParam());
   shardformer::testing::on_ranks(
       c.model, layout, [&](const ModelFixture& f, const distributed::ProcessMesh* mesh, int) {
         const auto mlm = layout_session(f, mesh, c.family + "ForMaskedLM");

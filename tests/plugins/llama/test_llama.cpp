@@ -248,12 +248,14 @@ TEST(ChatGlmLayout, SavesInTheLayoutItWasLoadedFrom) {
 // A ChatGLM config.json whose switches select code GLM does not have is refused by key.
 TEST(ChatGlmLayout, RefusesSwitchesGlmDoesNotHave) {
   const shardformer::testing::ModelFixture f("tiny-chatglm2", "families");
-  for (const auto& [key, value] : std::vector<std::pair<std::string, nlohmann::json>>{
+  for (const auto& entry : std::vector<std::pair<std::string, nlohmann::json>>{
            {"rmsnorm", false},
            {"apply_residual_connection_post_layernorm", true},
            {"add_bias_linear", true},
            {"pre_seq_len", 16},
            {"quantization_bit", 4}}) {
+    const std::string& key = entry.first;  // named, not bound: Clang 14 cannot capture bindings
+    const nlohmann::json& value = entry.second;
     const auto dir = shardformer::testing::edited_checkpoint(
         "tiny-chatglm2", "refused_" + key, [&](nlohmann::json& c) { c[key] = value; });
     try {

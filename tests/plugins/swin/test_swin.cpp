@@ -12,7 +12,8 @@ namespace {
 class SwinFamily : public ::testing::TestWithParam<std::tuple<std::string, Layout>> {};
 
 TEST_P(SwinFamily, ClassifierAndBaseMatchHF) {
-  const auto& [model, layout] = GetParam();
+  const std::string& model = std::get<0>(GetParam());
+  const Layout& layout = std::get<1>(GetParam());
   on_ranks(model, layout, [&](const ModelFixture& f, const distributed::ProcessMesh* mesh, int) {
     check_image_classifier_and_base(f, mesh, "SwinForImageClassification", "SwinModel",
                                     /*train_mode=*/std::string(model).ends_with("-drop-path"));

@@ -12,7 +12,8 @@ namespace {
 class T5Family : public ::testing::TestWithParam<std::tuple<std::string, StackLayout>> {};
 
 TEST_P(T5Family, MatchesHFAtThisLayout) {
-  const auto& [model, layout] = GetParam();
+  const std::string& model = std::get<0>(GetParam());
+  const StackLayout& layout = std::get<1>(GetParam());
   on_ranks(
       model, layout.layout, [&](const ModelFixture& f, const distributed::ProcessMesh* mesh, int) {
         const auto session = stack_session(f, mesh, layout, "T5ForConditionalGeneration");
