@@ -20,6 +20,8 @@ from make_tiny_gpt2 import TINY, spread_biases_and_norms
 
 # Four rows, so pipeline tests can split the batch into 1 to 4 micro-batches.
 FORWARD_BATCH = [[5, 17, 301, 44, 9, 1000, 3], [7, 8, 9, 10], [42], [900, 901, 902, 903, 904, 905]]
+# Three unpadded rows of 24 tokens: 72 rows a product, past the fewest a packed weight serves.
+LONG_FORWARD_SHAPE = (3, 24)
 GENERATE_PROMPTS = [[11, 22, 33, 44, 55], [600, 7], [1, 2, 3]]
 GENERATE_UNPADDED_PROMPTS = [[11, 22, 33, 44, 55], [600, 7, 1, 2, 3]]  # one length: no padding
 MAX_NEW_TOKENS = 10
@@ -67,6 +69,10 @@ def references(checkpoint: pathlib.Path, other_dtypes: bool) -> dict:
     with torch.no_grad():
         out["forward_logits"] = lm(input_ids=ids, attention_mask=mask).logits
         out["forward_last_hidden_state"] = base(input_ids=ids, attention_mask=mask).last_hidden_state
+        long_ids = torch.randint(lm.config.vocab_size, LONG_FORWARD_SHAPE,
+                                 generator=torch.Generator().manual_seed(3))
+        out["forward_long_input_ids"] = long_ids
+        out["forward_long_logits"] = lm(input_ids=long_ids).logits
         for name, dtype in ([("float16", torch.float16), ("bfloat16", torch.bfloat16),
                              ("float64", torch.float64)] if other_dtypes else []):
             typed = GPT2LMHeadModel.from_pretrained(checkpoint, dtype=dtype).eval()

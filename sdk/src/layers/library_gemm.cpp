@@ -2,9 +2,11 @@
 // runs a linear layer's forward and backward on it.
 #include "library_gemm.h"
 
+#include "amx_packed.h"
 #include "mkl_packed.h"
 #include "onednn_packed.h"
 
+#include "shardformer/kernels/amx_gemm.h"
 #include "shardformer/kernels/cpu_kernels.h"
 
 #include <ATen/ATen.h>
@@ -117,8 +119,13 @@ at::Tensor linear_product(const at::Tensor& x, const at::Tensor& weight, const a
     return LibraryLinear::apply(
         x, weight, bias.defined() ? std::optional<at::Tensor>(bias) : std::nullopt, k_major);
   }
-  // Intel's CPUs (MKL's own code): products without gradients on weights packed once.
-  if (at::Tensor y = mkl_packed_linear(x, weight, bias, k_major); y.defined()) return y;
+  // Products without gradients on weights packed once: on AMX tiles where the CPU has them, else
+  // MKL's own code (Intel's CPUs). A weight waiting for its second AMX product takes ATen's.
+  if (kernels::amx_enabled()) {
+    if (at::Tensor y = amx_packed_linear(x, weight, bias, k_major); y.defined()) return y;
+  } else if (at::Tensor y = mkl_packed_linear(x, weight, bias, k_major); y.defined()) {
+    return y;
+  }
   if (!k_major) return bias.defined() ? at::linear(x, weight, bias) : at::matmul(x, weight.t());
   auto out_shape = x.sizes().vec();
   out_shape.back() = weight.size(1);

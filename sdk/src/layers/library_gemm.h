@@ -14,8 +14,8 @@ at::Tensor library_mm(const at::Tensor& a, const at::Tensor& b);
 // x [..., k] times a weight [n, k] (k_major false, nn.Linear) or [k, n] (true, HF's Conv1D),
 // plus bias [n] (may be undefined). kernels::gemm when it serves, as an autograd node whose
 // backward (input, weight and bias gradients) runs on it too; packed weights for inference,
-// oneDNN's (onednn_packed.h) or, on Intel's CPUs, MKL's (mkl_packed.h); ATen's linear / addmm
-// otherwise.
+// oneDNN's (onednn_packed.h), on AMX tiles (amx_packed.h) or MKL's (mkl_packed.h); ATen's linear /
+// addmm otherwise.
 at::Tensor linear_product(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                           bool k_major);
 

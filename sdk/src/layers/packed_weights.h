@@ -1,6 +1,7 @@
 // Weights packed once for inference products and reused by every product without gradients:
-// MKL's packed layout (ATen's path, Intel CPUs) or oneDNN's blocked one (AMD's AVX-512). One cache
-// for both, keyed by the weight's tensor and checked against its version.
+// the AMX tiles' bf16 parts (CPUs with AMX), MKL's packed layout (ATen's path, Intel CPUs without
+// AMX) or oneDNN's blocked one (AMD's AVX-512). One cache for all, keyed by the weight's tensor
+// and checked against its version.
 #pragma once
 
 #include <ATen/Tensor.h>
@@ -12,7 +13,7 @@ namespace shardformer::layers {
 
 // Which packer made a copy. A weight asked for in another format (a test switching the GEMM)
 // is packed anew.
-enum class PackFormat : uint8_t { kMkl, kOneDnn };
+enum class PackFormat : uint8_t { kMkl, kOneDnn, kAmx };
 
 // The fewest rows a packed product takes: fewer are the skinny kernel's (kernels::kSkinnyRows).
 inline constexpr int64_t kPackedMinRows = 33;

@@ -10,6 +10,7 @@
 #include "shardformer/error.h"
 #include "shardformer/generation.h"
 #include "shardformer/layers/dropout.h"
+#include "shardformer/runtime/inference_scope.h"
 #include "shardformer/strings.h"
 #include "test_env.h"
 
@@ -121,6 +122,21 @@ TEST_F(GPT2Test, LogitsMatchHF) {
   const auto model = build("GPT2LMHeadModel");
   EXPECT_EQ(model->output_name(), "logits");
   expect_close(forward(*model), ref("forward_logits"), 1e-5);
+}
+
+// As a host job runs it (an inference scope: the fused kernels, and products on weights packed
+// once where the CPU's library packs them): the first pass's products read the weights as they
+// are, the second's the packed copies (AMX tiles' parts, MKL's or oneDNN's layouts).
+TEST_F(GPT2Test, InferencePassesOnPackedWeightsMatchHF) {
+  const auto model = build("GPT2LMHeadModel");
+  ForwardInputs inputs;
+  inputs.input_ids = ref("forward_long_input_ids");  // [3, 24]: 72 rows a product
+  const runtime::InferenceScope inference;
+  const at::NoGradGuard no_grad;
+  for (int pass = 0; pass < 2; ++pass) {
+    SCOPED_TRACE(pass == 0 ? "first pass" : "second pass");
+    expect_close(model->forward(inputs), ref("forward_long_logits"), 1e-5);
+  }
 }
 
 TEST_F(GPT2Test, BaseModelHiddenStatesMatchHF) {

@@ -1,0 +1,412 @@
+// AMX products in bf16x6 (amx_gemm.h): the split of fp32 operands into three bf16 parts, the
+// weights' tile layout, and a 32 x 32 kernel that runs the six part products on two A and two B
+// tiles into four C tiles. Only the functions marked kAmxCode hold AMX or AVX-512 code.
+#include "shardformer/kernels/amx_gemm.h"
+
+#include "environment_choice.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstring>
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <immintrin.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#define SHARDFORMER_AMX_CODE \
+  __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512bf16")))
+#endif
+
+namespace shardformer::kernels {
+namespace {
+
+constexpr int64_t kTileRows = 16;  // rows of every tile, and the fp32 columns of a C tile
+constexpr int64_t kStepK = 32;     // k values in a bf16 tile row (64 bytes)
+constexpr int64_t kBlock = 32;     // a kernel's rows and columns: 2 x 2 C tiles
+constexpr int kParts = 3;
+// One (block of 32 columns, step of 32 k) of a packed weight: 3 parts x 2 column tiles, each
+// [16 k pairs][16 columns][2] as TDPBF16PS reads B.
+constexpr int64_t kTileElements = kTileRows * kStepK;  // 512 bf16, 1 KiB
+constexpr int64_t kPackedStep = kParts * 2 * kTileElements;
+// A task's columns and a pass's k: the task's weight slab (256 columns x 512 k x 3 parts, 768 KiB)
+// stays in the core's L2 while the task's rows pass over it, 32 at a time.
+constexpr int64_t kTaskColumns = 256;
+constexpr int64_t kPassSteps = 512 / kStepK;
+// Row padding of the split activations: a tile's 16 rows, a multiple of 4 KiB apart, would share
+// a few L1 sets.
+constexpr int64_t kRowPadding = 32;
+
+int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
+
+#if defined(__x86_64__)
+
+bool cpu_has_amx() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid_count(7, 0, &a, &b, &c, &d) == 0) return false;
+  const bool tile = (d & (1U << 24)) != 0, bf16 = (d & (1U << 22)) != 0;
+  const bool avx512 = (b & (1U << 16)) != 0 && (b & (1U << 30)) != 0 && (b & (1U << 31)) != 0;
+  if (!tile || !bf16 || !avx512 || a < 1) return false;
+  if (__get_cpuid_count(7, 1, &a, &b, &c, &d) == 0) return false;
+  return (a & (1U << 5)) != 0;  // AVX512-BF16
+}
+
+// Linux hands a process the tiles' 8 KiB of state only when asked (since 5.16).
+bool os_grants_tiles() {
+  constexpr long kRequestPermission = 0x1023;  // ARCH_REQ_XCOMP_PERM
+  constexpr long kTileData = 18;               // XFEATURE_XTILEDATA
+  return ::syscall(SYS_arch_prctl, kRequestPermission, kTileData) == 0;
+}
+
+bool hardware_serves() {
+  static const bool serves = cpu_has_amx() && os_grants_tiles();
+  return serves;
+}
+
+struct alignas(64) TileConfig {
+  uint8_t palette = 1;
+  uint8_t start_row = 0;
+  std::array<uint8_t, 14> reserved{};
+  std::array<uint16_t, 16> bytes_per_row{};
+  std::array<uint8_t, 16> rows{};
+};
+
+// Every tile 16 rows of 64 bytes: C 0-3 ([16, 16] fp32), A 4-5 ([16, 32] bf16), B 6-7.
+SHARDFORMER_AMX_CODE void configure_tiles() {
+  TileConfig config;
+  for (int t = 0; t < 8; ++t) {
+    config.bytes_per_row[t] = 64;
+    config.rows[t] = kTileRows;
+  }
+  // GCC 12 drops the stores above as dead without this: it takes LDTILECFG to read only the
+  // first byte.
+  asm volatile("" : : "r"(&config) : "memory");
+  _tile_loadconfig(&config);
+}
+
+// The three bf16 parts of x[0 : count] (count <= 16; lanes past it zero), rounded to nearest
+// even in turn: part 0 = bf16(x), part 1 = bf16(x - part 0), part 2 = bf16(the rest).
+SHARDFORMER_AMX_CODE void split16(const float* x, int64_t count, uint16_t* part0,
+                                  int64_t part_stride) {
+  const auto mask =
+      static_cast<__mmask16>(count >= 16 ? 0xffff : (1U << std::max<int64_t>(count, 0)) - 1);
+  __m512 rest = _mm512_maskz_loadu_ps(mask, x);
+  for (int p = 0; p < kParts; ++p) {
+    const __m256i part = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(rest));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(part0 + p * part_stride), part);
+    const __m512 value = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(part), 16));
+    rest = _mm512_sub_ps(rest, value);
+  }
+}
+
+// x's rows [begin, end) of m split into parts [3][rows][ld] (k rounded up to 32, zeros past k and
+// past m).
+SHARDFORMER_AMX_CODE void split_rows(const float* x, int64_t x_row, int64_t m, int64_t k,
+                                     int64_t begin, int64_t end, uint16_t* parts, int64_t ld,
+                                     int64_t part_stride) {
+  const int64_t k_padded = round_up(k, kStepK);
+  for (int64_t r = begin; r < end; ++r) {
+    uint16_t* row = parts + r * ld;
+    if (r >= m) {
+      for (int p = 0; p < kParts; ++p) std::memset(row + p * part_stride, 0, k_padded * 2);
+      continue;
+    }
+    for (int64_t j = 0; j < k_padded; j += 16)
+      split16(x + r * x_row + j, k - j, row + j, part_stride);
+  }
+}
+
+// Where a kernel's four C tiles ([16, 16] fp32 each: rows r, columns h as tile 2r + h) are read
+// and written: in the output where the whole tile lies inside it, else in a staging tile whose
+// part inside the output is copied in (when accumulating) and out.
+struct CTiles {
+  std::array<float*, 4> tile{};
+  std::array<int64_t, 4> stride_bytes{};
+  std::array<int64_t, 4> rows{}, columns{};
+  std::array<float*, 4> target{};  // the output where staged, else null
+  int64_t target_stride = 0;
+  alignas(64) std::array<std::array<float, kTileRows * kTileRows>, 4> staging{};
+
+  // The block at out [row0, col0] of an m x n output with rows `out_stride` floats apart.
+  void place(float* out, int64_t out_stride, int64_t m, int64_t n, int64_t row0, int64_t col0) {
+    target_stride = out_stride;
+    for (int t = 0; t < 4; ++t) {
+      const int64_t r = row0 + (t / 2) * kTileRows, c = col0 + (t % 2) * kTileRows;
+      rows[t] = std::clamp<int64_t>(m - r, 0, kTileRows);
+      columns[t] = std::clamp<int64_t>(n - c, 0, kTileRows);
+      if (rows[t] == kTileRows && columns[t] == kTileRows) {
+        tile[t] = out + r * out_stride + c;
+        stride_bytes[t] = out_stride * 4;
+        target[t] = nullptr;
+      } else {
+        tile[t] = staging[t].data();
+        stride_bytes[t] = kTileRows * 4;
+        target[t] = rows[t] > 0 && columns[t] > 0 ? out + r * out_stride + c : nullptr;
+      }
+    }
+  }
+
+  void stage_in() {
+    for (int t = 0; t < 4; ++t) {
+      if (tile[t] != staging[t].data()) continue;
+      staging[t].fill(0.F);
+      for (int64_t i = 0; i < rows[t]; ++i) {
+        std::copy_n(target[t] + i * target_stride, columns[t], staging[t].data() + i * kTileRows);
+      }
+    }
+  }
+
+  void stage_out() {
+    for (int t = 0; t < 4; ++t) {
+      if (target[t] == nullptr) continue;
+      for (int64_t i = 0; i < rows[t]; ++i) {
+        std::copy_n(staging[t].data() + i * kTileRows, columns[t], target[t] + i * target_stride);
+      }
+    }
+  }
+};
+
+SHARDFORMER_AMX_CODE inline void multiply_four() {
+  _tile_dpbf16ps(0, 4, 6);
+  _tile_dpbf16ps(1, 4, 7);
+  _tile_dpbf16ps(2, 5, 6);
+  _tile_dpbf16ps(3, 5, 7);
+}
+
+enum class Start { kZero, kBias, kOutput };
+
+// C [32, 32] (=|+=) the six part products over `steps` steps of 32 k: a the block's part-0 rows
+// (ld bf16 apart, parts part_stride apart), b the packed steps of its column block; bias [32]
+// the block's columns (Start::kBias: every row starts from it, a tile loaded with row stride 0).
+SHARDFORMER_AMX_CODE void kernel(const uint16_t* a, int64_t ld, int64_t part_stride,
+                                 const uint16_t* b, int64_t steps, const float* bias, Start start,
+                                 const CTiles& c) {
+  if (start == Start::kOutput) {
+    _tile_loadd(0, c.tile[0], c.stride_bytes[0]);
+    _tile_loadd(1, c.tile[1], c.stride_bytes[1]);
+    _tile_loadd(2, c.tile[2], c.stride_bytes[2]);
+    _tile_loadd(3, c.tile[3], c.stride_bytes[3]);
+  } else if (start == Start::kBias) {
+    _tile_loadd(0, bias, 0);
+    _tile_loadd(1, bias + kTileRows, 0);
+    _tile_loadd(2, bias, 0);
+    _tile_loadd(3, bias + kTileRows, 0);
+  } else {
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+  }
+  const int64_t a_stride = ld * 2, b_half = kTileElements, b_part = 2 * kTileElements;
+  for (int64_t s = 0; s < steps; ++s) {
+    const uint16_t* as = a + s * kStepK;
+    const uint16_t* bs = b + s * kPackedStep;
+    // The six products in an order where each loads one operand's two tiles: A0 B0, A0 B2,
+    // A0 B1, A1 B1, A1 B0, A2 B0.
+    _tile_loadd(4, as, a_stride);
+    _tile_loadd(5, as + kTileRows * ld, a_stride);
+    _tile_loadd(6, bs, 64);
+    _tile_loadd(7, bs + b_half, 64);
+    multiply_four();
+    _tile_loadd(6, bs + 2 * b_part, 64);
+    _tile_loadd(7, bs + 2 * b_part + b_half, 64);
+    multiply_four();
+    _tile_loadd(6, bs + b_part, 64);
+    _tile_loadd(7, bs + b_part + b_half, 64);
+    multiply_four();
+    _tile_loadd(4, as + part_stride, a_stride);
+    _tile_loadd(5, as + part_stride + kTileRows * ld, a_stride);
+    multiply_four();
+    _tile_loadd(6, bs, 64);
+    _tile_loadd(7, bs + b_half, 64);
+    multiply_four();
+    _tile_loadd(4, as + 2 * part_stride, a_stride);
+    _tile_loadd(5, as + 2 * part_stride + kTileRows * ld, a_stride);
+    multiply_four();
+  }
+  _tile_stored(0, c.tile[0], c.stride_bytes[0]);
+  _tile_stored(1, c.tile[1], c.stride_bytes[1]);
+  _tile_stored(2, c.tile[2], c.stride_bytes[2]);
+  _tile_stored(3, c.tile[3], c.stride_bytes[3]);
+}
+
+SHARDFORMER_AMX_CODE void release_tiles() { _tile_release(); }
+
+// The products' shape and operands for the tasks.
+struct Product {
+  int64_t m, n, k_steps, row_blocks, column_blocks;
+  const uint16_t* parts;  // [3][row_blocks * 32][ld]
+  int64_t ld, part_stride;
+  const uint16_t* packed;
+  const float* bias;  // [column_blocks * 32], or null
+  float* out;
+  int64_t out_stride;
+};
+
+// One task: column blocks [cb0, cb1) over row blocks [rb0, rb1), in passes of kPassSteps.
+void run_task(const Product& p, int64_t rb0, int64_t rb1, int64_t cb0, int64_t cb1, CTiles& c) {
+  for (int64_t s0 = 0; s0 < p.k_steps; s0 += kPassSteps) {
+    const int64_t steps = std::min(kPassSteps, p.k_steps - s0);
+    const Start start = s0 > 0 ? Start::kOutput : p.bias != nullptr ? Start::kBias : Start::kZero;
+    for (int64_t rb = rb0; rb < rb1; ++rb) {
+      const uint16_t* a = p.parts + rb * kBlock * p.ld + s0 * kStepK;
+      for (int64_t cb = cb0; cb < cb1; ++cb) {
+        c.place(p.out, p.out_stride, p.m, p.n, rb * kBlock, cb * kBlock);
+        if (start == Start::kOutput) c.stage_in();
+        kernel(a, p.ld, p.part_stride, p.packed + (cb * p.k_steps + s0) * kPackedStep, steps,
+               p.bias != nullptr ? p.bias + cb * kBlock : nullptr, start, c);
+        c.stage_out();
+      }
+    }
+  }
+}
+
+#endif  // __x86_64__
+
+std::atomic<bool>& enabled_slot() {
+  static std::atomic<bool> slot{[] {
+#if defined(__x86_64__)
+    return environment_choice("SHARDFORMER_AMX", {"0", "1"}) != "0" && hardware_serves();
+#else
+    return false;
+#endif
+  }()};
+  return slot;
+}
+
+}  // namespace
+
+bool amx_available() { return amx_enabled(); }
+
+bool amx_enabled() { return enabled_slot().load(std::memory_order_relaxed); }
+
+bool set_amx_enabled(bool enabled) {
+#if defined(__x86_64__)
+  enabled = enabled && hardware_serves();
+#else
+  enabled = false;
+#endif
+  return enabled_slot().exchange(enabled);
+}
+
+int64_t amx_packed_elements(int64_t n, int64_t k) {
+  return round_up(n, kBlock) / kBlock * (round_up(k, kStepK) / kStepK) * kPackedStep;
+}
+
+#if defined(__x86_64__)
+
+at::Tensor amx_pack_weight(const at::Tensor& weight, bool k_major) {
+  TORCH_CHECK(amx_enabled(), "amx_pack_weight: the AMX products do not serve this process");
+  TORCH_CHECK(weight.device().is_cpu() && weight.scalar_type() == at::kFloat && weight.dim() == 2 &&
+                  weight.is_contiguous(),
+              "amx_pack_weight: weight ", weight.sizes(), " must be a contiguous fp32 CPU matrix");
+  const int64_t n = weight.size(k_major ? 1 : 0), k = weight.size(k_major ? 0 : 1);
+  const int64_t k_steps = round_up(k, kStepK) / kStepK;
+  at::Tensor packed = at::zeros({amx_packed_elements(n, k)}, at::kBFloat16);
+  auto* out = reinterpret_cast<uint16_t*>(packed.data_ptr());
+  const float* w = weight.const_data_ptr<float>();
+  // Each row of the weight as stored (a column of B for nn.Linear, a row of B for Conv1D) is
+  // split, then its parts scattered to their tiles.
+  const int64_t rows = weight.size(0), length = weight.size(1);
+  const int64_t length_padded = round_up(length, kStepK);
+  at::parallel_for(0, rows, 16, [&](int64_t begin, int64_t end) {
+    std::vector<uint16_t> parts(static_cast<size_t>(kParts * length_padded));
+    for (int64_t r = begin; r < end; ++r) {
+      split_rows(w + r * length, length, 1, length, 0, 1, parts.data(), length_padded,
+                 length_padded);
+      for (int64_t j = 0; j < length; ++j) {
+        const int64_t col = k_major ? j : r, kk = k_major ? r : j;  // B [kk, col]
+        const int64_t block = (col / kBlock) * k_steps + kk / kStepK;
+        const int64_t within = ((col % kBlock) / kTileRows) * kTileElements +
+                               ((kk % kStepK) / 2) * kStepK + (col % kTileRows) * 2 + kk % 2;
+        for (int p = 0; p < kParts; ++p) {
+          out[block * kPackedStep + p * 2 * kTileElements + within] =
+              parts[static_cast<size_t>(p * length_padded + j)];
+        }
+      }
+    }
+  });
+  return packed;
+}
+
+at::Tensor amx_linear(const at::Tensor& x, const at::Tensor& packed, int64_t n,
+                      const at::Tensor& bias) {
+  TORCH_CHECK(amx_enabled(), "amx_linear: the AMX products do not serve this process");
+  TORCH_CHECK(x.device().is_cpu() && x.scalar_type() == at::kFloat && x.dim() == 2 &&
+                  (x.size(1) <= 1 || x.stride(1) == 1),
+              "amx_linear: x ", x.sizes(), " must be an fp32 CPU matrix with contiguous rows");
+  const int64_t m = x.size(0), k = x.size(1);
+  TORCH_CHECK(packed.scalar_type() == at::kBFloat16 && packed.is_contiguous() &&
+                  packed.numel() == amx_packed_elements(n, k),
+              "amx_linear: packed weight of ", packed.numel(), " values is not one of [", n, ", ",
+              k, "] packed by amx_pack_weight");
+  TORCH_CHECK(!bias.defined() ||
+                  (bias.device().is_cpu() && bias.scalar_type() == at::kFloat && bias.numel() == n),
+              "amx_linear: bias must be an fp32 CPU vector of ", n, " values");
+  at::Tensor out = at::empty({m, n}, x.options());
+  if (m == 0 || n == 0) return out;
+  const int64_t k_steps = round_up(k, kStepK) / kStepK, row_blocks = round_up(m, kBlock) / kBlock;
+  const int64_t column_blocks = round_up(n, kBlock) / kBlock;
+  const int64_t ld = k_steps * kStepK + kRowPadding, part_stride = row_blocks * kBlock * ld;
+  at::Tensor parts = at::empty({kParts * part_stride}, at::kBFloat16);
+  auto* parts_data = reinterpret_cast<uint16_t*>(parts.data_ptr());
+  const float* x_data = x.const_data_ptr<float>();
+  const int64_t x_row = x.stride(0);
+  at::parallel_for(0, row_blocks * kBlock, kBlock, [&](int64_t begin, int64_t end) {
+    split_rows(x_data, x_row, m, k, begin, end, parts_data, ld, part_stride);
+  });
+  at::Tensor bias_padded;
+  if (bias.defined()) {
+    bias_padded = at::zeros({column_blocks * kBlock}, x.options());
+    bias_padded.narrow(0, 0, n).copy_(bias.reshape({n}));
+  }
+  const Product product{m,
+                        n,
+                        k_steps,
+                        row_blocks,
+                        column_blocks,
+                        parts_data,
+                        ld,
+                        part_stride,
+                        reinterpret_cast<const uint16_t*>(packed.const_data_ptr()),
+                        bias.defined() ? bias_padded.const_data_ptr<float>() : nullptr,
+                        out.mutable_data_ptr<float>(),
+                        n};
+  // Tasks: column slabs of kTaskColumns, each over a share of the rows; at least 8 per thread
+  // where the rows allow, so that the threads finish together.
+  const int64_t slab_blocks = kTaskColumns / kBlock;
+  const int64_t slabs = (column_blocks + slab_blocks - 1) / slab_blocks;
+  const int64_t threads = at::get_num_threads();
+  const int64_t shares = std::clamp<int64_t>((8 * threads + slabs - 1) / slabs, 1, row_blocks);
+  at::parallel_for(0, slabs * shares, 1, [&](int64_t begin, int64_t end) {
+    configure_tiles();
+    CTiles c;
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t slab = t / shares, share = t % shares;
+      const int64_t cb0 = slab * slab_blocks, cb1 = std::min(column_blocks, cb0 + slab_blocks);
+      const int64_t rb0 = row_blocks * share / shares, rb1 = row_blocks * (share + 1) / shares;
+      run_task(product, rb0, rb1, cb0, cb1, c);
+    }
+    release_tiles();
+  });
+  return out;
+}
+
+#else
+
+at::Tensor amx_pack_weight(const at::Tensor&, bool) {
+  TORCH_CHECK(false, "amx_pack_weight: AMX products exist on x86-64 only");
+}
+
+at::Tensor amx_linear(const at::Tensor&, const at::Tensor&, int64_t, const at::Tensor&) {
+  TORCH_CHECK(false, "amx_linear: AMX products exist on x86-64 only");
+}
+
+#endif
+
+}  // namespace shardformer::kernels
