@@ -8,6 +8,7 @@
 // products alone at SmolLM2-135M's shapes against the memory read rate; --few-rows times a
 // prompt's few-row products against the library GEMM and the FMA peak, naming the CPU.
 #include "fma_peak.h"
+#include "shardformer/kernels/amx_gemm.h"
 #include "shardformer/kernels/cpu_kernels.h"
 #include "shardformer/kernels/skinny_prefetch.h"
 
@@ -344,13 +345,20 @@ int main(int argc, char** argv) {
     at::Tensor out = at::empty({2048, 2048});
     const at::Tensor big = at::ones({int64_t{1} << 28});  // 1 GiB of fp32, summed: memory read
     const double read_gbs = big.nbytes() / best_seconds([&] { (void)big.sum(); }, 5) / 1e9;
+    // Inference's products on AMX tiles where they serve: the weight packed once, as a model's.
+    double amx_gflops = 0;
+    if (kernels::amx_enabled()) {
+      const at::Tensor packed = kernels::amx_pack_weight(sq, false);
+      amx_gflops =
+          flops / best_seconds([&] { (void)kernels::amx_linear(sq, packed, 2048, {}); }, 5) / 1e9;
+    }
     std::printf(
         "{\"kind\": \"limits_host\", \"host_gemm_gflops\": %.1f, \"fma_gflops\": %.1f, "
         "\"fma_isa\": \"%s\", \"read_gbs\": %.1f, \"kernels\": \"%s\", "
-        "\"host_gemm\": \"%s\", \"host_gemm_enabled\": %s}\n",
+        "\"host_gemm\": \"%s\", \"host_gemm_enabled\": %s, \"amx_gemm_gflops\": %.1f}\n",
         flops / best_seconds([&] { kernels::gemm(sq, sq, {}, false, out); }, 5) / 1e9, peak,
         fma_peak_isa(), read_gbs, kernels::capability().c_str(), kernels::gemm_name().c_str(),
-        kernels::gemm_enabled() ? "true" : "false");
+        kernels::gemm_enabled() ? "true" : "false", amx_gflops);
     return 0;
   }
   std::printf(
