@@ -6,7 +6,8 @@
 // line each, then the FMA peak (with no shape, the peak alone: bench/gemm_libraries.py's roofline);
 // --attention prints the attention kernels' table alone; --decode-step times a decoding step's
 // products alone at SmolLM2-135M's shapes against the memory read rate; --few-rows times a
-// prompt's few-row products against the library GEMM and the FMA peak, naming the CPU.
+// prompt's few-row products against the library GEMM and the FMA peak, naming the CPU; --amx
+// times inference's products on AMX tiles (amx_gemm.h) against ATen's on GPT-2's shapes.
 #include "fma_peak.h"
 #include "shardformer/kernels/amx_gemm.h"
 #include "shardformer/kernels/cpu_kernels.h"
@@ -262,12 +263,52 @@ void few_rows_table(double peak) {
   std::printf("\n");
 }
 
+// The AMX products (weights packed once) against ATen's, on GPT-2-small's products at 4 x 512
+// tokens; a markdown table. b is [k, n], or a transposed view of a contiguous [n, k].
+void amx_row(const char* name, const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias,
+             double peak) {
+  const bool k_major = b.is_contiguous();
+  const at::Tensor packed = kernels::amx_pack_weight(k_major ? b : b.t(), k_major);
+  const double flops = gemm_flops(a, b);
+  at::Tensor out = at::empty({a.size(0), b.size(1)});
+  const double amx =
+      best_seconds([&] { (void)kernels::amx_linear(a, packed, b.size(1), bias); }, 5);
+  const double aten = best_seconds(
+      [&] { bias.defined() ? at::addmm_out(out, bias, a, b) : at::mm_out(out, a, b); }, 5);
+  std::printf("| %s | %.2f | %.2f | %.0f | %.0f%% | %.0f | %.2f x |\n", name, amx * 1e3, aten * 1e3,
+              flops / amx / 1e9, 100.0 * flops / amx / 1e9 / peak, flops / aten / 1e9, aten / amx);
+}
+
+void amx_rows(int threads, double peak) {
+  std::printf(
+      "threads %d, fp32 FMA peak %.0f GFLOP/s (%s); AMX products (bf16x6) against "
+      "ATen's (%s)\n\n",
+      threads, peak, fma_peak_isa(), kernels::gemm_name().c_str());
+  std::printf(
+      "| product | AMX ms | ATen ms | AMX GFLOP/s | of FMA peak | ATen GFLOP/s | "
+      "ATen / AMX time |\n|---|---|---|---|---|---|---|\n");
+  const at::Tensor sq = at::randn({2048, 2048});
+  amx_row("[2048, 2048] . [2048, 2048]", sq, sq, {}, peak);
+  const at::Tensor x = at::randn({2048, 768}), x4 = at::randn({2048, 3072});
+  amx_row("c_attn [2048, 768] . [768, 2304] + bias", x, at::randn({768, 2304}), at::randn({2304}),
+          peak);
+  amx_row("attn c_proj [2048, 768] . [768, 768] + bias", x, at::randn({768, 768}), at::randn({768}),
+          peak);
+  amx_row("c_fc [2048, 768] . [768, 3072] + bias", x, at::randn({768, 3072}), at::randn({3072}),
+          peak);
+  amx_row("mlp c_proj [2048, 3072] . [3072, 768] + bias", x4, at::randn({3072, 768}),
+          at::randn({768}), peak);
+  amx_row("LM head [2048, 768] . [50257, 768]^T", x, at::randn({50257, 768}).t(), {}, peak);
+  amx_row("64 rows: 64 x 768 . [768, 2304] + bias", at::randn({64, 768}), at::randn({768, 2304}),
+          at::randn({2304}), peak);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int threads = 2;
   bool limits = false, gemm_only = false, attention_only = false, decode_step = false,
-       few_rows = false;
+       few_rows = false, amx = false;
   std::vector<GemmShape> gemm_shapes;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -279,6 +320,8 @@ int main(int argc, char** argv) {
       decode_step = true;
     } else if (arg == "--few-rows") {
       few_rows = true;
+    } else if (arg == "--amx") {
+      amx = true;
     } else if (arg == "--gemm") {
       gemm_only = true;
     } else if (const auto shape = gemm_only ? parse_gemm_shape(arg) : std::nullopt) {
@@ -289,7 +332,7 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: kernel_speed [threads] [--limits | --attention | --decode-step | "
-                   "--few-rows | --gemm "
+                   "--few-rows | --amx | --gemm "
                    "M,K,N[,t] ...] (got "
                    "'%s')\n",
                    argv[i]);
@@ -298,6 +341,15 @@ int main(int argc, char** argv) {
   }
   at::set_num_threads(threads);
   at::manual_seed(0);
+  if (amx) {
+    if (!kernels::amx_enabled()) {
+      std::fprintf(stderr,
+                   "kernel_speed: no AMX products on this CPU or OS (or SHARDFORMER_AMX=0)\n");
+      return 2;
+    }
+    amx_rows(threads, fma_peak_gflops(threads));
+    return 0;
+  }
   const at::AutoGradMode no_grad(false);
 
   if (attention_only) {

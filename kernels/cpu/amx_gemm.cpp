@@ -34,13 +34,12 @@ constexpr int kParts = 3;
 // [16 k pairs][16 columns][2] as TDPBF16PS reads B.
 constexpr int64_t kTileElements = kTileRows * kStepK;  // 512 bf16, 1 KiB
 constexpr int64_t kPackedStep = kParts * 2 * kTileElements;
-// A task's columns and a pass's k: the task's weight slab (256 columns x 512 k x 3 parts, 768 KiB)
-// stays in the core's L2 while the task's rows pass over it, 32 at a time.
+// A task's columns and a pass's k: the task's weight slab (256 columns x 768 k x 3 parts, 1.2
+// MB) stays in the core's L2 while the task's rows pass over it, 32 at a time. One pass covers
+// GPT-2's k of 768, so its LM head's 412 MB of logits are written once, not read back between
+// passes.
 constexpr int64_t kTaskColumns = 256;
-constexpr int64_t kPassSteps = 512 / kStepK;
-// Row padding of the split activations: a tile's 16 rows, a multiple of 4 KiB apart, would share
-// a few L1 sets.
-constexpr int64_t kRowPadding = 32;
+constexpr int64_t kPassSteps = 768 / kStepK;
 
 int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
@@ -104,20 +103,22 @@ SHARDFORMER_AMX_CODE void split16(const float* x, int64_t count, uint16_t* part0
   }
 }
 
-// x's rows [begin, end) of m split into parts [3][rows][ld] (k rounded up to 32, zeros past k and
-// past m).
-SHARDFORMER_AMX_CODE void split_rows(const float* x, int64_t x_row, int64_t m, int64_t k,
-                                     int64_t begin, int64_t end, uint16_t* parts, int64_t ld,
-                                     int64_t part_stride) {
-  const int64_t k_padded = round_up(k, kStepK);
-  for (int64_t r = begin; r < end; ++r) {
-    uint16_t* row = parts + r * ld;
-    if (r >= m) {
-      for (int p = 0; p < kParts; ++p) std::memset(row + p * part_stride, 0, k_padded * 2);
-      continue;
+// Row block rb of x ([m, k], rows x_row apart) split as the tiles read it: per step of 32 k, the
+// three parts' [32 rows][32 k] one after another (kPackedStep values a step, as a packed weight's
+// column block), so that every tile load reads 1 KiB in a row; zeros past k and past m.
+SHARDFORMER_AMX_CODE void split_row_block(const float* x, int64_t x_row, int64_t m, int64_t k,
+                                          int64_t rb, int64_t k_steps, uint16_t* parts) {
+  uint16_t* block = parts + rb * k_steps * kPackedStep;
+  for (int64_t i = 0; i < kBlock; ++i) {
+    const int64_t r = rb * kBlock + i;
+    for (int64_t j = 0; j < k_steps * kStepK; j += 16) {
+      uint16_t* to = block + (j / kStepK) * kPackedStep + i * kStepK + j % kStepK;
+      if (r < m) {
+        split16(x + r * x_row + j, k - j, to, 2 * kTileElements);
+      } else {
+        for (int p = 0; p < kParts; ++p) std::memset(to + p * 2 * kTileElements, 0, 16 * 2);
+      }
     }
-    for (int64_t j = 0; j < k_padded; j += 16)
-      split16(x + r * x_row + j, k - j, row + j, part_stride);
   }
 }
 
@@ -180,12 +181,11 @@ SHARDFORMER_AMX_CODE inline void multiply_four() {
 
 enum class Start { kZero, kBias, kOutput };
 
-// C [32, 32] (=|+=) the six part products over `steps` steps of 32 k: a the block's part-0 rows
-// (ld bf16 apart, parts part_stride apart), b the packed steps of its column block; bias [32]
+// C [32, 32] (=|+=) the six part products over `steps` steps of 32 k: a the split steps of its row
+// block (split_row_block), b the packed steps of its column block; bias [32]
 // the block's columns (Start::kBias: every row starts from it, a tile loaded with row stride 0).
-SHARDFORMER_AMX_CODE void kernel(const uint16_t* a, int64_t ld, int64_t part_stride,
-                                 const uint16_t* b, int64_t steps, const float* bias, Start start,
-                                 const CTiles& c) {
+SHARDFORMER_AMX_CODE void kernel(const uint16_t* a, const uint16_t* b, int64_t steps,
+                                 const float* bias, Start start, const CTiles& c) {
   if (start == Start::kOutput) {
     _tile_loadd(0, c.tile[0], c.stride_bytes[0]);
     _tile_loadd(1, c.tile[1], c.stride_bytes[1]);
@@ -202,31 +202,32 @@ SHARDFORMER_AMX_CODE void kernel(const uint16_t* a, int64_t ld, int64_t part_str
     _tile_zero(2);
     _tile_zero(3);
   }
-  const int64_t a_stride = ld * 2, b_half = kTileElements, b_part = 2 * kTileElements;
+  // Within a step, a part's two tiles (A: rows 0-15, 16-31; B: columns) 1 KiB apart, parts 2 KiB.
+  const int64_t half = kTileElements, part = 2 * kTileElements;
   for (int64_t s = 0; s < steps; ++s) {
-    const uint16_t* as = a + s * kStepK;
+    const uint16_t* as = a + s * kPackedStep;
     const uint16_t* bs = b + s * kPackedStep;
     // The six products in an order where each loads one operand's two tiles: A0 B0, A0 B2,
     // A0 B1, A1 B1, A1 B0, A2 B0.
-    _tile_loadd(4, as, a_stride);
-    _tile_loadd(5, as + kTileRows * ld, a_stride);
+    _tile_loadd(4, as, 64);
+    _tile_loadd(5, as + half, 64);
     _tile_loadd(6, bs, 64);
-    _tile_loadd(7, bs + b_half, 64);
+    _tile_loadd(7, bs + half, 64);
     multiply_four();
-    _tile_loadd(6, bs + 2 * b_part, 64);
-    _tile_loadd(7, bs + 2 * b_part + b_half, 64);
+    _tile_loadd(6, bs + 2 * part, 64);
+    _tile_loadd(7, bs + 2 * part + half, 64);
     multiply_four();
-    _tile_loadd(6, bs + b_part, 64);
-    _tile_loadd(7, bs + b_part + b_half, 64);
+    _tile_loadd(6, bs + part, 64);
+    _tile_loadd(7, bs + part + half, 64);
     multiply_four();
-    _tile_loadd(4, as + part_stride, a_stride);
-    _tile_loadd(5, as + part_stride + kTileRows * ld, a_stride);
+    _tile_loadd(4, as + part, 64);
+    _tile_loadd(5, as + part + half, 64);
     multiply_four();
     _tile_loadd(6, bs, 64);
-    _tile_loadd(7, bs + b_half, 64);
+    _tile_loadd(7, bs + half, 64);
     multiply_four();
-    _tile_loadd(4, as + 2 * part_stride, a_stride);
-    _tile_loadd(5, as + 2 * part_stride + kTileRows * ld, a_stride);
+    _tile_loadd(4, as + 2 * part, 64);
+    _tile_loadd(5, as + 2 * part + half, 64);
     multiply_four();
   }
   _tile_stored(0, c.tile[0], c.stride_bytes[0]);
@@ -240,8 +241,7 @@ SHARDFORMER_AMX_CODE void release_tiles() { _tile_release(); }
 // The products' shape and operands for the tasks.
 struct Product {
   int64_t m, n, k_steps, row_blocks, column_blocks;
-  const uint16_t* parts;  // [3][row_blocks * 32][ld]
-  int64_t ld, part_stride;
+  const uint16_t* parts;  // [row_blocks][k_steps][kPackedStep]: split_row_block's
   const uint16_t* packed;
   const float* bias;  // [column_blocks * 32], or null
   float* out;
@@ -254,11 +254,11 @@ void run_task(const Product& p, int64_t rb0, int64_t rb1, int64_t cb0, int64_t c
     const int64_t steps = std::min(kPassSteps, p.k_steps - s0);
     const Start start = s0 > 0 ? Start::kOutput : p.bias != nullptr ? Start::kBias : Start::kZero;
     for (int64_t rb = rb0; rb < rb1; ++rb) {
-      const uint16_t* a = p.parts + rb * kBlock * p.ld + s0 * kStepK;
+      const uint16_t* a = p.parts + (rb * p.k_steps + s0) * kPackedStep;
       for (int64_t cb = cb0; cb < cb1; ++cb) {
         c.place(p.out, p.out_stride, p.m, p.n, rb * kBlock, cb * kBlock);
         if (start == Start::kOutput) c.stage_in();
-        kernel(a, p.ld, p.part_stride, p.packed + (cb * p.k_steps + s0) * kPackedStep, steps,
+        kernel(a, p.packed + (cb * p.k_steps + s0) * kPackedStep, steps,
                p.bias != nullptr ? p.bias + cb * kBlock : nullptr, start, c);
         c.stage_out();
       }
@@ -317,8 +317,9 @@ at::Tensor amx_pack_weight(const at::Tensor& weight, bool k_major) {
   at::parallel_for(0, rows, 16, [&](int64_t begin, int64_t end) {
     std::vector<uint16_t> parts(static_cast<size_t>(kParts * length_padded));
     for (int64_t r = begin; r < end; ++r) {
-      split_rows(w + r * length, length, 1, length, 0, 1, parts.data(), length_padded,
-                 length_padded);
+      for (int64_t j = 0; j < length_padded; j += 16) {
+        split16(w + r * length + j, length - j, parts.data() + j, length_padded);
+      }
       for (int64_t j = 0; j < length; ++j) {
         const int64_t col = k_major ? j : r, kk = k_major ? r : j;  // B [kk, col]
         const int64_t block = (col / kBlock) * k_steps + kk / kStepK;
@@ -352,13 +353,14 @@ at::Tensor amx_linear(const at::Tensor& x, const at::Tensor& packed, int64_t n,
   if (m == 0 || n == 0) return out;
   const int64_t k_steps = round_up(k, kStepK) / kStepK, row_blocks = round_up(m, kBlock) / kBlock;
   const int64_t column_blocks = round_up(n, kBlock) / kBlock;
-  const int64_t ld = k_steps * kStepK + kRowPadding, part_stride = row_blocks * kBlock * ld;
-  at::Tensor parts = at::empty({kParts * part_stride}, at::kBFloat16);
+  at::Tensor parts = at::empty({row_blocks * k_steps * kPackedStep}, at::kBFloat16);
   auto* parts_data = reinterpret_cast<uint16_t*>(parts.data_ptr());
   const float* x_data = x.const_data_ptr<float>();
   const int64_t x_row = x.stride(0);
-  at::parallel_for(0, row_blocks * kBlock, kBlock, [&](int64_t begin, int64_t end) {
-    split_rows(x_data, x_row, m, k, begin, end, parts_data, ld, part_stride);
+  at::parallel_for(0, row_blocks, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t rb = begin; rb < end; ++rb) {
+      split_row_block(x_data, x_row, m, k, rb, k_steps, parts_data);
+    }
   });
   at::Tensor bias_padded;
   if (bias.defined()) {
@@ -371,8 +373,6 @@ at::Tensor amx_linear(const at::Tensor& x, const at::Tensor& packed, int64_t n,
                         row_blocks,
                         column_blocks,
                         parts_data,
-                        ld,
-                        part_stride,
                         reinterpret_cast<const uint16_t*>(packed.const_data_ptr()),
                         bias.defined() ? bias_padded.const_data_ptr<float>() : nullptr,
                         out.mutable_data_ptr<float>(),

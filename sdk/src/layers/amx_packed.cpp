@@ -9,9 +9,13 @@
 
 namespace shardformer::layers {
 
+bool amx_serves(const at::Tensor& weight, bool k_major) {
+  return kernels::amx_enabled() && weight.dim() == 2 && weight.size(k_major ? 0 : 1) <= kAmxMaxK;
+}
+
 at::Tensor amx_packed_linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                              bool k_major) {
-  if (!kernels::amx_enabled()) return {};
+  if (!amx_serves(weight, k_major)) return {};
   const int64_t m = packable_rows(x, weight, bias, k_major);
   if (m == 0) return {};
   const int64_t k = weight.size(k_major ? 0 : 1), n = weight.size(k_major ? 1 : 0);

@@ -119,9 +119,10 @@ at::Tensor linear_product(const at::Tensor& x, const at::Tensor& weight, const a
     return LibraryLinear::apply(
         x, weight, bias.defined() ? std::optional<at::Tensor>(bias) : std::nullopt, k_major);
   }
-  // Products without gradients on weights packed once: on AMX tiles where the CPU has them, else
-  // MKL's own code (Intel's CPUs). A weight waiting for its second AMX product takes ATen's.
-  if (kernels::amx_enabled()) {
+  // Products without gradients on weights packed once: on AMX tiles where the CPU has them and
+  // k is short enough, else MKL's own code (Intel's CPUs). A weight waiting for its second AMX
+  // product takes ATen's.
+  if (amx_serves(weight, k_major)) {
     if (at::Tensor y = amx_packed_linear(x, weight, bias, k_major); y.defined()) return y;
   } else if (at::Tensor y = mkl_packed_linear(x, weight, bias, k_major); y.defined()) {
     return y;
