@@ -282,11 +282,9 @@ def main():
     fma = med(r["fma_gflops"] for r in limits)
     read = med(r["read_gbs"] for r in limits)
     host_on = limits[0]["host_gemm_enabled"]
-    amx_gemm = med(r.get("amx_gemm_gflops", 0) for r in limits)
     print(f"limits: fp32 GEMM on 2048^2 {aten_gemm:.0f} GFLOP/s with ATen (MKL), {host_gemm:.0f} "
           f"with the host's {limits[0]['host_gemm']} ({'on' if host_on else 'off'} by default "
-          f"here)" + (f", {amx_gemm:.0f} on AMX tiles (bf16x6, the weight packed: inference's "
-                      f"products here)" if amx_gemm > 0 else "") + "; fp32 "
+          f"here); fp32 "
           f"FMA peak {fma:.0f} GFLOP/s; memory read {read:.1f} GB/s (medians of {len(limits)} "
           f"rounds)\n")
     if forward:

@@ -47,8 +47,6 @@ def describe(build: pathlib.Path, threads: int) -> str:
     """One line naming the CPU, the product path and the limits measured now."""
     c, lim = cpu(), limits(build, threads)
     gemm = lim["host_gemm"] if lim["host_gemm_enabled"] else "ATen's GEMM (MKL)"
-    if lim.get("amx_gemm_gflops", 0) > 0:
-        gemm += ", inference's on AMX tiles (bf16x6)"
     return (f"cpu: {c['model_name']} ({c['vendor']}, family {c['family']} model {c['model']}, "
             f"{c['isa']}); host products: {gemm}, {lim['kernels']} kernels; limits on {threads} "
             f"threads: fp32 FMA peak {lim['fma_gflops']:.0f} GFLOP/s ({lim['fma_isa']}), "

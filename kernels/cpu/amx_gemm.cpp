@@ -3,15 +3,12 @@
 // tiles into four C tiles. Only the functions marked kAmxCode hold AMX or AVX-512 code.
 #include "shardformer/kernels/amx_gemm.h"
 
-#include "environment_choice.h"
-
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <c10/util/Exception.h>
 
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <cstring>
 
 #if defined(__x86_64__)
@@ -244,6 +241,7 @@ struct Product {
   const uint16_t* parts;  // [row_blocks][k_steps][kPackedStep]: split_row_block's
   const uint16_t* packed;
   const float* bias;  // [column_blocks * 32], or null
+  bool accumulate;    // the first pass adds to out (bias then null)
   float* out;
   int64_t out_stride;
 };
@@ -252,7 +250,9 @@ struct Product {
 void run_task(const Product& p, int64_t rb0, int64_t rb1, int64_t cb0, int64_t cb1, CTiles& c) {
   for (int64_t s0 = 0; s0 < p.k_steps; s0 += kPassSteps) {
     const int64_t steps = std::min(kPassSteps, p.k_steps - s0);
-    const Start start = s0 > 0 ? Start::kOutput : p.bias != nullptr ? Start::kBias : Start::kZero;
+    const Start start = s0 > 0 || p.accumulate ? Start::kOutput
+                        : p.bias != nullptr    ? Start::kBias
+                                               : Start::kZero;
     for (int64_t rb = rb0; rb < rb1; ++rb) {
       const uint16_t* a = p.parts + (rb * p.k_steps + s0) * kPackedStep;
       for (int64_t cb = cb0; cb < cb1; ++cb) {
@@ -266,59 +266,20 @@ void run_task(const Product& p, int64_t rb0, int64_t rb1, int64_t cb0, int64_t c
   }
 }
 
-#endif  // __x86_64__
-
-std::atomic<bool>& enabled_slot() {
-  static std::atomic<bool> slot{[] {
-#if defined(__x86_64__)
-    return environment_choice("SHARDFORMER_AMX", {"0", "1"}) != "0" && hardware_serves();
-#else
-    return false;
-#endif
-  }()};
-  return slot;
-}
-
-}  // namespace
-
-bool amx_available() { return amx_enabled(); }
-
-bool amx_enabled() { return enabled_slot().load(std::memory_order_relaxed); }
-
-bool set_amx_enabled(bool enabled) {
-#if defined(__x86_64__)
-  enabled = enabled && hardware_serves();
-#else
-  enabled = false;
-#endif
-  return enabled_slot().exchange(enabled);
-}
-
-int64_t amx_packed_elements(int64_t n, int64_t k) {
-  return round_up(n, kBlock) / kBlock * (round_up(k, kStepK) / kStepK) * kPackedStep;
-}
-
-#if defined(__x86_64__)
-
-at::Tensor amx_pack_weight(const at::Tensor& weight, bool k_major) {
-  TORCH_CHECK(amx_enabled(), "amx_pack_weight: the AMX products do not serve this process");
-  TORCH_CHECK(weight.device().is_cpu() && weight.scalar_type() == at::kFloat && weight.dim() == 2 &&
-                  weight.is_contiguous(),
-              "amx_pack_weight: weight ", weight.sizes(), " must be a contiguous fp32 CPU matrix");
-  const int64_t n = weight.size(k_major ? 1 : 0), k = weight.size(k_major ? 0 : 1);
+// The stored matrix w (rows of `length` values, row_stride apart) as B of the product, packed:
+// k_major, w is B [k, n]; else B^T [n, k] (nn.Linear's weight). packed: amx_packed_elements(n, k)
+// zeros.
+void pack(const float* w, int64_t rows, int64_t length, int64_t row_stride, bool k_major,
+          uint16_t* packed) {
+  const int64_t k = k_major ? rows : length;
   const int64_t k_steps = round_up(k, kStepK) / kStepK;
-  at::Tensor packed = at::zeros({amx_packed_elements(n, k)}, at::kBFloat16);
-  auto* out = reinterpret_cast<uint16_t*>(packed.data_ptr());
-  const float* w = weight.const_data_ptr<float>();
-  // Each row of the weight as stored (a column of B for nn.Linear, a row of B for Conv1D) is
-  // split, then its parts scattered to their tiles.
-  const int64_t rows = weight.size(0), length = weight.size(1);
   const int64_t length_padded = round_up(length, kStepK);
+  // Each stored row is split, then its parts scattered to their tiles.
   at::parallel_for(0, rows, 16, [&](int64_t begin, int64_t end) {
     std::vector<uint16_t> parts(static_cast<size_t>(kParts * length_padded));
     for (int64_t r = begin; r < end; ++r) {
       for (int64_t j = 0; j < length_padded; j += 16) {
-        split16(w + r * length + j, length - j, parts.data() + j, length_padded);
+        split16(w + r * row_stride + j, length - j, parts.data() + j, length_padded);
       }
       for (int64_t j = 0; j < length; ++j) {
         const int64_t col = k_major ? j : r, kk = k_major ? r : j;  // B [kk, col]
@@ -326,57 +287,44 @@ at::Tensor amx_pack_weight(const at::Tensor& weight, bool k_major) {
         const int64_t within = ((col % kBlock) / kTileRows) * kTileElements +
                                ((kk % kStepK) / 2) * kStepK + (col % kTileRows) * 2 + kk % 2;
         for (int p = 0; p < kParts; ++p) {
-          out[block * kPackedStep + p * 2 * kTileElements + within] =
+          packed[block * kPackedStep + p * 2 * kTileElements + within] =
               parts[static_cast<size_t>(p * length_padded + j)];
         }
       }
     }
   });
-  return packed;
 }
 
-at::Tensor amx_linear(const at::Tensor& x, const at::Tensor& packed, int64_t n,
-                      const at::Tensor& bias) {
-  TORCH_CHECK(amx_enabled(), "amx_linear: the AMX products do not serve this process");
-  TORCH_CHECK(x.device().is_cpu() && x.scalar_type() == at::kFloat && x.dim() == 2 &&
-                  (x.size(1) <= 1 || x.stride(1) == 1),
-              "amx_linear: x ", x.sizes(), " must be an fp32 CPU matrix with contiguous rows");
-  const int64_t m = x.size(0), k = x.size(1);
-  TORCH_CHECK(packed.scalar_type() == at::kBFloat16 && packed.is_contiguous() &&
-                  packed.numel() == amx_packed_elements(n, k),
-              "amx_linear: packed weight of ", packed.numel(), " values is not one of [", n, ", ",
-              k, "] packed by amx_pack_weight");
-  TORCH_CHECK(!bias.defined() ||
-                  (bias.device().is_cpu() && bias.scalar_type() == at::kFloat && bias.numel() == n),
-              "amx_linear: bias must be an fp32 CPU vector of ", n, " values");
-  at::Tensor out = at::empty({m, n}, x.options());
-  if (m == 0 || n == 0) return out;
+// out [m, n] (rows out_stride apart) (=|+=) x [m, k] (rows x_row apart) . B (+ bias [n], or
+// null) for B packed by pack(); k > 0.
+void multiply(const float* x, int64_t x_row, int64_t m, int64_t k, const uint16_t* packed,
+              int64_t n, const float* bias, bool accumulate, float* out, int64_t out_stride) {
   const int64_t k_steps = round_up(k, kStepK) / kStepK, row_blocks = round_up(m, kBlock) / kBlock;
   const int64_t column_blocks = round_up(n, kBlock) / kBlock;
   at::Tensor parts = at::empty({row_blocks * k_steps * kPackedStep}, at::kBFloat16);
   auto* parts_data = reinterpret_cast<uint16_t*>(parts.data_ptr());
-  const float* x_data = x.const_data_ptr<float>();
-  const int64_t x_row = x.stride(0);
   at::parallel_for(0, row_blocks, 1, [&](int64_t begin, int64_t end) {
     for (int64_t rb = begin; rb < end; ++rb) {
-      split_row_block(x_data, x_row, m, k, rb, k_steps, parts_data);
+      split_row_block(x, x_row, m, k, rb, k_steps, parts_data);
     }
   });
-  at::Tensor bias_padded;
-  if (bias.defined()) {
-    bias_padded = at::zeros({column_blocks * kBlock}, x.options());
-    bias_padded.narrow(0, 0, n).copy_(bias.reshape({n}));
+  // The kernel reads 32 bias values a column block: zeros past n.
+  std::vector<float> bias_padded;
+  if (bias != nullptr && !accumulate) {
+    bias_padded.assign(static_cast<size_t>(column_blocks * kBlock), 0.F);
+    std::copy_n(bias, n, bias_padded.begin());
   }
-  const Product product{m,
-                        n,
-                        k_steps,
-                        row_blocks,
-                        column_blocks,
-                        parts_data,
-                        reinterpret_cast<const uint16_t*>(packed.const_data_ptr()),
-                        bias.defined() ? bias_padded.const_data_ptr<float>() : nullptr,
-                        out.mutable_data_ptr<float>(),
-                        n};
+  const Product product{.m = m,
+                        .n = n,
+                        .k_steps = k_steps,
+                        .row_blocks = row_blocks,
+                        .column_blocks = column_blocks,
+                        .parts = parts_data,
+                        .packed = packed,
+                        .bias = bias_padded.empty() ? nullptr : bias_padded.data(),
+                        .accumulate = accumulate,
+                        .out = out,
+                        .out_stride = out_stride};
   // Tasks: column slabs of kTaskColumns, each over a share of the rows; at least 8 per thread
   // where the rows allow, so that the threads finish together.
   const int64_t slab_blocks = kTaskColumns / kBlock;
@@ -394,7 +342,93 @@ at::Tensor amx_linear(const at::Tensor& x, const at::Tensor& packed, int64_t n,
     }
     release_tiles();
   });
+}
+
+#endif  // __x86_64__
+
+bool cpu_float(const at::Tensor& t) { return t.device().is_cpu() && t.scalar_type() == at::kFloat; }
+
+}  // namespace
+
+bool amx_available() {
+#if defined(__x86_64__)
+  return hardware_serves();
+#else
+  return false;
+#endif
+}
+
+int64_t amx_packed_elements(int64_t n, int64_t k) {
+  return round_up(n, kBlock) / kBlock * (round_up(k, kStepK) / kStepK) * kPackedStep;
+}
+
+#if defined(__x86_64__)
+
+at::Tensor amx_pack_weight(const at::Tensor& weight, bool k_major) {
+  TORCH_CHECK(amx_available(), "amx_pack_weight: this CPU or OS offers no AMX-BF16 tiles");
+  TORCH_CHECK(cpu_float(weight) && weight.dim() == 2 && weight.is_contiguous(),
+              "amx_pack_weight: weight ", weight.sizes(), " must be a contiguous fp32 CPU matrix");
+  const int64_t n = weight.size(k_major ? 1 : 0), k = weight.size(k_major ? 0 : 1);
+  at::Tensor packed = at::zeros({amx_packed_elements(n, k)}, at::kBFloat16);
+  pack(weight.const_data_ptr<float>(), weight.size(0), weight.size(1), weight.size(1), k_major,
+       reinterpret_cast<uint16_t*>(packed.data_ptr()));
+  return packed;
+}
+
+at::Tensor amx_linear(const at::Tensor& x, const at::Tensor& packed, int64_t n,
+                      const at::Tensor& bias) {
+  TORCH_CHECK(amx_available(), "amx_linear: this CPU or OS offers no AMX-BF16 tiles");
+  TORCH_CHECK(cpu_float(x) && x.dim() == 2 && (x.size(1) <= 1 || x.stride(1) == 1),
+              "amx_linear: x ", x.sizes(), " must be an fp32 CPU matrix with contiguous rows");
+  const int64_t m = x.size(0), k = x.size(1);
+  TORCH_CHECK(packed.scalar_type() == at::kBFloat16 && packed.is_contiguous() &&
+                  packed.numel() == amx_packed_elements(n, k),
+              "amx_linear: packed weight of ", packed.numel(), " values is not one of [", n, ", ",
+              k, "] packed by amx_pack_weight");
+  TORCH_CHECK(!bias.defined() || (cpu_float(bias) && bias.is_contiguous() && bias.numel() == n),
+              "amx_linear: bias must be a contiguous fp32 CPU vector of ", n, " values");
+  at::Tensor out = at::empty({m, n}, x.options());
+  if (m == 0 || n == 0) return out;
+  if (k == 0) return bias.defined() ? out.copy_(bias.expand({m, n})) : out.zero_();
+  multiply(x.const_data_ptr<float>(), x.stride(0), m, k,
+           reinterpret_cast<const uint16_t*>(packed.const_data_ptr()), n,
+           bias.defined() ? bias.const_data_ptr<float>() : nullptr, false,
+           out.mutable_data_ptr<float>(), n);
   return out;
+}
+
+void amx_gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias, bool accumulate,
+              const at::Tensor& out) {
+  TORCH_CHECK(amx_available(), "amx_gemm: this CPU or OS offers no AMX-BF16 tiles");
+  TORCH_CHECK(cpu_float(a) && cpu_float(b) && cpu_float(out) && a.dim() == 2 && b.dim() == 2 &&
+                  out.dim() == 2 && a.size(1) == b.size(0) && out.size(0) == a.size(0) &&
+                  out.size(1) == b.size(1) && (out.size(1) <= 1 || out.stride(1) == 1),
+              "amx_gemm: a ", a.sizes(), " . b ", b.sizes(), " into out ", out.sizes(),
+              " must be fp32 CPU matrices [m, k] . [k, n] -> [m, n], out's rows contiguous");
+  const int64_t m = a.size(0), k = a.size(1), n = b.size(1);
+  TORCH_CHECK(!bias.defined() || (cpu_float(bias) && bias.is_contiguous() && bias.numel() == n),
+              "amx_gemm: bias must be a contiguous fp32 CPU vector of ", n, " values");
+  if (m == 0 || n == 0) return;
+  if (k == 0 || (accumulate && bias.defined())) {
+    if (k == 0 && !accumulate) out.zero_();
+    if (bias.defined()) out.add_(bias);
+    if (k == 0) return;
+  }
+  // B packed for this product: read where its rows or its columns lie in a row, else copied.
+  at::Tensor packed = at::zeros({amx_packed_elements(n, k)}, at::kBFloat16);
+  auto* packed_data = reinterpret_cast<uint16_t*>(packed.data_ptr());
+  if (n == 1 || b.stride(1) == 1) {  // B [k, n], rows stride(0) apart
+    pack(b.const_data_ptr<float>(), k, n, b.stride(0), true, packed_data);
+  } else if (k == 1 || b.stride(0) == 1) {  // B^T [n, k], rows stride(1) apart
+    pack(b.const_data_ptr<float>(), n, k, b.stride(1), false, packed_data);
+  } else {
+    const at::Tensor rows = b.contiguous();
+    pack(rows.const_data_ptr<float>(), k, n, n, true, packed_data);
+  }
+  const at::Tensor x = k == 1 || a.stride(1) == 1 ? a : a.contiguous();
+  multiply(x.const_data_ptr<float>(), x.stride(0), m, k, packed_data, n,
+           bias.defined() && !accumulate ? bias.const_data_ptr<float>() : nullptr, accumulate,
+           out.mutable_data_ptr<float>(), out.stride(0));
 }
 
 #else
@@ -405,6 +439,10 @@ at::Tensor amx_pack_weight(const at::Tensor&, bool) {
 
 at::Tensor amx_linear(const at::Tensor&, const at::Tensor&, int64_t, const at::Tensor&) {
   TORCH_CHECK(false, "amx_linear: AMX products exist on x86-64 only");
+}
+
+void amx_gemm(const at::Tensor&, const at::Tensor&, const at::Tensor&, bool, const at::Tensor&) {
+  TORCH_CHECK(false, "amx_gemm: AMX products exist on x86-64 only");
 }
 
 #endif

@@ -4,6 +4,7 @@
 #include "environment_choice.h"
 #include "kernel_table.h"
 #include "kernel_time_scope.h"
+#include "shardformer/kernels/amx_gemm.h"
 #include "shardformer/kernels/cpu_kernels.h"
 
 #include <ATen/ATen.h>
@@ -68,12 +69,19 @@ namespace {
 // The choice from the environment and the CPU, made at the first product.
 GemmBackend chosen_backend() {
   const std::string choice =
-      environment_choice("SHARDFORMER_CPU_GEMM", {"openblas", "onednn", "aten"});
+      environment_choice("SHARDFORMER_CPU_GEMM", {"amx", "openblas", "onednn", "aten"});
+  if (choice == "amx") {
+    TORCH_CHECK(amx_available(),
+                "SHARDFORMER_CPU_GEMM is 'amx': this CPU or its OS offers no AMX-BF16 tiles");
+    return GemmBackend::kAmx;
+  }
   if (choice == "openblas") return GemmBackend::kOpenBlas;
   if (choice == "aten") return GemmBackend::kAten;
   if (choice == "onednn") return GemmBackend::kOneDnn;
 #if defined(__x86_64__)
-  // Measured per kind of CPU (bench/gemm_libraries.py, docs/benchmarks.md). Intel's: MKL runs
+  // Measured per kind of CPU (bench/gemm_libraries.py, docs/benchmarks.md). CPUs with AMX-BF16
+  // tiles: the tiles' bf16x6 products, 1.1-1.7x MKL on GPT-2's shapes of a Sapphire-Rapids-class
+  // Xeon (kernel_speed --amx), where no library runs fp32 products on the tiles. Intel's: MKL runs
   // its own AVX-512 code there, 0.97-1.54x the project's former packed GEMM (an Emerald Rapids
   // Xeon), oneDNN 43-78% of the peak. AVX-512 CPUs of other makers: oneDNN, where MKL runs AVX2
   // code; on a Zen 4 level with that packed GEMM on GPT-2's forward, 1.05x on ViT-base one image
@@ -81,6 +89,7 @@ GemmBackend chosen_backend() {
   // peak, the packed GEMM's 74-94%). AVX2-only CPUs of other makers: OpenBLAS, level with MKL on
   // GPT-2's layer products and 1.36x it on the LM head, where MKL drops to 64% of the FMA peak (a
   // Zen 3: 91-93% of the peak on every shape, oneDNN 47-77%, the packed GEMM's AVX2 tiles 83-88%).
+  if (amx_available()) return GemmBackend::kAmx;
   __builtin_cpu_init();
   if (__builtin_cpu_is("intel")) return GemmBackend::kAten;
   return capability() == "AVX512" ? GemmBackend::kOneDnn : GemmBackend::kOpenBlas;
@@ -98,7 +107,11 @@ std::atomic<GemmBackend>& backend_slot() {
 
 GemmBackend gemm_backend() { return backend_slot().load(std::memory_order_relaxed); }
 
-GemmBackend set_gemm_backend(GemmBackend backend) { return backend_slot().exchange(backend); }
+GemmBackend set_gemm_backend(GemmBackend backend) {
+  TORCH_CHECK(backend != GemmBackend::kAmx || amx_available(),
+              "set_gemm_backend: this CPU or its OS offers no AMX-BF16 tiles");
+  return backend_slot().exchange(backend);
+}
 
 bool gemm_enabled() { return gemm_backend() != GemmBackend::kAten; }
 
@@ -106,6 +119,7 @@ std::string gemm_name() {
   switch (gemm_backend()) {
     case GemmBackend::kOpenBlas: return blas_name();
     case GemmBackend::kOneDnn: return "oneDNN (LibTorch's matmul)";
+    case GemmBackend::kAmx: return "AMX tiles (bf16x6)";
     case GemmBackend::kAten: break;
   }
   return "ATen's GEMM (" + capability() + " kernels)";
@@ -134,6 +148,10 @@ void gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias, bool
   });
   if (gemm_backend() == GemmBackend::kOpenBlas) {
     blas_gemm(a, b, bias, accumulate, out, at::get_num_threads());
+    return;
+  }
+  if (gemm_backend() == GemmBackend::kAmx) {
+    amx_gemm(a, b, bias, accumulate, out);
     return;
   }
   // oneDNN and ATen: the bias goes into out first and the product is added to it (beta 1).

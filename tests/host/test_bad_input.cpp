@@ -793,7 +793,7 @@ const BadInput kRuntimeInput[] = {
        run.env = {"SHARDFORMER_CPU_GEMM=fast"};
        return run;
      },
-     3, "SHARDFORMER_CPU_GEMM is 'fast': use 'openblas', 'onednn' or 'aten'"},
+     3, "SHARDFORMER_CPU_GEMM is 'fast': use 'amx', 'openblas', 'onednn' or 'aten'"},
     {"SkinnyPrefetchChoiceUnknown",
      [](const Workspace& ws) {
        ws.copy_model();

@@ -1,13 +1,16 @@
 // The products on AMX tiles (kernels/amx_gemm.h) against fp64 ATen and ATen's fp32 product:
 // shapes off the tiles' multiples of 16 and 32, both weight layouts, bias, strided rows, k past
-// one pass, one and two threads. Skipped, saying why, where the CPU or the OS offers no AMX.
+// one pass, one and two threads; kernels::gemm's entry with any strides and accumulation.
+// Skipped, saying why, where the CPU or the OS offers no AMX.
 #include "shardformer/kernels/amx_gemm.h"
+#include "shardformer/kernels/cpu_kernels.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
 #include <tuple>
+#include <utility>
 #include <vector>
 
 using namespace shardformer;
@@ -91,12 +94,58 @@ TEST(AmxGemm, RefusesOperandsItCannotRead) {
   EXPECT_THROW(kernels::amx_pack_weight(at::randn({16, 8}).t(), false), c10::Error);
 }
 
-TEST(AmxGemm, SwitchedOffTheProductsRefuse) {
-  const bool before = kernels::set_amx_enabled(false);
-  EXPECT_FALSE(kernels::amx_enabled());
-  EXPECT_THROW(kernels::amx_pack_weight(at::randn({8, 16}), false), c10::Error);
-  kernels::set_amx_enabled(before);
-  EXPECT_EQ(kernels::amx_enabled(), before);
+// kernels::gemm's AMX backend: a and b of any strides (b packed at each call from its rows, its
+// columns or a copy), accumulation with and without a bias, a column slice of a wider output,
+// k = 0.
+TEST(AmxGemm, GemmTakesAnyStridesAccumulatesAndWritesSlices) {
+  if (!kernels::amx_available()) GTEST_SKIP() << "no AMX-BF16 tiles on this CPU or OS";
+  at::manual_seed(2);
+  const int64_t m = 70, k = 90, n = 50;
+  const std::vector<std::pair<const char*, at::Tensor>> as = {
+      {"rows", at::randn({m, k})}, {"transposed", at::randn({k, m}).t()}};
+  const std::vector<std::pair<const char*, at::Tensor>> bs = {
+      {"rows", at::randn({k, n})},
+      {"transposed", at::randn({n, k}).t()},
+      {"strided", at::randn({2 * k, 2 * n}).slice(0, 0, 2 * k, 2).slice(1, 0, 2 * n, 2)}};
+  for (const auto& [a_name, a] : as) {
+    for (const auto& [b_name, b] : bs) {
+      for (const bool accumulate : {false, true}) {
+        for (const bool with_bias : {false, true}) {
+          SCOPED_TRACE(::testing::Message() << "a " << a_name << ", b " << b_name << ", accumulate "
+                                            << accumulate << ", bias " << with_bias);
+          const at::Tensor bias = with_bias ? at::randn({n}) : at::Tensor();
+          const at::Tensor wide = at::randn({m, n + 9});  // out: columns 4 .. n + 4
+          const at::Tensor before = wide.clone();
+          kernels::amx_gemm(a, b, bias, accumulate, wide.narrow(1, 4, n));
+          at::Tensor want = at::mm(a.to(at::kDouble), b.to(at::kDouble));
+          if (with_bias) want += bias.to(at::kDouble);
+          if (accumulate) want += before.narrow(1, 4, n).to(at::kDouble);
+          const double scale = want.abs().max().item<double>();
+          EXPECT_LT((wide.narrow(1, 4, n).to(at::kDouble) - want).abs().max().item<double>(),
+                    1e-6 * scale);
+          EXPECT_TRUE(at::equal(wide.narrow(1, 0, 4), before.narrow(1, 0, 4)));
+          EXPECT_TRUE(at::equal(wide.narrow(1, n + 4, 5), before.narrow(1, n + 4, 5)));
+        }
+      }
+    }
+  }
+  // k = 0: the bias alone, or out left as it is plus the bias.
+  const at::Tensor bias = at::randn({n}), out = at::randn({m, n}), kept = out.clone();
+  kernels::amx_gemm(at::randn({m, 0}), at::randn({0, n}), bias, true, out);
+  EXPECT_TRUE(at::allclose(out, kept + bias));
+  kernels::amx_gemm(at::randn({m, 0}), at::randn({0, n}), {}, false, out);
+  EXPECT_TRUE(at::equal(out, at::zeros({m, n})));
+}
+
+TEST(AmxGemm, TheBackendIsRefusedWhereTheTilesAreMissing) {
+  if (kernels::amx_available()) {
+    const kernels::GemmBackend before = kernels::set_gemm_backend(kernels::GemmBackend::kAmx);
+    EXPECT_EQ(kernels::gemm_name(), "AMX tiles (bf16x6)");
+    kernels::set_gemm_backend(before);
+  } else {
+    EXPECT_THROW(kernels::set_gemm_backend(kernels::GemmBackend::kAmx), c10::Error);
+    EXPECT_THROW(kernels::amx_pack_weight(at::randn({8, 16}), false), c10::Error);
+  }
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // The fused CPU kernels against ATen references computed in fp64, for every instruction set
 // this CPU runs (DEFAULT, AVX2, AVX-512), over shapes with and without vector tails.
 #include "kernel_table.h"
+#include "shardformer/kernels/amx_gemm.h"
 #include "shardformer/kernels/cpu_kernels.h"
 #include "shardformer/kernels/kernel_timing.h"
 
@@ -673,12 +674,14 @@ TEST(KernelEntryPoints, SkinnyProductsAndSiluGateEqualTheSeparateOpsAndRefuseWha
   EXPECT_THROW(kernels::skinny_silu_gate(x, wg.t(), {}, wu, {}), c10::Error);  // strided
 }
 
-// On each library (ATen's, OpenBLAS, oneDNN), whatever this CPU picks.
+// On each library (ATen's, OpenBLAS, oneDNN, and the AMX tiles where they exist), whatever this
+// CPU picks.
 TEST(KernelEntryPoints, GemmAndLinearKeepLeadingDimsWriteSlicesAndRefuseWhatTheyCannotServe) {
   const kernels::GemmBackend picked = kernels::gemm_backend();
-  for (const kernels::GemmBackend backend :
-       {kernels::GemmBackend::kAten, kernels::GemmBackend::kOpenBlas,
-        kernels::GemmBackend::kOneDnn}) {
+  std::vector<kernels::GemmBackend> backends = {
+      kernels::GemmBackend::kAten, kernels::GemmBackend::kOpenBlas, kernels::GemmBackend::kOneDnn};
+  if (kernels::amx_available()) backends.push_back(kernels::GemmBackend::kAmx);
+  for (const kernels::GemmBackend backend : backends) {
     kernels::set_gemm_backend(backend);
     SCOPED_TRACE(kernels::gemm_name());
     const at::Tensor x = at::randn({2, 3, 40}), w = at::randn({70, 40}), b = at::randn({70});

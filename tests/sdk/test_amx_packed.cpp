@@ -1,6 +1,7 @@
 // Inference products on AMX tiles (sdk/src/layers/amx_packed.h) against fp64 ATen: both weight
 // layouts, with and without a bias, row counts off the tiles' multiples, a weight written in place
-// repacked, and linear_product taking them where AMX serves. Skipped, saying why, without AMX.
+// repacked, linear_product taking them on the AMX backend, long k and other backends left to
+// others. Skipped, saying why, without AMX.
 #include "layers/amx_packed.h"
 #include "layers/library_gemm.h"
 #include "layers/packed_weights.h"
@@ -12,6 +13,8 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <optional>
+
 namespace shardformer::layers {
 namespace {
 
@@ -19,8 +22,23 @@ using testing::linear_reference;
 using testing::model_weight;
 using testing::worst_relative;
 
-TEST(AmxPacked, EqualsFp64ForBothLayoutsBiasesAndRowCounts) {
-  if (!kernels::amx_enabled()) GTEST_SKIP() << "no AMX-BF16 tiles on this CPU or OS";
+// The AMX backend where the tiles exist (the process's choice restored after the case); skipped,
+// saying why, elsewhere.
+class AmxPacked : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!kernels::amx_available()) GTEST_SKIP() << "no AMX-BF16 tiles on this CPU or OS";
+    previous_ = kernels::set_gemm_backend(kernels::GemmBackend::kAmx);
+  }
+  void TearDown() override {
+    if (previous_) kernels::set_gemm_backend(*previous_);
+  }
+
+ private:
+  std::optional<kernels::GemmBackend> previous_;  // unset where SetUp skipped
+};
+
+TEST_F(AmxPacked, EqualsFp64ForBothLayoutsBiasesAndRowCounts) {
   at::manual_seed(0);
   const runtime::InferenceScope inference;
   const int64_t k = 200, n = 70;
@@ -43,8 +61,7 @@ TEST(AmxPacked, EqualsFp64ForBothLayoutsBiasesAndRowCounts) {
   }
 }
 
-TEST(AmxPacked, LinearProductTakesThemAndRepacksAWeightWrittenInPlace) {
-  if (!kernels::amx_enabled()) GTEST_SKIP() << "no AMX-BF16 tiles on this CPU or OS";
+TEST_F(AmxPacked, LinearProductTakesThemAndRepacksAWeightWrittenInPlace) {
   at::manual_seed(1);
   const runtime::InferenceScope inference;
   const int64_t before = packed_weights();
@@ -64,12 +81,16 @@ TEST(AmxPacked, LinearProductTakesThemAndRepacksAWeightWrittenInPlace) {
   EXPECT_EQ(packed_weights(), before);
 }
 
-TEST(AmxPacked, SwitchedOffLeavesTheProductsToOthers) {
-  const bool before = kernels::set_amx_enabled(false);
+// Weights whose k passes kAmxMaxK keep MKL's packed copies; another backend takes none.
+TEST_F(AmxPacked, LongKAndOtherBackendsAreLeftToOthers) {
   const runtime::InferenceScope inference;
+  const at::Tensor x = at::randn({kPackAtFirstRows, kAmxMaxK + 1});
+  EXPECT_FALSE(amx_serves(model_weight({24, kAmxMaxK + 1}), false));
+  EXPECT_FALSE(amx_packed_linear(x, model_weight({24, kAmxMaxK + 1}), {}, false).defined());
   const at::Tensor w = model_weight({24, 40});
+  EXPECT_TRUE(amx_serves(w, false));
+  kernels::set_gemm_backend(kernels::GemmBackend::kAten);
   EXPECT_FALSE(amx_packed_linear(at::randn({kPackAtFirstRows, 40}), w, {}, false).defined());
-  kernels::set_amx_enabled(before);
 }
 
 }  // namespace

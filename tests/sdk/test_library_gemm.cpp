@@ -1,9 +1,10 @@
-// The SDK's products through the kernels' GEMM libraries, OpenBLAS and oneDNN
+// The SDK's products through the kernels' GEMM libraries, OpenBLAS, oneDNN and the AMX tiles
 // (sdk/src/layers/library_gemm.h): values and the input, weight and bias gradients of its autograd
 // node against fp64 ATen, for both weight layouts, with and without a bias, and with only some
 // inputs needing gradients.
 #include "layers/library_gemm.h"
 
+#include "shardformer/kernels/amx_gemm.h"
 #include "shardformer/kernels/cpu_kernels.h"
 #include "tensor_util.h"
 
@@ -11,23 +12,30 @@
 #include <gtest/gtest.h>
 #include <torch/autograd.h>
 
+#include <optional>
 #include <string>
 
 namespace shardformer::layers {
 namespace {
 
-// The kernels' GEMM library, OpenBLAS or oneDNN, is chosen here on any CPU, and the process's
-// choice restored after the case.
+// The kernels' GEMM library, OpenBLAS or oneDNN, is chosen here on any CPU (the AMX tiles where
+// the CPU has them), and the process's choice restored after the case.
 class LibraryGemm : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
+    if (GetParam() == "amx" && !kernels::amx_available()) {
+      GTEST_SKIP() << "no AMX-BF16 tiles on this CPU or OS";
+    }
     previous_ = kernels::set_gemm_backend(GetParam() == "openblas" ? kernels::GemmBackend::kOpenBlas
+                                          : GetParam() == "amx"    ? kernels::GemmBackend::kAmx
                                                                    : kernels::GemmBackend::kOneDnn);
   }
-  void TearDown() override { kernels::set_gemm_backend(previous_); }
+  void TearDown() override {
+    if (previous_) kernels::set_gemm_backend(*previous_);
+  }
 
  private:
-  kernels::GemmBackend previous_ = kernels::GemmBackend::kAten;
+  std::optional<kernels::GemmBackend> previous_;  // unset where SetUp skipped
 };
 
 using testing::worst_relative;
@@ -85,7 +93,7 @@ TEST_P(LibraryGemm, LibraryMmTakesTransposedViewsAndRecordsNoGradientItself) {
   EXPECT_TRUE(library_mm(g.t(), b.t()).requires_grad());
 }
 
-INSTANTIATE_TEST_SUITE_P(Gemms, LibraryGemm, ::testing::Values("openblas", "onednn"),
+INSTANTIATE_TEST_SUITE_P(Gemms, LibraryGemm, ::testing::Values("openblas", "onednn", "amx"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

@@ -4,13 +4,15 @@
 #include "packed_weights.h"
 
 #include "shardformer/kernels/amx_gemm.h"
+#include "shardformer/kernels/cpu_kernels.h"
 
 #include <ATen/ATen.h>
 
 namespace shardformer::layers {
 
 bool amx_serves(const at::Tensor& weight, bool k_major) {
-  return kernels::amx_enabled() && weight.dim() == 2 && weight.size(k_major ? 0 : 1) <= kAmxMaxK;
+  return kernels::gemm_backend() == kernels::GemmBackend::kAmx && weight.dim() == 2 &&
+         weight.size(k_major ? 0 : 1) <= kAmxMaxK;
 }
 
 at::Tensor amx_packed_linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,

@@ -6,14 +6,13 @@
 
 namespace shardformer::layers {
 
-// The longest k the tiles take: on a 2-core Xeon they ran GPT-2's products of k = 768 at
-// 1.5-1.7x MKL's unpacked rate but its [2048, 3072] x [3072, 768] at 0.86-0.88x (splitting the
-// 25 MB of activations, and C tiles reloaded between passes over k), where MKL's packed weights
-// serve better.
+// The longest k whose weights the tiles read packed: on a 2-core Xeon they ran GPT-2's products
+// of k = 768 at 1.5-1.7x MKL's unpacked rate but its [2048, 3072] x [3072, 768] at 0.86-0.88x,
+// where MKL's packed weights serve better.
 inline constexpr int64_t kAmxMaxK = 1024;
 
-// Whether the tiles serve products of this weight (k_major as below): they are enabled
-// (kernels::amx_enabled) and its k is at most kAmxMaxK.
+// Whether the tiles serve inference products of this weight (k_major as below) from a packed
+// copy: they run the products (kernels::GemmBackend::kAmx) and its k is at most kAmxMaxK.
 bool amx_serves(const at::Tensor& weight, bool k_major);
 
 // x [..., k] times weight [n, k] (k_major false) or [k, n] (true), plus bias [n] (may be

@@ -6,7 +6,6 @@
 #include "mkl_packed.h"
 #include "onednn_packed.h"
 
-#include "shardformer/kernels/amx_gemm.h"
 #include "shardformer/kernels/cpu_kernels.h"
 
 #include <ATen/ATen.h>
@@ -112,21 +111,25 @@ at::Tensor linear_product(const at::Tensor& x, const at::Tensor& weight, const a
   }
   if (serves({x, weight, bias}) && weight.dim() == 2) {
     if (!records_grad({x, weight, bias})) {
-      // oneDNN's: inference products on weights packed once.
-      if (at::Tensor y = onednn_packed_linear(x, weight, bias, k_major); y.defined()) return y;
+      // Inference products on weights packed once: on the AMX tiles where they serve the
+      // weight's k, else MKL's packed weights (AMX CPUs are Intel's); oneDNN's reordered ones.
+      if (kernels::gemm_backend() == kernels::GemmBackend::kAmx) {
+        if (at::Tensor y = amx_serves(weight, k_major)
+                               ? amx_packed_linear(x, weight, bias, k_major)
+                               : mkl_packed_linear(x, weight, bias, k_major);
+            y.defined()) {
+          return y;
+        }
+      } else if (at::Tensor y = onednn_packed_linear(x, weight, bias, k_major); y.defined()) {
+        return y;
+      }
       return kernels::linear(x, weight, bias.defined() ? bias.contiguous() : bias, k_major);
     }
     return LibraryLinear::apply(
         x, weight, bias.defined() ? std::optional<at::Tensor>(bias) : std::nullopt, k_major);
   }
-  // Products without gradients on weights packed once: on AMX tiles where the CPU has them and
-  // k is short enough, else MKL's own code (Intel's CPUs). A weight waiting for its second AMX
-  // product takes ATen's.
-  if (amx_serves(weight, k_major)) {
-    if (at::Tensor y = amx_packed_linear(x, weight, bias, k_major); y.defined()) return y;
-  } else if (at::Tensor y = mkl_packed_linear(x, weight, bias, k_major); y.defined()) {
-    return y;
-  }
+  // Intel's CPUs (MKL's own code): products without gradients on weights packed once.
+  if (at::Tensor y = mkl_packed_linear(x, weight, bias, k_major); y.defined()) return y;
   if (!k_major) return bias.defined() ? at::linear(x, weight, bias) : at::matmul(x, weight.t());
   auto out_shape = x.sizes().vec();
   out_shape.back() = weight.size(1);

@@ -4,7 +4,6 @@
 #include "shardformer/runtime/cpu_products.h"
 
 #include "shardformer/error.h"
-#include "shardformer/kernels/amx_gemm.h"
 #include "shardformer/kernels/cpu_kernels.h"
 #include "shardformer/kernels/skinny_prefetch.h"
 
@@ -14,10 +13,7 @@ namespace shardformer::runtime {
 
 std::string cpu_products() {
   try {
-    const std::string gemm = kernels::gemm_name();
-    // Inference's products on packed weights take the tiles before any library but oneDNN.
-    const bool amx = kernels::amx_enabled() && !kernels::gemm_enabled();
-    return amx ? gemm + ", inference's on AMX tiles (bf16x6)" : gemm;
+    return kernels::gemm_name();
   } catch (const c10::Error& e) {
     throw ConfigError(e.what_without_backtrace());
   }

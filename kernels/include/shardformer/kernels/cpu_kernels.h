@@ -40,14 +40,15 @@ at::Tensor skinny_silu_gate(const at::Tensor& x, const at::Tensor& w_gate, const
                             const at::Tensor& w_up, const at::Tensor& b_up);
 
 // The library that runs `gemm` below and whether it serves the SDK's CPU fp32 products in place
-// of ATen's own call into MKL, chosen once per process from the CPU (docs/benchmarks.md):
-// oneDNN (LibTorch's own) on AVX-512 CPUs not made by Intel, where MKL runs its AVX2 code;
-// OpenBLAS on AVX2-only CPUs not made by Intel; ATen's (MKL) on Intel's. The environment variable
-// SHARDFORMER_CPU_GEMM = openblas | onednn | aten overrides the choice.
-enum class GemmBackend { kAten, kOpenBlas, kOneDnn };
+// of ATen's own call into MKL, chosen once per process from the CPU (docs/benchmarks.md): AMX
+// tiles (amx_gemm.h, bf16x6) where the CPU has AMX-BF16; oneDNN (LibTorch's own) on AVX-512 CPUs
+// not made by Intel, where MKL runs its AVX2 code; OpenBLAS on AVX2-only CPUs not made by Intel;
+// ATen's (MKL) on Intel's without AMX. The environment variable SHARDFORMER_CPU_GEMM = amx |
+// openblas | onednn | aten overrides the choice.
+enum class GemmBackend { kAten, kOpenBlas, kOneDnn, kAmx };
 GemmBackend gemm_backend();
 // Replaces the choice and returns the one it replaces: for tests and benchmarks, between
-// products.
+// products. kAmx is refused where amx_available() is false.
 GemmBackend set_gemm_backend(GemmBackend backend);
 bool gemm_enabled();  // gemm_backend() != kAten
 
