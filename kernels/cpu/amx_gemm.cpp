@@ -153,6 +153,7 @@ struct CTiles {
     for (int t = 0; t < 4; ++t) {
       if (tile[t] != staging[t].data()) continue;
       staging[t].fill(0.F);
+      if (target[t] == nullptr) continue;  // wholly outside the output
       for (int64_t i = 0; i < rows[t]; ++i) {
         std::copy_n(target[t] + i * target_stride, columns[t], staging[t].data() + i * kTileRows);
       }
