@@ -267,30 +267,82 @@ void run_task(const Product& p, int64_t rb0, int64_t rb1, int64_t cb0, int64_t c
   }
 }
 
+// Part p of B's tile for column tile ct (16 columns) at step kb: [16 k pairs][16 columns][2].
+uint16_t* b_tile(uint16_t* packed, int64_t k_steps, int64_t ct, int64_t kb, int p) {
+  return packed + ((ct / 2) * k_steps + kb) * kPackedStep + p * 2 * kTileElements +
+         (ct % 2) * kTileElements;
+}
+
+// The fp32 values of 16 bf16.
+SHARDFORMER_AMX_CODE __m512 widen(__m256i bf16) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bf16), 16));
+}
+
+SHARDFORMER_AMX_CODE __m512 load_up_to(const float* x, int64_t count) {
+  return _mm512_maskz_loadu_ps(
+      static_cast<__mmask16>(count >= 16 ? 0xffff : (1U << std::max<int64_t>(count, 0)) - 1), x);
+}
+
+// Column tile ct of B stored as rows of B^T ([n, k], nn.Linear's weight, rows row_stride apart):
+// each row's 32 values of a step split, a part's 32 bf16 read as 16 pairs (k even, odd) and
+// scattered to the pairs' slots of the row's column, 64 bytes apart.
+SHARDFORMER_AMX_CODE void pack_transposed_tile(const float* w, int64_t n, int64_t k,
+                                               int64_t row_stride, int64_t k_steps, int64_t ct,
+                                               uint16_t* packed) {
+  const __m512i slots =
+      _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                         _mm512_set1_epi32(16));
+  for (int64_t kb = 0; kb < k_steps; ++kb) {
+    for (int64_t i = 0; i < kTileRows && ct * kTileRows + i < n; ++i) {
+      const float* x = w + (ct * kTileRows + i) * row_stride + kb * kStepK;
+      const int64_t count = k - kb * kStepK;
+      __m512 low = load_up_to(x, count), high = load_up_to(x + 16, count - 16);
+      for (int p = 0; p < kParts; ++p) {
+        const auto part = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(high, low));
+        _mm512_i32scatter_epi32(reinterpret_cast<int*>(b_tile(packed, k_steps, ct, kb, p)) + i,
+                                slots, part, 4);
+        low = _mm512_sub_ps(low, widen(_mm512_castsi512_si256(part)));
+        high = _mm512_sub_ps(high, widen(_mm512_extracti64x4_epi64(part, 1)));
+      }
+    }
+  }
+}
+
+// Column tile ct of B stored as its rows ([k, n], HF's Conv1D weight, rows row_stride apart):
+// rows 2q and 2q + 1 of a step split 16 columns at a time and interleaved, 64 bytes a pair.
+SHARDFORMER_AMX_CODE void pack_rows_tile(const float* w, int64_t n, int64_t k, int64_t row_stride,
+                                         int64_t k_steps, int64_t ct, uint16_t* packed) {
+  const int64_t columns = n - ct * kTileRows;
+  for (int64_t kk = 0; kk < k; kk += 2) {
+    const float* even = w + kk * row_stride + ct * kTileRows;
+    __m512 a = load_up_to(even, columns);
+    __m512 b = kk + 1 < k ? load_up_to(even + row_stride, columns) : _mm512_setzero_ps();
+    for (int p = 0; p < kParts; ++p) {
+      const auto a16 = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(a));
+      const auto b16 = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(b));
+      const __m512i pairs = _mm512_or_si512(_mm512_cvtepu16_epi32(a16),
+                                            _mm512_slli_epi32(_mm512_cvtepu16_epi32(b16), 16));
+      uint16_t* tile = b_tile(packed, k_steps, ct, kk / kStepK, p);
+      _mm512_storeu_si512(tile + ((kk % kStepK) / 2) * kStepK, pairs);
+      a = _mm512_sub_ps(a, widen(a16));
+      b = _mm512_sub_ps(b, widen(b16));
+    }
+  }
+}
+
 // The stored matrix w (rows of `length` values, row_stride apart) as B of the product, packed:
 // k_major, w is B [k, n]; else B^T [n, k] (nn.Linear's weight). packed: amx_packed_elements(n, k)
-// zeros.
+// zeros. Threads take column tiles.
 void pack(const float* w, int64_t rows, int64_t length, int64_t row_stride, bool k_major,
           uint16_t* packed) {
-  const int64_t k = k_major ? rows : length;
+  const int64_t k = k_major ? rows : length, n = k_major ? length : rows;
   const int64_t k_steps = round_up(k, kStepK) / kStepK;
-  const int64_t length_padded = round_up(length, kStepK);
-  // Each stored row is split, then its parts scattered to their tiles.
-  at::parallel_for(0, rows, 16, [&](int64_t begin, int64_t end) {
-    std::vector<uint16_t> parts(static_cast<size_t>(kParts * length_padded));
-    for (int64_t r = begin; r < end; ++r) {
-      for (int64_t j = 0; j < length_padded; j += 16) {
-        split16(w + r * row_stride + j, length - j, parts.data() + j, length_padded);
-      }
-      for (int64_t j = 0; j < length; ++j) {
-        const int64_t col = k_major ? j : r, kk = k_major ? r : j;  // B [kk, col]
-        const int64_t block = (col / kBlock) * k_steps + kk / kStepK;
-        const int64_t within = ((col % kBlock) / kTileRows) * kTileElements +
-                               ((kk % kStepK) / 2) * kStepK + (col % kTileRows) * 2 + kk % 2;
-        for (int p = 0; p < kParts; ++p) {
-          packed[block * kPackedStep + p * 2 * kTileElements + within] =
-              parts[static_cast<size_t>(p * length_padded + j)];
-        }
+  at::parallel_for(0, (n + kTileRows - 1) / kTileRows, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t ct = begin; ct < end; ++ct) {
+      if (k_major) {
+        pack_rows_tile(w, n, k, row_stride, k_steps, ct, packed);
+      } else {
+        pack_transposed_tile(w, n, k, row_stride, k_steps, ct, packed);
       }
     }
   });

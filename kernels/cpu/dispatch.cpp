@@ -119,7 +119,9 @@ std::string gemm_name() {
   switch (gemm_backend()) {
     case GemmBackend::kOpenBlas: return blas_name();
     case GemmBackend::kOneDnn: return "oneDNN (LibTorch's matmul)";
-    case GemmBackend::kAmx: return "AMX tiles (bf16x6)";
+    case GemmBackend::kAmx:
+      return "AMX tiles (bf16x6) on packed weights, ATen's GEMM (" + capability() +
+             " kernels) elsewhere";
     case GemmBackend::kAten: break;
   }
   return "ATen's GEMM (" + capability() + " kernels)";
@@ -150,11 +152,11 @@ void gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias, bool
     blas_gemm(a, b, bias, accumulate, out, at::get_num_threads());
     return;
   }
-  if (gemm_backend() == GemmBackend::kAmx) {
-    amx_gemm(a, b, bias, accumulate, out);
-    return;
-  }
-  // oneDNN and ATen: the bias goes into out first and the product is added to it (beta 1).
+  // oneDNN and ATen: the bias goes into out first and the product is added to it (beta 1). The
+  // AMX backend's products reach the tiles only from weights laid out once (the SDK's inference
+  // products, amx_linear): here, where B is new at each call, MKL's GEMM serves. Splitting and
+  // laying out B per call (amx_gemm) cost more than the tiles gained: a ViT-base image's first
+  // pass, a GPT-2-small training step at 1.08x HF against MKL's 1.33x (a 2-core Xeon, 2026-12-07).
   if (bias.defined() && accumulate) {
     out.add_(bias);
   } else if (bias.defined()) {

@@ -140,7 +140,7 @@ TEST(AmxGemm, GemmTakesAnyStridesAccumulatesAndWritesSlices) {
 TEST(AmxGemm, TheBackendIsRefusedWhereTheTilesAreMissing) {
   if (kernels::amx_available()) {
     const kernels::GemmBackend before = kernels::set_gemm_backend(kernels::GemmBackend::kAmx);
-    EXPECT_EQ(kernels::gemm_name(), "AMX tiles (bf16x6)");
+    EXPECT_EQ(kernels::gemm_name().rfind("AMX tiles (bf16x6)", 0), 0U) << kernels::gemm_name();
     kernels::set_gemm_backend(before);
   } else {
     EXPECT_THROW(kernels::set_gemm_backend(kernels::GemmBackend::kAmx), c10::Error);

@@ -1,6 +1,7 @@
 // fp32 matrix products on Intel's AMX tiles: each operand split into three bf16 parts whose six
 // leading cross products, summed in fp32 by the tiles, give the fp32 product to fp32's rounding
-// (bf16x6; Henry, Tang and Heinecke, ARITH 2019). kernels::gemm's AMX backend (cpu_kernels.h).
+// (bf16x6; Henry, Tang and Heinecke, ARITH 2019). The SDK's inference products on weights laid
+// out once take them where kernels::gemm_backend() is kAmx (cpu_kernels.h).
 #pragma once
 
 #include <ATen/Tensor.h>
@@ -15,7 +16,8 @@ namespace shardformer::kernels {
 bool amx_available();
 
 // out [m, n] (=|+=) a [m, k] . b [k, n] (+ bias [n]), as kernels::gemm: a and b of any strides,
-// out with contiguous rows of any stride; b is split and laid out for the tiles at each call.
+// out with contiguous rows of any stride; b is split and laid out for the tiles at each call, by
+// scalar code that costs more than the tiles gain, so kernels::gemm does not call it yet.
 void amx_gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias, bool accumulate,
               const at::Tensor& out);
 

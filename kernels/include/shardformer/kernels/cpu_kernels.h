@@ -41,7 +41,8 @@ at::Tensor skinny_silu_gate(const at::Tensor& x, const at::Tensor& w_gate, const
 
 // The library that runs `gemm` below and whether it serves the SDK's CPU fp32 products in place
 // of ATen's own call into MKL, chosen once per process from the CPU (docs/benchmarks.md): AMX
-// tiles (amx_gemm.h, bf16x6) where the CPU has AMX-BF16; oneDNN (LibTorch's own) on AVX-512 CPUs
+// tiles (amx_gemm.h, bf16x6) where the CPU has AMX-BF16, for the SDK's inference products on
+// weights laid out once (`gemm` itself runs ATen's there); oneDNN (LibTorch's own) on AVX-512 CPUs
 // not made by Intel, where MKL runs its AVX2 code; OpenBLAS on AVX2-only CPUs not made by Intel;
 // ATen's (MKL) on Intel's without AMX. The environment variable SHARDFORMER_CPU_GEMM = amx |
 // openblas | onednn | aten overrides the choice.
