@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include <malloc.h>
 #include <unistd.h>
 
 using namespace shardformer;
@@ -346,6 +347,12 @@ int main(int argc, char** argv) {
   at::set_num_threads(threads);
   at::manual_seed(0);
   if (amx) {
+    // Freed blocks stay in glibc's heap and are handed out again, as the host's block cache
+    // (runtime/cpu_block_cache.h) hands out its activations: each call's fresh output (412 MB
+    // for the LM head) and split activations (38 MB at k = 3072) would otherwise be mapped and
+    // faulted in anew, while ATen's side writes into an output made once.
+    ::mallopt(M_MMAP_THRESHOLD, 1 << 30);
+    ::mallopt(M_TRIM_THRESHOLD, 1 << 30);
     if (!kernels::amx_available()) {
       std::fprintf(stderr, "kernel_speed: no AMX-BF16 tiles on this CPU or OS\n");
       return 2;

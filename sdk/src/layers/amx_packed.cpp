@@ -10,14 +10,9 @@
 
 namespace shardformer::layers {
 
-bool amx_serves(const at::Tensor& weight, bool k_major) {
-  return kernels::gemm_backend() == kernels::GemmBackend::kAmx && weight.dim() == 2 &&
-         weight.size(k_major ? 0 : 1) <= kAmxMaxK;
-}
-
 at::Tensor amx_packed_linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                              bool k_major) {
-  if (!amx_serves(weight, k_major)) return {};
+  if (kernels::gemm_backend() != kernels::GemmBackend::kAmx) return {};
   const int64_t m = packable_rows(x, weight, bias, k_major);
   if (m == 0) return {};
   const int64_t k = weight.size(k_major ? 0 : 1), n = weight.size(k_major ? 1 : 0);

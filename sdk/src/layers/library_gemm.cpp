@@ -119,18 +119,10 @@ at::Tensor linear_product(const at::Tensor& x, const at::Tensor& weight, const a
   }
   if (serves({x, weight, bias}) && weight.dim() == 2) {
     if (!records_grad({x, weight, bias})) {
-      // Inference products on weights packed once: on the AMX tiles where they serve the
-      // weight's k, else MKL's packed weights (AMX CPUs are Intel's); oneDNN's reordered ones.
-      if (kernels::gemm_backend() == kernels::GemmBackend::kAmx) {
-        if (at::Tensor y = amx_serves(weight, k_major)
-                               ? amx_packed_linear(x, weight, bias, k_major)
-                               : mkl_packed_linear(x, weight, bias, k_major);
-            y.defined()) {
-          return y;
-        }
-      } else if (at::Tensor y = onednn_packed_linear(x, weight, bias, k_major); y.defined()) {
-        return y;
-      }
+      // Inference products on weights packed once: the AMX tiles' parts or oneDNN's reordered
+      // weights (each returns undefined under the other backend).
+      if (at::Tensor y = amx_packed_linear(x, weight, bias, k_major); y.defined()) return y;
+      if (at::Tensor y = onednn_packed_linear(x, weight, bias, k_major); y.defined()) return y;
       return kernels::linear(x, weight, bias.defined() ? bias.contiguous() : bias, k_major);
     }
     if (trains_on_library()) {
