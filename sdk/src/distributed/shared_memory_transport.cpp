@@ -348,6 +348,26 @@ void SharedMemoryTransport::all_reduce_sum_(at::Tensor& tensor) {
   }
 }
 
+void SharedMemoryTransport::all_to_all_into(const at::Tensor& input, at::Tensor& output) {
+  if (input.numel() == 0) return;
+  const at::NoGradGuard no_grad;
+  const at::Tensor in = input.view({size_, -1});  // [rank it goes to, block]
+  at::Tensor out = output.view({size_, -1});      // [rank it came from, block]
+  const int64_t block = in.size(1);
+  // Each round carries columns [c0, c0 + cols) of every block: [size, cols] in each slot.
+  const int64_t cols = std::max<int64_t>(
+      1, std::min(block, chunk_bytes_ / static_cast<int64_t>(input.element_size()) / size_));
+  for (int64_t c0 = 0; c0 < block; c0 += cols) {
+    const int64_t n = std::min(cols, block - c0);
+    view_of(slot(rank_), {size_, n}, input.options()).copy_(in.narrow(1, c0, n));
+    barrier();
+    for (int r = 0; r < size_; ++r) {
+      out[r].narrow(0, c0, n).copy_(view_of(slot(r), {size_, n}, input.options())[rank_]);
+    }
+    next_round();
+  }
+}
+
 void SharedMemoryTransport::produce_in_rounds(int64_t rows, int64_t cols,
                                               const at::TensorOptions& options,
                                               const Producer& produce, const TermsReader& read,

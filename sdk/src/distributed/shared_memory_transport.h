@@ -43,6 +43,9 @@ class SharedMemoryTransport {
   // The sum over the ranks of a contiguous fp32 tensor, in place; every rank sums the slots in
   // rank order, so every rank holds the same bits.
   void all_reduce_sum_(at::Tensor& tensor);
+  // c10d's all_to_all_single with equal blocks: input and output contiguous, of one shape
+  // [size * m, ..]; block r of this rank's output is block `rank` of rank r's input.
+  void all_to_all_into(const at::Tensor& input, at::Tensor& output);
   // Writes rows [first, first + block.size(0)) of this rank's term into `block`.
   using Producer = std::function<void(int64_t first, at::Tensor& block)>;
   // Reads rows [first, first + n) of every rank's term, in its slot ([n, cols] each).

@@ -35,10 +35,10 @@ struct MeshOptions {
   // The launcher already serves the store at master_addr:master_port (torchrun sets
   // TORCHELASTIC_USE_AGENT_STORE=True): every rank connects to it, none serves one.
   bool launcher_store = false;
-  // The all-gathers and fp32 sum all-reduces of tp and sp groups whose CPU ranks share a host go
-  // through a shared-memory segment (/dev/shm) instead of Gloo's sockets when the tensor has at
-  // least this many bytes (negative: never); the segment holds two banks of group-size slots
-  // of chunk_bytes (docs/architecture.md).
+  // The all-gathers, all-to-alls and sum all-reduces (fp32, bf16, fp16) of tp and sp groups
+  // whose CPU ranks share a host go through a shared-memory segment (/dev/shm) instead of Gloo's
+  // sockets when the tensor has at least this many bytes (negative: never); the segment holds
+  // two banks of group-size slots of chunk_bytes (docs/architecture.md).
   int64_t shared_memory_min_bytes = 0;
   int64_t shared_memory_chunk_bytes = 4 << 20;
 };
