@@ -419,9 +419,9 @@ TEST_P(CommOps, SharedMemoryAllGatherAndAllReduceEqualTheirDefinitions) {
 }
 
 // Ulysses' all-to-all and mixed precision's bf16 / fp16 sums through the slots: every block in
-// its place after rounds of a slot's columns (a [3, 5, 700] block per rank is 11-21 rounds of
-// 4 KiB), any dtype; half-precision sums equal the fp32 rank-order sum rounded once, Gloo's own
-// result for two ranks.
+// its place after rounds of a slot's columns (a [3, 5, 700] block per rank takes 11 to 83
+// rounds of 4 KiB, by dtype and ranks), any dtype; half-precision sums equal the fp32
+// rank-order sum rounded once (as Gloo sums two ranks' halves: widened, added, rounded).
 TEST_P(CommOps, SharedMemoryAllToAllAndHalfSumsEqualTheirDefinitions) {
   const int world = GetParam();
   expect_all_ranks_passed(run_ranks(world, [&](int rank, int port) {
