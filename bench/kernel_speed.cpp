@@ -552,7 +552,8 @@ int main(int argc, char** argv) {
           },
           3),
       read);
-  const auto [lmax, lsum] = kernels::softmax_stats(logits);
+  const auto stats = kernels::softmax_stats(logits);
+  const at::Tensor &lmax = std::get<0>(stats), &lsum = std::get<1>(stats);
   const at::Tensor target = at::randint(50257, {2048}, at::kLong), scale = at::full({2048}, 1e-3);
   row("softmax_cross_entropy_grad [2048, 50257] (softmax - one_hot) * scale", 2.0 * logits.nbytes(),
       best_seconds([&] { kernels::softmax_cross_entropy_grad(logits, lmax, lsum, target, scale); },
