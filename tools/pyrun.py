@@ -10,7 +10,6 @@ import select
 import signal
 import socket
 import struct
-import subprocess
 import sys
 import time
 
